@@ -1,0 +1,1 @@
+"""Core value objects: budgets, neighbouring relations, errors, validation, randomness."""

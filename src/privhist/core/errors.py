@@ -1,0 +1,57 @@
+"""Typed errors. Every message names the parameter, what was expected and what was received.
+
+The one template (DESIGN.md, convention 4) is::
+
+    parameter 'epsilon' of stability_histogram must be > 0; got -1
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PrivhistError(Exception):
+    """Base class of every error privhist raises on purpose."""
+
+
+class ValidationError(PrivhistError, ValueError):
+    """A parameter has a value outside what the function accepts."""
+
+    def __init__(self, parameter: str, function: str, expected: str, got: Any) -> None:
+        self.parameter = parameter
+        self.function = function
+        self.expected = expected
+        self.got = got
+        super().__init__(
+            f"parameter '{parameter}' of {function} must be {expected}; got {_show(got)}"
+        )
+
+
+class InputDataError(PrivhistError, ValueError):
+    """The data cannot be used: unreadable or empty file, missing column, bad values."""
+
+
+class BudgetExceededError(PrivhistError):
+    """A release would spend more than the dataset's remaining budget."""
+
+    def __init__(self, dataset: str, requested: Any, remaining: Any) -> None:
+        self.dataset = dataset
+        self.requested = requested
+        self.remaining = remaining
+        super().__init__(
+            f"release refused for dataset '{dataset}': it requests {requested} "
+            f"but only {remaining} remains"
+        )
+
+
+class LedgerError(PrivhistError):
+    """The budget ledger is locked, corrupted or otherwise unusable."""
+
+
+class UnsupportedError(PrivhistError):
+    """A combination of options that privhist does not (yet) support."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,62 @@
+"""``Release``: what a mechanism publishes.
+
+Keys come in a canonical, data-independent order (sorted), so the order of rows reveals nothing
+beyond the set of released keys. ``values`` are the released (noisy or sampled) counts,
+``estimates`` unbiased-or-stated frequency estimates where the mechanism gives them, ``lower`` /
+``upper`` a confidence interval at ``metadata['confidence']`` for each estimate. ``metadata``
+records the mechanism, its parameters, the guarantee, the neighbouring relation, the randomness
+source and the library version. Writers live in :mod:`privhist.io.writers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class Release:
+    keys: npt.NDArray[Any]
+    values: npt.NDArray[np.int64] | None = None
+    estimates: npt.NDArray[np.float64] | None = None
+    lower: npt.NDArray[np.float64] | None = None
+    upper: npt.NDArray[np.float64] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    @property
+    def private(self) -> bool:
+        """Whether the release was drawn from a private (secure) random source."""
+        return bool(self.metadata.get("randomness", {}).get("private", False))
+
+    @property
+    def has_intervals(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+    def columns(self) -> dict[str, npt.NDArray[Any]]:
+        """The table of the release: ``key``, then ``count``, ``estimate``, ``lower``, ``upper``
+        as the mechanism provides them."""
+        out: dict[str, npt.NDArray[Any]] = {"key": self.keys}
+        if self.values is not None:
+            out["count"] = self.values
+        if self.estimates is not None:
+            out["estimate"] = self.estimates
+        if self.lower is not None and self.upper is not None:
+            out["lower"] = self.lower
+            out["upper"] = self.upper
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v.tolist() for k, v in self.columns().items()}
+
+    def lookup(self, key: Any) -> int | None:
+        """The released count of ``key`` (None when the key was not released)."""
+        i = int(np.searchsorted(self.keys, key))
+        if i < len(self) and self.keys[i] == key and self.values is not None:
+            return int(self.values[i])
+        return None

@@ -1,0 +1,107 @@
+"""Declarative parameter checks with one message template (see :mod:`privhist.core.errors`)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.core.errors import ValidationError
+
+
+def check_epsilon(value: Any, function: str, name: str = "epsilon") -> float:
+    """Return ``value`` as a float if it is a finite number > 0."""
+    x = _real(value, function, name, "a finite number > 0")
+    if not math.isfinite(x) or x <= 0:
+        raise ValidationError(name, function, "a finite number > 0", value)
+    return x
+
+
+def check_delta(value: Any, function: str, name: str = "delta", *, positive: bool = False) -> float:
+    """Return ``value`` as a float in [0, 1) (or (0, 1) when ``positive``)."""
+    expected = "in (0, 1)" if positive else "in [0, 1)"
+    x = _real(value, function, name, expected)
+    if not math.isfinite(x) or x < 0 or x >= 1 or (positive and x == 0):
+        raise ValidationError(name, function, expected, value)
+    return x
+
+
+def check_probability(
+    value: Any, function: str, name: str, *, open_low: bool = False, open_high: bool = False
+) -> float:
+    """Return ``value`` as a float in [0, 1] with optionally open ends."""
+    lo, hi = ("(" if open_low else "["), (")" if open_high else "]")
+    expected = f"in {lo}0, 1{hi}"
+    x = _real(value, function, name, expected)
+    bad = not math.isfinite(x) or x < 0 or x > 1 or (open_low and x == 0) or (open_high and x == 1)
+    if bad:
+        raise ValidationError(name, function, expected, value)
+    return x
+
+
+def check_positive_int(value: Any, function: str, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int if it is an integer >= ``minimum`` (bools rejected)."""
+    expected = f"an integer >= {minimum}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ValidationError(name, function, expected, value)
+    v = int(value)
+    if v < minimum:
+        raise ValidationError(name, function, expected, value)
+    return v
+
+
+def check_positive_fraction(value: Any, function: str, name: str) -> Fraction:
+    """Return ``value`` as an exact Fraction > 0 (ints, Fractions, finite floats, 'a/b' strings)."""
+    expected = "a finite rational number > 0"
+    try:
+        f = Fraction(value)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        raise ValidationError(name, function, expected, value) from None
+    if f <= 0:
+        raise ValidationError(name, function, expected, value)
+    return f
+
+
+def check_counts(counts: Any, function: str, name: str = "counts") -> npt.NDArray[np.int64]:
+    """Return ``counts`` as a 1-d int64 array of non-negative integers.
+
+    Floats are accepted only when every value is integral; NaN, infinities, negative values and
+    values above 2**62 are rejected with the index of the first offender.
+    """
+    arr = np.asarray(counts)
+    if arr.ndim != 1:
+        raise ValidationError(name, function, "a one-dimensional array", f"shape {arr.shape}")
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        raise ValidationError(name, function, "an array of integers", f"dtype {arr.dtype}")
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValidationError(name, function, "non-negative integers", f"{arr[i]} at index {i}")
+    if arr.size and (arr < 0).any():
+        i = int(np.argmax(arr < 0))
+        raise ValidationError(name, function, "non-negative integers", f"{arr[i]} at index {i}")
+    if arr.size and (arr > 2**62).any():
+        i = int(np.argmax(arr > 2**62))
+        raise ValidationError(name, function, "integers <= 2**62", f"{arr[i]} at index {i}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _real(value: Any, function: str, name: str, expected: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ValidationError(name, function, expected, value)
+    return float(value)

@@ -1,0 +1,39 @@
+"""Reading records from files and writing releases.
+
+Readers (:mod:`privhist.io.readers`) return lazy Polars tables with a ``key`` (and ``user``)
+column; writers (:mod:`privhist.io.writers`) write a release atomically as CSV, JSON or Parquet.
+"""
+
+from privhist.io.readers import (
+    FORMATS,
+    WORD_PATTERN,
+    infer_format,
+    resolve_format,
+    scan,
+    select_records,
+)
+from privhist.io.writers import (
+    PARQUET_METADATA_KEY,
+    WRITE_FORMATS,
+    metadata_to_json,
+    release_to_csv,
+    release_to_frame,
+    release_to_json,
+    write_release,
+)
+
+__all__ = [
+    "FORMATS",
+    "PARQUET_METADATA_KEY",
+    "WORD_PATTERN",
+    "WRITE_FORMATS",
+    "infer_format",
+    "metadata_to_json",
+    "release_to_csv",
+    "release_to_frame",
+    "release_to_json",
+    "resolve_format",
+    "scan",
+    "select_records",
+    "write_release",
+]

@@ -1,0 +1,319 @@
+"""Writers: a :class:`~privhist.core.release.Release` as CSV, JSON or Parquet.
+
+Every format holds one row per released key, in the release's (canonical, sorted) order, with
+the columns of :meth:`Release.columns`: ``key``, then ``count``, ``estimate``, ``lower`` and
+``upper`` as the mechanism provides them.
+
+* CSV: the table only, header first (e.g. ``key,count``).
+* JSON: ``{"metadata": {...}, "rows": [{"key": ..., "count": ...}, ...]}``.
+* Parquet: the table, with the metadata as a JSON string under the file's key-value metadata
+  entry ``privhist`` (see :data:`PARQUET_METADATA_KEY`).
+
+Metadata is made JSON-safe: NumPy scalars and arrays become numbers and lists, ``Fraction`` and
+``Decimal`` become strings (``"1/3"``), enums their values, objects with ``to_dict()`` that
+dict, paths and dates strings; non-finite floats become ``"inf"``, ``"-inf"`` or ``"nan"``
+strings. Anything else fails with a :class:`~privhist.core.errors.ValidationError` naming where
+it was found. In the JSON rows, non-finite numbers (an unbounded interval end, say) are written
+as ``null``, since JSON has no representation for them.
+
+Writes are atomic: the file is written to a temporary file in the destination directory and
+renamed over the destination only when complete, so a failure leaves no partial file and never
+damages a file already there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from enum import Enum
+from fractions import Fraction
+from pathlib import Path, PurePath
+from typing import IO, Any, Final
+
+import numpy as np
+import polars as pl
+
+from privhist.core.errors import ValidationError
+from privhist.core.release import Release
+
+#: the formats :func:`write_release` writes
+WRITE_FORMATS: Final[tuple[str, ...]] = ("csv", "json", "parquet")
+
+#: the Parquet key-value metadata entry holding the release metadata as JSON
+PARQUET_METADATA_KEY: Final[str] = "privhist"
+
+_EXTENSIONS: Final[dict[str, str]] = {
+    ".csv": "csv",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+def release_to_frame(release: Release) -> pl.DataFrame:
+    """The release as a table with the columns of :meth:`Release.columns`.
+
+    >>> import numpy as np
+    >>> r = Release(keys=np.array(["a", "b"], dtype=object), values=np.array([5, 3]))
+    >>> release_to_frame(r).columns
+    ['key', 'count']
+    """
+    columns: dict[str, pl.Series] = {}
+    for name, values in release.columns().items():
+        arr = np.asarray(values)
+        if name == "key" and arr.dtype.kind in "OU":
+            columns[name] = pl.Series(name, arr.tolist(), dtype=pl.String)
+        elif name == "key" and arr.dtype.kind in "iu":
+            columns[name] = pl.Series(name, arr.astype(np.int64, copy=False))
+        elif name == "count":
+            columns[name] = pl.Series(name, arr.astype(np.int64, copy=False))
+        elif name != "key":
+            columns[name] = pl.Series(name, arr.astype(np.float64, copy=False))
+        else:
+            columns[name] = pl.Series(name, arr)
+    return pl.DataFrame(columns)
+
+
+def metadata_to_json(release: Release, function: str = "metadata_to_json") -> dict[str, Any]:
+    """The release's metadata converted to JSON-safe values (see the module notes).
+
+    >>> from fractions import Fraction
+    >>> import numpy as np
+    >>> r = Release(keys=np.array([1]), metadata={"epsilon": Fraction(1, 3), "n": np.int64(4)})
+    >>> metadata_to_json(r)
+    {'epsilon': '1/3', 'n': 4}
+
+    Raises:
+        ValidationError: a value cannot be represented in JSON.
+    """
+    converted = _jsonable(release.metadata, "metadata", function)
+    assert isinstance(converted, dict)
+    return converted
+
+
+def release_to_csv(release: Release) -> str:
+    """The release as CSV text (header first), as :func:`write_release` writes it.
+
+    >>> import numpy as np
+    >>> r = Release(keys=np.array([7, 9]), values=np.array([5, 3]))
+    >>> print(release_to_csv(r), end="")
+    key,count
+    7,5
+    9,3
+    """
+    text = release_to_frame(release).write_csv()
+    return text if isinstance(text, str) else ""
+
+
+def release_to_json(release: Release, *, indent: int | None = 2) -> str:
+    """The release as a JSON document ``{"metadata": ..., "rows": [...]}``.
+
+    >>> import numpy as np
+    >>> r = Release(keys=np.array(["a"], dtype=object), values=np.array([5]),
+    ...             metadata={"mechanism": "demo"})
+    >>> print(release_to_json(r, indent=None))
+    {"metadata": {"mechanism": "demo"}, "rows": [{"key": "a", "count": 5}]}
+
+    Raises:
+        ValidationError: the metadata holds a value that cannot be represented in JSON.
+    """
+    return _to_json(release, indent, "release_to_json")
+
+
+def _to_json(release: Release, indent: int | None, fn: str) -> str:
+    document = {"metadata": metadata_to_json(release, fn), "rows": _rows(release)}
+    return json.dumps(document, indent=indent, allow_nan=False, ensure_ascii=False)
+
+
+def write_release(
+    release: Release, path: str | os.PathLike[str], format: str | None = None
+) -> Path:
+    """Write ``release`` to ``path`` atomically as CSV, JSON or Parquet.
+
+    Args:
+        release: what to write.
+        path: the destination; its directory must exist. An existing file is replaced only
+            once the new one is complete.
+        format: ``csv``, ``json`` or ``parquet``; inferred from the extension when None.
+
+    Returns:
+        The destination path.
+
+    Raises:
+        ValidationError: unknown format, missing directory, or metadata that is not
+            JSON-representable (JSON and Parquet).
+
+    Example:
+        >>> import tempfile, pathlib, numpy as np
+        >>> r = Release(keys=np.array(["a", "b"], dtype=object), values=np.array([5, 3]))
+        >>> out = write_release(r, pathlib.Path(tempfile.mkdtemp()) / "release.csv")
+        >>> print(out.read_text(), end="")
+        key,count
+        a,5
+        b,3
+    """
+    fn = "write_release"
+    dest = Path(path)
+    fmt = _resolve_write_format(dest, format, fn)
+    directory = dest.parent
+    if not directory.is_dir():
+        raise ValidationError("path", fn, "a file in an existing directory", str(dest))
+    if dest.is_dir():
+        raise ValidationError("path", fn, "a file, not a directory", str(dest))
+
+    writer: Callable[[IO[bytes]], None]
+    if fmt == "csv":
+        frame = release_to_frame(release)
+
+        def writer(fh: IO[bytes]) -> None:
+            frame.write_csv(fh)
+
+    elif fmt == "json":
+        encoded = _to_json(release, 2, fn).encode("utf-8") + b"\n"
+
+        def writer(fh: IO[bytes]) -> None:
+            fh.write(encoded)
+
+    else:
+        frame = release_to_frame(release)
+        meta = json.dumps(metadata_to_json(release, fn), allow_nan=False, ensure_ascii=False)
+
+        def writer(fh: IO[bytes]) -> None:
+            frame.write_parquet(fh, metadata={PARQUET_METADATA_KEY: meta})
+
+    _atomic_write(dest, writer)
+    return dest
+
+
+# -- internals ----------------------------------------------------------------------------
+
+
+def _resolve_write_format(dest: Path, format: str | None, fn: str) -> str:
+    if format is not None:
+        fmt = str(format).lower()
+        if fmt not in WRITE_FORMATS:
+            raise ValidationError("format", fn, f"one of {', '.join(WRITE_FORMATS)}", format)
+        return fmt
+    fmt_or_none = _EXTENSIONS.get(dest.suffix.lower())
+    if fmt_or_none is None:
+        raise ValidationError(
+            "format",
+            fn,
+            f"one of {', '.join(WRITE_FORMATS)} (or a file name ending in "
+            f"{', '.join(sorted(_EXTENSIONS))})",
+            f"None, and the format cannot be inferred from {dest.name!r}",
+        )
+    return fmt_or_none
+
+
+def _atomic_write(dest: Path, writer: Callable[[IO[bytes]], None]) -> None:
+    """Write via a temporary file in ``dest``'s directory, then rename it over ``dest``."""
+    mode = _file_mode(dest)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            writer(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _file_mode(dest: Path) -> int:
+    """Keep an existing file's permissions; otherwise what ``open()`` would give."""
+    try:
+        return dest.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _rows(release: Release) -> list[dict[str, Any]]:
+    columns = release.columns()
+    names = list(columns)
+    lists: list[list[Any]] = []
+    for name in names:
+        arr = np.asarray(columns[name])
+        if arr.dtype.kind == "f":
+            finite = np.isfinite(arr)
+            values: list[Any] = arr.tolist()
+            if not finite.all():
+                for i in np.flatnonzero(~finite).tolist():
+                    values[i] = None
+            lists.append(values)
+        elif arr.dtype.kind == "O":
+            lists.append([_jsonable(v, f"{name}[{i}]") for i, v in enumerate(arr.tolist())])
+        else:
+            lists.append(arr.tolist())
+    return [dict(zip(names, row, strict=True)) for row in zip(*lists, strict=True)]
+
+
+def _jsonable(value: Any, where: str, fn: str = "write_release") -> Any:
+    """Convert ``value`` to plain JSON types, or fail naming where the problem is."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, np.generic):
+        return _jsonable(value.item(), where, fn)
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v, f"{where}[{i}]", fn) for i, v in enumerate(value.tolist())]
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, Enum):
+        return _jsonable(value.value, where, fn)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str | int | float | bool) and k is not None:
+                raise ValidationError(
+                    "release", fn, "metadata with string keys", f"{k!r} in {where}"
+                )
+            out[str(k)] = _jsonable(v, f"{where}[{k!r}]", fn)
+        return out
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, f"{where}[{i}]", fn) for i, v in enumerate(value)]
+    if isinstance(value, set | frozenset):
+        items = [_jsonable(v, f"{where}{{}}", fn) for v in value]
+        return sorted(items, key=repr)
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return _jsonable(to_dict(), where, fn)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(dataclasses.asdict(value), where, fn)
+    raise ValidationError(
+        "release",
+        fn,
+        "metadata made of JSON-representable values",
+        f"{type(value).__name__} at {where}",
+    )

@@ -1,0 +1,442 @@
+"""Counting records per key on one machine, with per-user contribution bounding.
+
+This is the embedded engine: Polars for files and tables (lazy scans, one collect, the streaming
+engine), NumPy for in-memory arrays. Its output is :class:`~privhist.core.data.Counts`, what
+every mechanism consumes.
+
+Contribution bounding
+---------------------
+With a user column every user is a privacy unit, and a user-level guarantee needs bounds on
+what one user can change (PipelineDP's names, also used by
+:class:`~privhist.core.neighbouring.Neighbouring`):
+
+* ``max_partitions_contributed`` (``k``): each user keeps at most ``k`` of their distinct keys,
+  a uniformly random ``k``-subset when they hold more. Every (user, key) pair gets an
+  independent uniform 64-bit priority from the :class:`~privhist.core.random.RandomSource` and
+  each user keeps the ``k`` pairs of smallest priority (ranked per user with a Polars window
+  function). Ties have probability below ``2**-64`` per pair and are broken by a fixed order.
+* ``max_contributions_per_partition`` (``c``): each kept (user, key) pair keeps at most ``c`` of
+  its ``n`` records. Records of one pair are interchangeable for counting, so keeping a uniform
+  random ``c``-subset of them and keeping ``min(n, c)`` give the same count; no randomness is
+  needed.
+
+The choice for one user depends only on that user's records and on fresh randomness, so removing
+or adding a user leaves everyone else's bounded data with the same distribution, and each user
+changes at most ``k`` counts by at most ``c`` each: the sensitivity recorded as
+``Neighbouring.user(k, c)``. Only users holding more than ``k`` keys draw randomness; their pairs
+are sorted by (user, key) first, so a :class:`~privhist.core.random.SeededRandom` gives the same
+result on every run.
+
+Nulls
+-----
+Records with a null key (and, with a user column, a null user) are counted in ``info`` and
+dropped; they never fail a count.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from privhist.core.data import Counts
+from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import RandomSource, SecureRandom
+from privhist.core.validation import check_positive_int
+from privhist.engines.local.progress import status
+from privhist.io.readers import resolve_format, scan, select_records
+
+Source = str | os.PathLike[str] | pl.LazyFrame | pl.DataFrame
+
+#: bounds used when a user column is given without them (recorded in ``info``)
+DEFAULT_MAX_PARTITIONS_CONTRIBUTED: Final[int] = 1
+DEFAULT_MAX_CONTRIBUTIONS_PER_PARTITION: Final[int] = 1
+
+#: integer keys whose range is at most ``2 * records + _DENSE_SLACK`` are counted with
+#: ``np.bincount``; wider ranges are sorted
+_DENSE_SLACK: Final[int] = 1 << 20
+
+
+def count(
+    source: Source,
+    *,
+    key: str = "key",
+    user: str | bool | None = None,
+    format: str | None = None,
+    max_partitions_contributed: int | None = None,
+    max_contributions_per_partition: int | None = None,
+    rng: RandomSource | None = None,
+    progress: bool = True,
+) -> Counts:
+    """Count records per key, bounding each user's contribution when ``user`` is given.
+
+    Args:
+        source: a file (any format :func:`privhist.io.scan` reads) or a Polars table.
+        key: the key column (ignored for ``text`` and ``fimi`` files).
+        user: the user column, or None when every record is its own privacy unit. For ``text``
+            and ``fimi`` files, ``True`` (or any column name) makes each line one user.
+        format: the file format when it cannot be inferred from the name (files only).
+        max_partitions_contributed: ``k``, the most distinct keys one user keeps (with
+            ``user`` only; default 1).
+        max_contributions_per_partition: ``c``, the most records one user keeps per key
+            (with ``user`` only; default 1).
+        rng: randomness for choosing which keys a user keeps; ``SecureRandom()`` when None.
+            Used only for users holding more than ``k`` keys.
+        progress: allow a status display on stderr for reads taking more than half a second
+            (shown only when stderr is a terminal).
+
+    Returns:
+        Counts sorted by key. Without ``user``: record counts, ``units`` None, add/remove
+        neighbours. With ``user``: bounded counts, ``units`` the number of users keeping each
+        key, ``Neighbouring.user(k, c)``. ``info`` holds ``records`` (rows read, nulls
+        included), ``null_keys``, ``distinct_keys`` (non-null keys in the input),
+        ``records_kept`` and, with ``user``, ``null_users``, ``users`` (distinct non-null users
+        with a non-null key), ``users_bounded`` (users holding more than ``k`` keys), the
+        bounds and ``bounds_defaulted`` (the bounds that took their default).
+
+    Raises:
+        InputDataError: the file is missing, unreadable, empty or malformed, or lacks a column.
+        ValidationError: a parameter is out of range, or bounds are given without ``user``.
+
+    Example:
+        >>> import polars as pl
+        >>> from privhist.core.random import SeededRandom
+        >>> visits = pl.DataFrame({"page": ["a", "b", "a", "a", None], "who": [1, 1, 2, 2, 3]})
+        >>> c = count(visits, key="page")
+        >>> c.keys.tolist(), c.counts.tolist(), c.info["null_keys"]
+        (['a', 'b'], [3, 1], 1)
+        >>> c = count(visits, key="page", user="who", max_partitions_contributed=2,
+        ...           max_contributions_per_partition=1, rng=SeededRandom(0))
+        >>> c.keys.tolist(), c.counts.tolist(), c.units.tolist()
+        (['a', 'b'], [2, 1], [2, 1])
+    """
+    fn = "count"
+    with_user = user is not None and user is not False
+    k, c, defaulted = _bounds(
+        with_user, max_partitions_contributed, max_contributions_per_partition, fn
+    )
+    path: str | os.PathLike[str] | None = None
+    fmt: str | None = None
+    if isinstance(source, pl.LazyFrame | pl.DataFrame):
+        if format is not None:
+            raise ValidationError("format", fn, "None when source is a table", format)
+        if isinstance(user, bool):
+            raise ValidationError("user", fn, "a column name when source is a table", user)
+        lf = select_records(source, key=key, user=user, function=fn, source="the table")
+        label = "table"
+    elif isinstance(source, str | os.PathLike):
+        path = source
+        fmt = resolve_format(path, format, fn)
+        lf = scan(path, format=fmt, key=key, user=user, function=fn)
+        label = os.fspath(path)
+    else:
+        raise ValidationError(
+            "source", fn, "a file path or a Polars DataFrame/LazyFrame", type(source).__name__
+        )
+
+    def run(frame: pl.LazyFrame) -> Counts:
+        if with_user:
+            return _count_users(frame, k, c, rng or SecureRandom(), label, progress)
+        return _count_records(frame, label, progress)
+
+    try:
+        result = run(lf)
+    except InputDataError as exc:
+        # a CSV/NDJSON key column that looked integer in its first rows but is not: read keys
+        # (and users) as text rather than fail on valid data
+        if path is None or fmt not in ("csv", "tsv", "ndjson") or not _is_parse_error(exc):
+            raise
+        lf = scan(path, format=fmt, key=key, user=user, function=fn, infer_keys=False)
+        result = run(lf)
+        result.info["keys_read_as_text"] = True
+    if with_user:
+        result.info["bounds_defaulted"] = defaulted
+    if path is not None:
+        result.info["source"] = label
+        result.info["format"] = fmt
+    return result
+
+
+def count_array(
+    keys: npt.ArrayLike,
+    users: npt.ArrayLike | None = None,
+    *,
+    max_partitions_contributed: int | None = None,
+    max_contributions_per_partition: int | None = None,
+    rng: RandomSource | None = None,
+) -> Counts:
+    """Count an in-memory array of keys (one record per entry).
+
+    Integer keys are counted with ``np.bincount`` when their range is small and by sorting
+    otherwise; string keys (``str`` or object arrays, ``None`` for a null key) with a Polars
+    group-by. With ``users`` (one user per entry), contribution bounding is applied exactly as in
+    :func:`count`.
+
+    Args:
+        keys: one-dimensional array of integer or string keys.
+        users: optional array of user ids, the same length as ``keys``.
+        max_partitions_contributed: ``k`` (with ``users`` only; default 1).
+        max_contributions_per_partition: ``c`` (with ``users`` only; default 1).
+        rng: randomness for contribution bounding; ``SecureRandom()`` when None.
+
+    Returns:
+        Counts sorted by key (integer keys as ``int64``, string keys as an object array).
+
+    Raises:
+        ValidationError: the array is not one-dimensional or has an unsupported type.
+
+    Example:
+        >>> import numpy as np
+        >>> c = count_array(np.array([3, 1, 3, 3]))
+        >>> c.keys.tolist(), c.counts.tolist(), c.info["records"]
+        ([1, 3], [1, 3], 4)
+    """
+    fn = "count_array"
+    arr = np.asarray(keys)
+    if arr.ndim != 1:
+        raise ValidationError("keys", fn, "a one-dimensional array", f"shape {arr.shape}")
+    if users is None:
+        _bounds(False, max_partitions_contributed, max_contributions_per_partition, fn)
+        if arr.dtype.kind in "iu":
+            return _count_integers(arr, fn)
+        frame = pl.DataFrame({"key": _string_series(arr, fn)})
+        return _count_records(frame.lazy(), "array", progress=False)
+    k, c, defaulted = _bounds(True, max_partitions_contributed, max_contributions_per_partition, fn)
+    u = np.asarray(users)
+    if u.ndim != 1 or u.shape[0] != arr.shape[0]:
+        raise ValidationError(
+            "users", fn, f"a one-dimensional array of length {arr.shape[0]}", f"shape {u.shape}"
+        )
+    if arr.dtype.kind in "iu":
+        key_series = _integer_series(arr, fn)
+    else:
+        key_series = _string_series(arr, fn)
+    try:
+        user_series = pl.Series("user", u)
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise ValidationError("users", fn, "an array of ids", f"dtype {u.dtype}") from exc
+    frame = pl.DataFrame([key_series, user_series])
+    result = _count_users(frame.lazy(), k, c, rng or SecureRandom(), "array", progress=False)
+    result.info["bounds_defaulted"] = defaulted
+    return result
+
+
+# -- internals ----------------------------------------------------------------------------
+
+
+def _bounds(with_user: bool, k: int | None, c: int | None, fn: str) -> tuple[int, int, list[str]]:
+    if not with_user:
+        for name, value in (
+            ("max_partitions_contributed", k),
+            ("max_contributions_per_partition", c),
+        ):
+            if value is not None:
+                raise ValidationError(
+                    name, fn, "None without a user column (each record is its own unit)", value
+                )
+        return 1, 1, []
+    defaulted = []
+    if k is None:
+        k = DEFAULT_MAX_PARTITIONS_CONTRIBUTED
+        defaulted.append("max_partitions_contributed")
+    if c is None:
+        c = DEFAULT_MAX_CONTRIBUTIONS_PER_PARTITION
+        defaulted.append("max_contributions_per_partition")
+    k = check_positive_int(k, fn, "max_partitions_contributed")
+    c = check_positive_int(c, fn, "max_contributions_per_partition")
+    return k, c, defaulted
+
+
+def _collect(query: pl.LazyFrame, label: str, progress: bool) -> pl.DataFrame:
+    """Run the one query that reads the data, with a status display for slow reads."""
+    with status(f"Counting {label}", enabled=progress):
+        try:
+            return query.collect(engine="streaming")
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            text = str(exc).strip()
+            first = text.splitlines()[0] if text else type(exc).__name__
+            raise InputDataError(f"cannot read {label}: {first}") from exc
+
+
+def _is_parse_error(exc: InputDataError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, pl.exceptions.ComputeError) and "parse" in str(cause)
+
+
+def _count_records(lf: pl.LazyFrame, label: str, progress: bool) -> Counts:
+    df = _collect(lf.group_by("key").agg(pl.len().alias("n")), label, progress)
+    n = df["n"].cast(pl.Int64)
+    nulls = df["key"].is_null()
+    records = int(n.sum())
+    null_keys = int(n.filter(nulls).sum())
+    kept = df.filter(~nulls).sort("key")
+    counts = _int64(kept["n"])
+    info: dict[str, Any] = {
+        "records": records,
+        "null_keys": null_keys,
+        "distinct_keys": kept.height,
+        "records_kept": int(counts.sum()),
+    }
+    return Counts(
+        keys=_keys(kept["key"]),
+        counts=counts,
+        units=None,
+        neighbouring=Neighbouring.add_remove(),
+        info=info,
+    )
+
+
+def _count_users(
+    lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str, progress: bool
+) -> Counts:
+    pairs = _collect(lf.group_by("user", "key").agg(pl.len().alias("n")), label, progress)
+    pairs = pairs.with_columns(pl.col("n").cast(pl.Int64))
+    null_key = pairs["key"].is_null()
+    null_user = pairs["user"].is_null()
+    records = int(pairs["n"].sum())
+    null_keys = int(pairs["n"].filter(null_key).sum())
+    null_users = int(pairs["n"].filter(null_user).sum())
+    pairs = pairs.filter(~null_key & ~null_user)
+
+    users_bounded = int(
+        pairs.group_by("user").agg(pl.len().alias("held")).filter(pl.col("held") > k).height
+    )
+    kept = bound_contributions(pairs, k, c, rng)
+    table = (
+        kept.group_by("key")
+        .agg(
+            pl.col("n").sum().alias("count"),
+            pl.len().alias("units"),
+        )
+        .sort("key")
+    )
+    counts = _int64(table["count"])
+    info: dict[str, Any] = {
+        "records": records,
+        "null_keys": null_keys,
+        "null_users": null_users,
+        "users": pairs["user"].n_unique(),
+        "distinct_keys": pairs["key"].n_unique(),
+        "users_bounded": users_bounded,
+        "records_kept": int(counts.sum()),
+        "max_partitions_contributed": k,
+        "max_contributions_per_partition": c,
+    }
+    return Counts(
+        keys=_keys(table["key"]),
+        counts=counts,
+        units=_int64(table["units"]),
+        neighbouring=Neighbouring.user(k, c),
+        info=info,
+    )
+
+
+def bound_contributions(
+    pairs: pl.DataFrame,
+    max_partitions_contributed: int,
+    max_contributions_per_partition: int,
+    rng: RandomSource,
+) -> pl.DataFrame:
+    """Bound each user's contribution, on a table of (user, key) pairs with record counts.
+
+    Args:
+        pairs: columns ``user``, ``key`` and ``n`` (records of that pair), one row per distinct
+            non-null (user, key) pair.
+        max_partitions_contributed: ``k``; a user holding more than ``k`` keys keeps a uniformly
+            random ``k`` of them (the ``k`` smallest of i.i.d. 64-bit priorities).
+        max_contributions_per_partition: ``c``; each kept pair keeps ``min(n, c)`` records.
+        rng: the source of the priorities (drawn only for users holding more than ``k`` keys).
+
+    Returns:
+        The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), in no fixed order.
+
+    Example:
+        >>> from privhist.core.random import SeededRandom
+        >>> pairs = pl.DataFrame({"user": [1, 1, 1, 2], "key": ["a", "b", "c", "a"],
+        ...                       "n": [5, 1, 2, 1]})
+        >>> kept = bound_contributions(pairs, 2, 3, SeededRandom(0))
+        >>> kept.group_by("user").len().sort("user")["len"].to_list(), kept["n"].max() <= 3
+        ([2, 1], True)
+    """
+    k = check_positive_int(
+        max_partitions_contributed, "bound_contributions", "max_partitions_contributed"
+    )
+    c = check_positive_int(
+        max_contributions_per_partition, "bound_contributions", "max_contributions_per_partition"
+    )
+    # each row is a distinct (user, key) pair, so a user's row count is their distinct keys
+    pairs = pairs.select("user", "key", "n").with_columns(pl.len().over("user").alias("held"))
+    small = pairs.filter(pl.col("held") <= k).drop("held")
+    large = pairs.filter(pl.col("held") > k).drop("held")
+    if large.height:
+        # a fixed row order makes seeded runs reproducible; the priorities are i.i.d. whatever
+        # the order, so each user keeps a uniform k-subset of their keys, independently of
+        # every other user
+        large = large.sort("user", "key")
+        priority = pl.Series("priority", rng.uint64(large.height), dtype=pl.UInt64)
+        large = (
+            large.with_columns(priority)
+            .filter(pl.col("priority").rank("ordinal").over("user") <= k)
+            .drop("priority")
+        )
+    kept = pl.concat([small, large])
+    return kept.with_columns(pl.col("n").clip(upper_bound=c))
+
+
+def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
+    n = int(arr.shape[0])
+    if n == 0:
+        keys = np.zeros(0, dtype=np.int64)
+        counts = np.zeros(0, dtype=np.int64)
+    else:
+        lo, hi = int(arr.min()), int(arr.max())
+        if hi >= 1 << 63:
+            raise ValidationError("keys", fn, "integers below 2**63", hi)
+        values = arr.astype(np.int64, copy=False)
+        if hi - lo + 1 <= 2 * n + _DENSE_SLACK:
+            shifted = values - lo if lo != 0 else values
+            dense = np.bincount(shifted, minlength=hi - lo + 1)
+            present = np.flatnonzero(dense)
+            keys = present.astype(np.int64) + lo
+            counts = dense[present].astype(np.int64)
+        else:
+            ordered = np.sort(values)
+            starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+            keys = ordered[starts]
+            counts = np.diff(np.append(starts, n)).astype(np.int64)
+    info = {"records": n, "null_keys": 0, "distinct_keys": int(keys.shape[0]), "records_kept": n}
+    return Counts(
+        keys=keys, counts=counts, units=None, neighbouring=Neighbouring.add_remove(), info=info
+    )
+
+
+def _integer_series(arr: npt.NDArray[Any], fn: str) -> pl.Series:
+    if arr.size and int(arr.max()) >= 1 << 63:
+        raise ValidationError("keys", fn, "integers below 2**63", int(arr.max()))
+    return pl.Series("key", arr.astype(np.int64, copy=False))
+
+
+def _string_series(arr: npt.NDArray[Any], fn: str) -> pl.Series:
+    expected = "an array of integers or strings (None for a missing key)"
+    if arr.dtype.kind not in "UO" and arr.size:
+        raise ValidationError("keys", fn, expected, f"dtype {arr.dtype}")
+    try:
+        if arr.dtype.kind == "O":
+            return pl.Series("key", arr.tolist(), dtype=pl.String, strict=True)
+        return pl.Series("key", arr, dtype=pl.String)
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise ValidationError("keys", fn, expected, "values of mixed or other types") from exc
+
+
+def _keys(series: pl.Series) -> npt.NDArray[Any]:
+    if series.dtype == pl.String or series.dtype == pl.Null:
+        return np.array(series.to_list(), dtype=object)
+    return _int64(series)
+
+
+def _int64(series: pl.Series) -> npt.NDArray[np.int64]:
+    return np.array(series.cast(pl.Int64).to_numpy(), dtype=np.int64)

@@ -1,0 +1,464 @@
+"""The local engine: exact counts, contribution bounding, uniform key selection, nulls, files."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from privhist.core.data import Counts
+from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.neighbouring import Neighbouring, Relation
+from privhist.core.random import U64, RandomSource, SeededRandom
+from privhist.engines import count, count_array
+from privhist.engines.local import bound_contributions
+from privhist.engines.local.progress import status
+
+ALPHA = 1e-6
+SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+
+
+def as_dict(c: Counts) -> dict[Any, int]:
+    return dict(zip(c.keys.tolist(), c.counts.tolist(), strict=True))
+
+
+def check_invariants(c: Counts) -> None:
+    assert c.counts.dtype == np.int64
+    assert len(c.keys) == len(c.counts)
+    if len(c) > 1:
+        assert (c.keys[1:] > c.keys[:-1]).all()  # sorted and unique
+    assert (c.counts > 0).all()
+    if c.units is not None:
+        assert c.units.dtype == np.int64
+        assert (c.units >= 1).all() and (c.units <= c.counts).all()
+
+
+def random_records(seed: int, n: int, users: int, keys: int) -> pl.DataFrame:
+    g = np.random.default_rng(seed)
+    return pl.DataFrame(
+        {
+            "key": g.integers(0, keys, n),
+            "user": g.integers(0, users, n),
+        }
+    )
+
+
+# -- record-level counts ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_count_array_matches_brute_force_for_integers(seed: int) -> None:
+    g = np.random.default_rng(seed)
+    for keys in (g.integers(-5, 20, 300), g.integers(0, 2**40, 300), g.zipf(1.5, 500)):
+        c = count_array(keys)
+        check_invariants(c)
+        assert as_dict(c) == dict(Counter(keys.tolist()))
+        assert c.units is None
+        assert c.neighbouring == Neighbouring.add_remove()
+        assert c.info["records"] == keys.size
+        assert c.info["distinct_keys"] == len(set(keys.tolist()))
+
+
+def test_count_array_strings_and_null_keys() -> None:
+    keys = np.array(["b", "a", None, "b", "b", None], dtype=object)
+    c = count_array(keys)
+    check_invariants(c)
+    assert as_dict(c) == {"a": 1, "b": 3}
+    assert c.info["null_keys"] == 2 and c.info["records"] == 6
+    u = count_array(np.array(["x", "y", "x"]))
+    assert as_dict(u) == {"x": 2, "y": 1}
+
+
+def test_count_array_rejects_other_types() -> None:
+    with pytest.raises(ValidationError, match="parameter 'keys' of count_array"):
+        count_array(np.array([1.5, 2.5]))
+    with pytest.raises(ValidationError, match="parameter 'keys' of count_array"):
+        count_array(np.zeros((2, 2), dtype=np.int64))
+    with pytest.raises(ValidationError, match="parameter 'keys' of count_array"):
+        count_array(np.array([1, "a"], dtype=object))
+
+
+def test_count_array_empty() -> None:
+    empties: list[Any] = [np.array([], dtype=np.int64), np.array([], dtype=object), []]
+    for keys in empties:
+        c = count_array(keys)
+        assert len(c) == 0 and c.info["records"] == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_count_frame_and_files_match_brute_force(seed: int, tmp_path: Path) -> None:
+    df = random_records(seed, 2000, 50, 30)
+    truth = dict(Counter(df["key"].to_list()))
+    assert as_dict(count(df)) == truth
+    assert as_dict(count(df.lazy())) == truth
+    df.write_csv(tmp_path / "d.csv")
+    df.write_parquet(tmp_path / "d.parquet")
+    df.write_ndjson(tmp_path / "d.ndjson")
+    for name in ("d.csv", "d.parquet", "d.ndjson"):
+        c = count(tmp_path / name, progress=False)
+        check_invariants(c)
+        assert as_dict(c) == truth
+        assert c.info["records"] == 2000 and c.info["source"].endswith(name)
+
+
+def test_record_level_null_keys_are_counted_and_dropped() -> None:
+    df = pl.DataFrame({"k": ["a", None, "a", None, None, "b"]})
+    c = count(df, key="k")
+    assert as_dict(c) == {"a": 2, "b": 1}
+    assert c.info == {"records": 6, "null_keys": 3, "distinct_keys": 2, "records_kept": 3}
+
+
+def test_empty_input_gives_empty_counts(tmp_path: Path) -> None:
+    f = tmp_path / "d.csv"
+    f.write_text("k,u\n")
+    for user in (None, "u"):
+        c = count(f, key="k", user=user, rng=SeededRandom(0))
+        assert len(c) == 0 and c.info["records"] == 0
+    only_nulls = pl.DataFrame({"k": pl.Series([None, None], dtype=pl.String)})
+    c = count(only_nulls, key="k")
+    assert len(c) == 0 and c.info["null_keys"] == 2
+
+
+def test_empty_or_missing_file_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "d.csv"
+    f.write_bytes(b"")
+    with pytest.raises(InputDataError, match="empty"):
+        count(f, key="k")
+    with pytest.raises(InputDataError, match="parameter 'path' of count"):
+        count(tmp_path / "missing.parquet", key="k")
+    with pytest.raises(InputDataError, match="parameter 'key' of count"):
+        count(pl.DataFrame({"a": [1]}), key="k")
+
+
+def test_integer_looking_keys_that_are_not_integers_are_read_as_text(tmp_path: Path) -> None:
+    f = tmp_path / "d.csv"
+    f.write_text("k\n" + "1\n" * 20_000 + "abc\n")
+    c = count(f, key="k")
+    assert as_dict(c) == {"1": 20_000, "abc": 1}
+    assert c.info["keys_read_as_text"] is True
+
+
+def test_malformed_fimi_is_an_input_error(tmp_path: Path) -> None:
+    f = tmp_path / "r.dat"
+    f.write_text("1 2\n3 x\n")
+    with pytest.raises(InputDataError, match="cannot read"):
+        count(f, user=True, rng=SeededRandom(0))
+
+
+def test_text_and_fimi_files(tmp_path: Path) -> None:
+    t = tmp_path / "t.txt.gz"
+    t.write_bytes(gzip.compress(b"To be, or not to be\nthat is the question\n"))
+    c = count(t)
+    assert as_dict(c)["to"] == 2 and as_dict(c)["be"] == 2 and c.info["format"] == "text"
+    u = count(t, user=True, max_partitions_contributed=10, max_contributions_per_partition=1)
+    assert as_dict(u)["to"] == 1 and u.info["users"] == 2
+    f = tmp_path / "r.dat"
+    f.write_text("1 2 2 \n2 3 \n")
+    assert as_dict(count(f)) == {1: 1, 2: 3, 3: 1}
+    b = count(f, user=True, max_partitions_contributed=2, max_contributions_per_partition=1)
+    assert as_dict(b) == {1: 1, 2: 2, 3: 1} and b.units is not None
+
+
+# -- contribution bounding --------------------------------------------------------------------
+
+
+def brute_force_pairs(df: pl.DataFrame) -> dict[tuple[Any, Any], int]:
+    out: dict[tuple[Any, Any], int] = Counter()
+    for u, k in zip(df["user"].to_list(), df["key"].to_list(), strict=True):
+        if u is not None and k is not None:
+            out[(u, k)] += 1
+    return dict(out)
+
+
+@pytest.mark.parametrize(("k", "c"), [(1, 1), (2, 3), (3, 1), (100, 100)])
+def test_bounded_dataset_respects_the_bounds(k: int, c: int) -> None:
+    df = random_records(11, 3000, 40, 12)
+    pairs = brute_force_pairs(df)
+    held: dict[Any, set[Any]] = defaultdict(set)
+    for u, key in pairs:
+        held[u].add(key)
+    table = pl.DataFrame(
+        {
+            "user": [u for u, _ in pairs],
+            "key": [key for _, key in pairs],
+            "n": list(pairs.values()),
+        }
+    )
+    kept = bound_contributions(table, k, c, SeededRandom(3))
+    per_user: dict[Any, list[Any]] = defaultdict(list)
+    for u, key, n in kept.iter_rows():
+        per_user[u].append(key)
+        assert n == min(pairs[(u, key)], c)  # at most c per (user, key), and no fewer
+    for u, keys in held.items():
+        chosen = per_user.get(u, [])
+        assert len(chosen) == min(len(keys), k)  # at most k keys, and no fewer
+        assert len(set(chosen)) == len(chosen) and set(chosen) <= keys
+
+    # the engine's counts are exactly the bounded dataset's counts
+    counts = count(
+        df,
+        user="user",
+        max_partitions_contributed=k,
+        max_contributions_per_partition=c,
+        rng=SeededRandom(3),
+    )
+    check_invariants(counts)
+    expected_counts: Counter[Any] = Counter()
+    expected_units: Counter[Any] = Counter()
+    for _, key, n in kept.iter_rows():
+        expected_counts[key] += n
+        expected_units[key] += 1
+    assert as_dict(counts) == dict(expected_counts)
+    assert counts.units is not None
+    assert dict(zip(counts.keys.tolist(), counts.units.tolist(), strict=True)) == dict(
+        expected_units
+    )
+    assert counts.neighbouring == Neighbouring.user(k, c)
+    assert counts.neighbouring.relation is Relation.USER
+    assert counts.info["users"] == len(held)
+    assert counts.info["users_bounded"] == sum(len(v) > k for v in held.values())
+
+
+def test_loose_bounds_keep_everything_exactly() -> None:
+    df = random_records(5, 1000, 30, 8)
+    pairs = brute_force_pairs(df)
+    c = count(
+        df,
+        user="user",
+        max_partitions_contributed=8,
+        max_contributions_per_partition=10**6,
+        rng=SeededRandom(0),
+    )
+    assert as_dict(c) == dict(Counter(df["key"].to_list()))
+    assert c.info["users_bounded"] == 0
+    units: Counter[Any] = Counter(key for _, key in pairs)
+    assert c.units is not None and c.units.tolist() == [units[k] for k in c.keys.tolist()]
+
+
+def test_users_within_k_draw_no_randomness() -> None:
+    class Refuse(RandomSource):
+        def uint64(self, n: int) -> U64:
+            raise AssertionError("no randomness should be drawn")
+
+        @property
+        def description(self) -> str:
+            return "refuse"
+
+    df = pl.DataFrame({"user": [1, 1, 2], "key": ["a", "b", "a"]})
+    c = count(df, user="user", max_partitions_contributed=2, rng=Refuse())
+    assert as_dict(c) == {"a": 2, "b": 1}
+
+
+def test_equal_priorities_still_respect_the_bound() -> None:
+    class Zeros(RandomSource):
+        def uint64(self, n: int) -> U64:
+            return np.zeros(n, dtype=np.uint64)
+
+        @property
+        def description(self) -> str:
+            return "zeros"
+
+    df = random_records(2, 500, 10, 20)
+    c = count(
+        df,
+        user="user",
+        max_partitions_contributed=3,
+        max_contributions_per_partition=2,
+        rng=Zeros(),
+    )
+    assert c.units is not None and int(c.units.sum()) == 30  # ten users, three keys each
+    assert int(c.counts.sum()) <= 10 * 3 * 2
+
+
+def test_null_keys_and_null_users_are_counted_and_dropped() -> None:
+    df = pl.DataFrame(
+        {
+            "user": [1, 1, None, 2, None, 3],
+            "key": ["a", None, "a", "b", None, "a"],
+        }
+    )
+    c = count(
+        df,
+        user="user",
+        max_partitions_contributed=5,
+        max_contributions_per_partition=5,
+        rng=SeededRandom(0),
+    )
+    assert as_dict(c) == {"a": 2, "b": 1}
+    assert c.info["records"] == 6
+    assert c.info["null_keys"] == 2  # records whose key is null
+    assert c.info["null_users"] == 2  # records whose user is null
+    assert c.info["users"] == 3
+
+
+def test_defaults_are_used_and_recorded() -> None:
+    df = pl.DataFrame({"user": [1, 1, 1, 2], "key": ["a", "a", "b", "a"]})
+    c = count(df, user="user", rng=SeededRandom(1))
+    assert c.neighbouring == Neighbouring.user(1, 1)
+    assert c.info["bounds_defaulted"] == [
+        "max_partitions_contributed",
+        "max_contributions_per_partition",
+    ]
+    assert int(c.counts.sum()) == 2  # one record from each user
+    d = count(df, user="user", max_partitions_contributed=2, rng=SeededRandom(1))
+    assert d.info["bounds_defaulted"] == ["max_contributions_per_partition"]
+    assert as_dict(d) == {"a": 2, "b": 1}
+
+
+def test_bad_bounds_and_arguments() -> None:
+    df = pl.DataFrame({"user": [1], "key": ["a"]})
+    with pytest.raises(ValidationError, match="parameter 'max_partitions_contributed' of count"):
+        count(df, user="user", max_partitions_contributed=0)
+    with pytest.raises(ValidationError, match="max_contributions_per_partition"):
+        count(df, user="user", max_contributions_per_partition=-1)
+    with pytest.raises(ValidationError, match="without a user column"):
+        count(df, max_partitions_contributed=2)
+    with pytest.raises(ValidationError, match="parameter 'format' of count"):
+        count(df, format="csv")
+    with pytest.raises(ValidationError, match="parameter 'source' of count"):
+        count(np.array([1, 2]))  # type: ignore[arg-type]
+
+
+def test_reproducible_with_seeded_random() -> None:
+    df = random_records(9, 5000, 100, 50)
+
+    def run(seed: int) -> Counts:
+        return count(
+            df,
+            user="user",
+            max_partitions_contributed=2,
+            max_contributions_per_partition=1,
+            rng=SeededRandom(seed),
+        )
+
+    a, b, other = run(42), run(42), run(43)
+    assert a.keys.tolist() == b.keys.tolist()
+    assert a.counts.tolist() == b.counts.tolist()
+    assert a.units is not None and b.units is not None
+    assert a.units.tolist() == b.units.tolist()
+    assert as_dict(a) != as_dict(other)
+    # the input row order does not matter either
+    shuffled = df.sample(fraction=1.0, shuffle=True, seed=1)
+    c = count(
+        shuffled,
+        user="user",
+        max_partitions_contributed=2,
+        max_contributions_per_partition=1,
+        rng=SeededRandom(42),
+    )
+    assert as_dict(c) == as_dict(a)
+
+
+def test_count_array_with_users() -> None:
+    keys = np.array([5, 5, 6, 7, 5])
+    users = np.array(["p", "p", "p", "q", "q"])
+    c = count_array(
+        keys,
+        users,
+        max_partitions_contributed=2,
+        max_contributions_per_partition=2,
+        rng=SeededRandom(0),
+    )
+    assert c.neighbouring == Neighbouring.user(2, 2)
+    assert as_dict(c) == {5: 3, 6: 1, 7: 1}
+    with pytest.raises(ValidationError, match="parameter 'users' of count_array"):
+        count_array(keys, users[:3])
+
+
+# -- uniformity of the per-user key selection --------------------------------------------------
+
+
+def chi_square_p(observed: np.ndarray, probabilities: np.ndarray) -> float:
+    expected = probabilities * observed.sum()
+    statistic = float(((observed - expected) ** 2 / expected).sum())
+    return float(stats.chi2.sf(statistic, df=observed.size - 1))
+
+
+def test_one_of_four_keys_is_chosen_uniformly() -> None:
+    users = 40_000
+    df = pl.DataFrame(
+        {
+            "user": np.repeat(np.arange(users), 4),
+            "key": np.tile(np.array(["w", "x", "y", "z"]), users),
+        }
+    )
+    c = count(df, user="user", max_partitions_contributed=1, rng=SeededRandom(2024))
+    observed = c.counts.astype(float)
+    assert c.keys.tolist() == ["w", "x", "y", "z"] and observed.sum() == users
+    uniform = np.full(4, 0.25)
+    assert chi_square_p(observed, uniform) > ALPHA
+
+    # power: the same test rejects an always-the-first-key rule and a mild bias
+    assert chi_square_p(np.array([users, 0.0, 0.0, 0.0]), uniform) < ALPHA
+    mild = np.array([0.28, 0.24, 0.24, 0.24]) * users
+    assert chi_square_p(mild, uniform) < ALPHA
+
+
+def test_two_of_four_keys_every_pair_equally_likely() -> None:
+    users = 30_000
+    pairs = pl.DataFrame(
+        {
+            "user": np.repeat(np.arange(users), 4),
+            "key": np.tile(np.arange(4), users),
+            "n": np.ones(4 * users, dtype=np.int64),
+        }
+    )
+    kept = bound_contributions(pairs, 2, 1, SeededRandom(7))
+    chosen = kept.group_by("user").agg(pl.col("key").sort()).get_column("key").to_list()
+    freq = Counter(tuple(x) for x in chosen)
+    assert len(freq) == 6 and sum(freq.values()) == users
+    observed = np.array([freq[p] for p in sorted(freq)], dtype=float)
+    assert chi_square_p(observed, np.full(6, 1 / 6)) > ALPHA
+    # power: "the two smallest keys" would be rejected
+    assert chi_square_p(np.array([users, 0, 0, 0, 0, 0], dtype=float), np.full(6, 1 / 6)) < ALPHA
+
+
+# -- progress display -------------------------------------------------------------------------
+
+
+def test_status_is_silent_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    with status("counting", enabled=True, delay=0.0):
+        pass
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+    c = count(pl.DataFrame({"key": [1, 2, 2]}), progress=True)
+    assert as_dict(c) == {1: 1, 2: 2}
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+
+
+# -- real data --------------------------------------------------------------------------------
+
+
+def test_retail_fimi_file() -> None:
+    path = SHARED_DATA / "retail.dat"
+    if not path.is_file():
+        pytest.skip("../shared/data/retail.dat is not present")
+    truth: Counter[int] = Counter()
+    baskets = 0
+    with open(path, encoding="ascii") as fh:
+        for line in fh:
+            baskets += 1
+            truth.update(int(tok) for tok in line.split())
+    c = count(path, progress=False)
+    check_invariants(c)
+    assert as_dict(c) == dict(truth)
+    assert c.info["records"] == sum(truth.values())
+    b = count(
+        path,
+        user=True,
+        max_partitions_contributed=5,
+        max_contributions_per_partition=1,
+        rng=SeededRandom(0),
+    )
+    check_invariants(b)
+    assert b.info["users"] <= baskets
+    assert b.info["records"] == sum(truth.values())
+    assert int(b.counts.sum()) <= 5 * b.info["users"]
+    assert all(b.counts[i] <= truth[k] for i, k in enumerate(b.keys.tolist()))

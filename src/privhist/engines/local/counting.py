@@ -13,8 +13,10 @@ what one user can change (PipelineDP's names, also used by
 * ``max_partitions_contributed`` (``k``): each user keeps at most ``k`` of their distinct keys,
   a uniformly random ``k``-subset when they hold more. Every (user, key) pair gets an
   independent uniform 64-bit priority from the :class:`~privhist.core.random.RandomSource` and
-  each user keeps the ``k`` pairs of smallest priority (ranked per user with a Polars window
-  function). Ties have probability below ``2**-64`` per pair and are broken by a fixed order.
+  each user keeps the ``k`` pairs of smallest priority. Ranks come from one sort by (user,
+  priority) over the users holding more than ``k`` keys, read off as positions inside each
+  user's contiguous block (linear time; faster than a hashed window ``rank().over("user")``).
+  Two priorities tie with probability ``2**-64``; a tie is broken by key order.
 * ``max_contributions_per_partition`` (``c``): each kept (user, key) pair keeps at most ``c`` of
   its ``n`` records. Records of one pair are interchangeable for counting, so keeping a uniform
   random ``c``-subset of them and keeping ``min(n, c)`` give the same count; no randomness is
@@ -140,18 +142,20 @@ def count(
 
     def run(frame: pl.LazyFrame) -> Counts:
         if with_user:
-            return _count_users(frame, k, c, rng or SecureRandom(), label, progress)
-        return _count_records(frame, label, progress)
+            return _count_users(frame, k, c, rng or SecureRandom(), label)
+        return _count_records(frame, label)
 
     try:
-        result = run(lf)
+        with status(f"Counting {label}", enabled=progress):
+            result = run(lf)
     except InputDataError as exc:
         # a CSV/NDJSON key column that looked integer in its first rows but is not: read keys
         # (and users) as text rather than fail on valid data
         if path is None or fmt not in ("csv", "tsv", "ndjson") or not _is_parse_error(exc):
             raise
         lf = scan(path, format=fmt, key=key, user=user, function=fn, infer_keys=False)
-        result = run(lf)
+        with status(f"Counting {label} (keys as text)", enabled=progress):
+            result = run(lf)
         result.info["keys_read_as_text"] = True
     if with_user:
         result.info["bounds_defaulted"] = defaulted
@@ -204,7 +208,7 @@ def count_array(
         if arr.dtype.kind in "iu":
             return _count_integers(arr, fn)
         frame = pl.DataFrame({"key": _string_series(arr, fn)})
-        return _count_records(frame.lazy(), "array", progress=False)
+        return _count_records(frame.lazy(), "array")
     k, c, defaulted = _bounds(True, max_partitions_contributed, max_contributions_per_partition, fn)
     u = np.asarray(users)
     if u.ndim != 1 or u.shape[0] != arr.shape[0]:
@@ -220,7 +224,7 @@ def count_array(
     except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
         raise ValidationError("users", fn, "an array of ids", f"dtype {u.dtype}") from exc
     frame = pl.DataFrame([key_series, user_series])
-    result = _count_users(frame.lazy(), k, c, rng or SecureRandom(), "array", progress=False)
+    result = _count_users(frame.lazy(), k, c, rng or SecureRandom(), "array")
     result.info["bounds_defaulted"] = defaulted
     return result
 
@@ -251,15 +255,14 @@ def _bounds(with_user: bool, k: int | None, c: int | None, fn: str) -> tuple[int
     return k, c, defaulted
 
 
-def _collect(query: pl.LazyFrame, label: str, progress: bool) -> pl.DataFrame:
-    """Run the one query that reads the data, with a status display for slow reads."""
-    with status(f"Counting {label}", enabled=progress):
-        try:
-            return query.collect(engine="streaming")
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            text = str(exc).strip()
-            first = text.splitlines()[0] if text else type(exc).__name__
-            raise InputDataError(f"cannot read {label}: {first}") from exc
+def _collect(query: pl.LazyFrame, label: str) -> pl.DataFrame:
+    """Run the one query that reads the data (streaming engine: memory bounded by the groups)."""
+    try:
+        return query.collect(engine="streaming")
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        raise InputDataError(f"cannot read {label}: {first}") from exc
 
 
 def _is_parse_error(exc: InputDataError) -> bool:
@@ -267,8 +270,8 @@ def _is_parse_error(exc: InputDataError) -> bool:
     return isinstance(cause, pl.exceptions.ComputeError) and "parse" in str(cause)
 
 
-def _count_records(lf: pl.LazyFrame, label: str, progress: bool) -> Counts:
-    df = _collect(lf.group_by("key").agg(pl.len().alias("n")), label, progress)
+def _count_records(lf: pl.LazyFrame, label: str) -> Counts:
+    df = _collect(lf.group_by("key").agg(pl.len().alias("n")), label)
     n = df["n"].cast(pl.Int64)
     nulls = df["key"].is_null()
     records = int(n.sum())
@@ -290,10 +293,8 @@ def _count_records(lf: pl.LazyFrame, label: str, progress: bool) -> Counts:
     )
 
 
-def _count_users(
-    lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str, progress: bool
-) -> Counts:
-    pairs = _collect(lf.group_by("user", "key").agg(pl.len().alias("n")), label, progress)
+def _count_users(lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str) -> Counts:
+    pairs = _collect(lf.group_by("user", "key").agg(pl.len().alias("n")), label)
     pairs = pairs.with_columns(pl.col("n").cast(pl.Int64))
     null_key = pairs["key"].is_null()
     null_user = pairs["user"].is_null()
@@ -302,10 +303,7 @@ def _count_users(
     null_users = int(pairs["n"].filter(null_user).sum())
     pairs = pairs.filter(~null_key & ~null_user)
 
-    users_bounded = int(
-        pairs.group_by("user").agg(pl.len().alias("held")).filter(pl.col("held") > k).height
-    )
-    kept = bound_contributions(pairs, k, c, rng)
+    kept, users, users_bounded = _bound(pairs, k, c, rng)
     table = (
         kept.group_by("key")
         .agg(
@@ -319,7 +317,7 @@ def _count_users(
         "records": records,
         "null_keys": null_keys,
         "null_users": null_users,
-        "users": pairs["user"].n_unique(),
+        "users": users,
         "distinct_keys": pairs["key"].n_unique(),
         "users_bounded": users_bounded,
         "records_kept": int(counts.sum()),
@@ -352,7 +350,8 @@ def bound_contributions(
         rng: the source of the priorities (drawn only for users holding more than ``k`` keys).
 
     Returns:
-        The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), in no fixed order.
+        The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), sorted by
+        (user, key).
 
     Example:
         >>> from privhist.core.random import SeededRandom
@@ -368,23 +367,56 @@ def bound_contributions(
     c = check_positive_int(
         max_contributions_per_partition, "bound_contributions", "max_contributions_per_partition"
     )
-    # each row is a distinct (user, key) pair, so a user's row count is their distinct keys
-    pairs = pairs.select("user", "key", "n").with_columns(pl.len().over("user").alias("held"))
-    small = pairs.filter(pl.col("held") <= k).drop("held")
-    large = pairs.filter(pl.col("held") > k).drop("held")
-    if large.height:
-        # a fixed row order makes seeded runs reproducible; the priorities are i.i.d. whatever
-        # the order, so each user keeps a uniform k-subset of their keys, independently of
-        # every other user
-        large = large.sort("user", "key")
-        priority = pl.Series("priority", rng.uint64(large.height), dtype=pl.UInt64)
-        large = (
-            large.with_columns(priority)
-            .filter(pl.col("priority").rank("ordinal").over("user") <= k)
-            .drop("priority")
+    kept, _, _ = _bound(pairs, k, c, rng)
+    return kept
+
+
+def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.DataFrame, int, int]:
+    """:func:`bound_contributions`, also returning the number of users and of bounded users.
+
+    The pairs are sorted by (user, key): that fixes the order in which priorities are drawn
+    (so seeded runs are reproducible) and makes each user's pairs one contiguous run, so per-user
+    sizes and ranks come from run boundaries in linear time instead of hashing.
+    """
+    pairs = pairs.select("user", "key", pl.col("n").cast(pl.Int64)).sort("user", "key")
+    m = pairs.height
+    if m == 0:
+        return pairs, 0, 0
+    user = pairs["user"]
+    boundary = (user != user.shift(1)).fill_null(True).to_numpy()
+    starts = np.flatnonzero(boundary)
+    sizes = np.diff(np.append(starts, m))  # distinct keys held by each user
+    bounded = sizes > k
+    users_bounded = int(bounded.sum())
+    keep = np.ones(m, dtype=np.bool_)
+    if users_bounded:
+        # rows of users holding more than k keys, still grouped by user in (user, key) order
+        big_rows = np.flatnonzero(np.repeat(bounded, sizes))
+        big_sizes = sizes[bounded]
+        group = np.repeat(np.arange(users_bounded, dtype=np.int64), big_sizes)
+        # i.i.d. uniform priorities, whatever the row order: each user keeps the k smallest,
+        # a uniform k-subset of their keys, independently of every other user. A stable sort
+        # breaks (probability < 2**-64) ties by key order.
+        ranked = (
+            pl.DataFrame(
+                {
+                    "group": group,
+                    "priority": pl.Series(rng.uint64(group.size), dtype=pl.UInt64),
+                    "row": big_rows,
+                }
+            )
+            .sort("group", "priority", maintain_order=True)
+            .get_column("row")
+            .to_numpy()
         )
-    kept = pl.concat([small, large])
-    return kept.with_columns(pl.col("n").clip(upper_bound=c))
+        # sorting by group first keeps every group's block where it was, so the position of
+        # a row inside its block is its rank among the user's priorities
+        block_start = np.repeat(np.cumsum(big_sizes) - big_sizes, big_sizes)
+        rank = np.arange(group.size, dtype=np.int64) - block_start
+        keep[big_rows] = False
+        keep[ranked[rank < k]] = True
+    kept = pairs.filter(pl.Series(keep)).with_columns(pl.col("n").clip(upper_bound=c))
+    return kept, int(starts.size), users_bounded
 
 
 def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:

@@ -297,6 +297,13 @@ def test_null_keys_and_null_users_are_counted_and_dropped() -> None:
     assert c.info["users"] == 3
 
 
+def test_user_false_means_record_level() -> None:
+    df = pl.DataFrame({"user": [1, 1], "key": ["a", "a"]})
+    c = count(df, user=False)
+    assert as_dict(c) == {"a": 2} and c.units is None
+    assert c.neighbouring == Neighbouring.add_remove()
+
+
 def test_defaults_are_used_and_recorded() -> None:
     df = pl.DataFrame({"user": [1, 1, 1, 2], "key": ["a", "a", "b", "a"]})
     c = count(df, user="user", rng=SeededRandom(1))

@@ -117,7 +117,9 @@ def count(
         (['a', 'b'], [2, 1], [2, 1])
     """
     fn = "count"
-    with_user = user is not None and user is not False
+    if user is False:
+        user = None
+    with_user = user is not None
     k, c, defaulted = _bounds(
         with_user, max_partitions_contributed, max_contributions_per_partition, fn
     )

@@ -104,7 +104,8 @@ def scan(
     """Lazily read records from ``path`` as a table with columns ``key`` (and ``user``).
 
     Args:
-        path: the file to read. ``.gz`` files are decompressed (CSV, TSV, NDJSON, text, FIMI).
+        path: the file to read. ``.gz`` files are decompressed (CSV, TSV, NDJSON, text, FIMI)
+            in memory before parsing, so large inputs are better uncompressed or Parquet.
         format: one of :data:`FORMATS`; inferred from the file name when None.
         key: the key column of a CSV, TSV, Parquet or NDJSON file (ignored for ``text`` and
             ``fimi``, whose keys are words and items).

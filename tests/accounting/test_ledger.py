@@ -112,7 +112,9 @@ def test_float_sums_within_relative_tolerance(ledger: Ledger) -> None:
 
 
 def test_unknown_dataset_says_how_to_register(ledger: Ledger) -> None:
-    with pytest.raises(UnknownDatasetError, match=r"privhist budget init census"):
+    with pytest.raises(
+        UnknownDatasetError, match=r"privhist budget init --dataset census --epsilon"
+    ):
         with ledger.spend("census", Budget(0.1, 0), mechanism="m"):
             pass
     with pytest.raises(LedgerError, match="'census' is not in the ledger"):

@@ -295,7 +295,8 @@ def optimal_composition(budget: Budget, k: int, delta_total: float) -> Budget:
 
 
 DISCRETE_GAUSSIAN_TRUNCATED_MASS = 1e-30
-"""Noise mass ``dp_accounting`` drops when it truncates a discrete Gaussian (its Proposition 1)."""
+"""Noise mass dp_accounting drops when truncating a discrete Gaussian (at ``ceil(11.6 sigma)``;
+Proposition 1 of its supplementary material)."""
 
 
 class PrivacyEvent(ABC):
@@ -718,7 +719,7 @@ def _rdp_event(event: PrivacyEvent) -> Any:
     if isinstance(event, DiscreteLaplaceEvent) or (
         isinstance(event, ApproxDPEvent) and event.delta == 0
     ):
-        # pure eps-DP implies (eps^2 / 2)-zCDP (Bun and Steinke 2016, Proposition 3.3); this is
+        # pure eps-DP implies (eps^2 / 2)-zCDP (Bun and Steinke 2016, Proposition 1.4); this is
         # valid but looser than the mechanism's exact RDP curve
         if isinstance(event, DiscreteLaplaceEvent):
             eps = Fraction(event.sensitivity) / Fraction(event.scale)
@@ -742,7 +743,7 @@ def rdp_epsilon(
     Mironov 2017, "Renyi differential privacy". Gaussian and Laplace events use dp_accounting's
     RDP curves; the discrete Gaussian uses its zCDP bound (Canonne, Kamath and Steinke 2020,
     Theorem 4), the same curve as the Gaussian; discrete Laplace and pure :class:`ApproxDPEvent`
-    use pure-DP-implies-zCDP (Bun and Steinke 2016, Proposition 3.3). Approximate-DP events with
+    use pure-DP-implies-zCDP (Bun and Steinke 2016, Proposition 1.4). Approximate-DP events with
     ``delta > 0`` are refused. RDP bounds are usually looser than :func:`pld_compose`.
 
     Args:

@@ -96,7 +96,8 @@ class UnknownDatasetError(LedgerError):
         self.path = path
         super().__init__(
             f"dataset '{dataset}' is not in the ledger {path}; register it first with "
-            f"`privhist budget init {dataset} --epsilon EPSILON --delta DELTA`"
+            f"`privhist budget init --dataset {dataset} --epsilon EPSILON --delta DELTA "
+            f"--ledger {path}`"
         )
 
 

@@ -3,13 +3,14 @@
 A mechanism ``M`` is (epsilon, delta)-differentially private for a neighbouring relation exactly
 when, for every neighbouring pair ``x ~ x'`` with output distributions ``P = M(x)`` and
 ``Q = M(x')``, both hockey-stick divergences are at most ``delta`` (Balle, Barthe and Gaboardi
-2018, "Privacy amplification by subsampling", Theorem 1; Balle and Wang 2018, Section 2)::
+2018, "Privacy amplification by subsampling: tight analyses via couplings and divergences",
+Section 2; Balle and Wang 2018, "Improving the Gaussian mechanism", Section 2)::
 
     H_{e^eps}(P || Q) = sum_o max(0, P(o) - e^eps Q(o)).
 
 The function ``eps -> max(H_{e^eps}(P || Q), H_{e^eps}(Q || P))`` is the *privacy profile* of the
 pair (Balle, Barthe, Gaboardi and Geumlek 2020, "Privacy profiles and amplification by
-subsampling", Definition 1). It is non-increasing in ``eps``.
+subsampling"). It is non-increasing in ``eps``.
 
 This module computes it for distributions written out as mappings ``output -> probability``, for
 the exact DP checks every mechanism carries in its tests (``DESIGN.md``, convention 5).
@@ -311,7 +312,7 @@ def hockey_stick(
     """Upper bound on the hockey-stick divergence ``H_{e^epsilon}(P || Q)`` (one direction).
 
     ``H_{e^eps}(P || Q) = sum_o max(0, P(o) - e^eps Q(o))`` (Balle, Barthe and Gaboardi 2018,
-    Definition 2). Computed exactly in rationals with a rational lower bound on ``e^eps`` and
+    Section 2). Computed exactly in rationals with a rational lower bound on ``e^eps`` and
     rounded upwards, so the result is never below the true divergence (see the module notes).
 
     Args:
@@ -353,7 +354,7 @@ def privacy_profile(
 ) -> list[Any]:
     """The privacy profile ``delta(eps) = max(H(P || Q), H(Q || P))`` at each of ``epsilons``.
 
-    Balle, Barthe, Gaboardi and Geumlek 2020, Definition 1. Each value is an upper bound rounded
+    Balle, Barthe, Gaboardi and Geumlek 2020. Each value is an upper bound rounded
     upwards (see :func:`hockey_stick`).
 
     Args:

@@ -1,0 +1,5 @@
+"""``python -m privhist``."""
+
+from privhist.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,369 @@
+"""The ``privhist`` command: ``histogram``, ``plan``, ``budget``, ``demo``.
+
+Every failure prints one line ``privhist: error: ...`` to stderr and exits non-zero (``--debug``
+shows the traceback). Releases go to ``--output`` (written atomically) or to stdout as CSV; the
+summary goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import privhist.mechanisms.registry as registry
+from privhist.core.budget import Budget
+from privhist.core.errors import InputDataError, PrivhistError, ValidationError
+from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import default_source
+from privhist.planning.plan import build, choose_default, plan
+
+EXIT_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        result: int = args.run(args)
+        return result
+    except (PrivhistError, OSError) as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"privhist: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("privhist: interrupted; nothing was released", file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="privhist",
+        description="Differentially private histograms with exact noise and a budget ledger.",
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    h = sub.add_parser("histogram", help="release a private histogram of a column")
+    h.add_argument("input", help="CSV, Parquet, NDJSON, text (.txt[.gz]) or FIMI (.dat) file")
+    h.add_argument("--key", help="key column (not needed for --text or FIMI input)")
+    h.add_argument("--user", help="user (privacy unit) column: enables user-level DP")
+    h.add_argument("--text", action="store_true", help="input is plain text: count words")
+    h.add_argument("--input-format", choices=["csv", "parquet", "ndjson", "text", "fimi"])
+    h.add_argument("--mechanism", choices=["default", *registry.names()], default="default")
+    _privacy_args(h)
+    h.add_argument("--domain", help="file with the public key domain, one key per line")
+    h.add_argument("--output", "-o", help="output file (default: CSV on stdout)")
+    h.add_argument("--format", choices=["csv", "json", "parquet"], help="output format")
+    h.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
+    h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
+    h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
+    h.add_argument("--no-progress", action="store_true", help="no progress display")
+    h.set_defaults(run=_cmd_histogram)
+
+    pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
+    pl.add_argument("mechanism", choices=["default", *registry.names()])
+    _privacy_args(pl)
+    pl.add_argument("--domain", help="public domain file (for dense)")
+    pl.add_argument("--max-count", type=int, default=20, help="largest true count to report")
+    pl.add_argument("--json", action="store_true", help="print one JSON object")
+    pl.set_defaults(run=_cmd_plan)
+
+    b = sub.add_parser("budget", help="the budget ledger")
+    bsub = b.add_subparsers(dest="budget_command", metavar="ACTION", required=True)
+    bi = bsub.add_parser("init", help="register a dataset with its total budget")
+    bi.add_argument("--dataset", required=True)
+    bi.add_argument("--epsilon", type=float, required=True)
+    bi.add_argument("--delta", type=float, default=0.0)
+    bi.add_argument("--ledger")
+    bi.set_defaults(run=_cmd_budget_init)
+    bs = bsub.add_parser("show", help="total, spent and remaining budget")
+    bs.add_argument("--dataset", help="one dataset (default: all)")
+    bs.add_argument("--ledger")
+    bs.add_argument("--json", action="store_true")
+    bs.set_defaults(run=_cmd_budget_show)
+
+    d = sub.add_parser("demo", help="release a histogram of generated Zipf data and compare")
+    d.add_argument("--records", type=int, default=1_000_000)
+    d.add_argument("--distinct", type=int, default=100_000, help="number of possible keys")
+    d.add_argument("--exponent", type=float, default=1.1, help="Zipf exponent")
+    d.add_argument("--epsilon", type=float, default=1.0)
+    d.add_argument("--delta", type=float, default=1e-8)
+    d.add_argument("--top", type=int, default=15)
+    d.add_argument("--data-seed", type=int, default=2026, help="seed of the generated data")
+    d.set_defaults(run=_cmd_demo)
+    return p
+
+
+def _privacy_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, default=0.0)
+    p.add_argument("--max-partitions", type=int, help="max keys per user (user-level)")
+    p.add_argument("--max-per-partition", type=int, help="max records per user and key")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
+    seen: set[str] = set()
+    for cls in registry.registry().values():
+        for opt in cls.options:
+            if opt.name in seen:
+                continue
+            seen.add(opt.name)
+            if opt.kind is bool:
+                p.add_argument(
+                    opt.flag,
+                    dest=opt.name,
+                    action="store_true",
+                    default=None,
+                    help=f"[{cls.name}] {opt.help}",
+                )
+            else:
+                p.add_argument(
+                    opt.flag,
+                    dest=opt.name,
+                    type=opt.kind,
+                    default=None,
+                    choices=opt.choices,
+                    help=f"[{cls.name}] {opt.help}",
+                )
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for cls in registry.registry().values():
+        for opt in cls.options:
+            v = getattr(args, opt.name, None)
+            if v is not None:
+                out[opt.name] = v
+    return out
+
+
+def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
+    k, c = args.max_partitions, args.max_per_partition
+    if user_level or k is not None or c is not None:
+        return Neighbouring.user(1 if k is None else k, 1 if c is None else c)
+    return Neighbouring.add_remove()
+
+
+def _read_domain(path: str | None) -> np.ndarray[Any, Any] | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise InputDataError(f"domain file '{path}' does not exist")
+    lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if not lines:
+        raise InputDataError(f"domain file '{path}' is empty")
+    try:
+        return np.array([int(x) for x in lines], dtype=np.int64)
+    except ValueError:
+        return np.array(lines, dtype=object)
+
+
+def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain: Any) -> Any:
+    options = _options(args)
+    name = args.mechanism
+    if name == "default":
+        name = choose_default(
+            args.epsilon,
+            args.delta,
+            neighbouring,
+            domain=domain,
+            keys_only=bool(options.get("keys_only")),
+        )
+    return build(
+        name,
+        args.epsilon,
+        args.delta,
+        neighbouring,
+        domain=domain,
+        confidence=args.confidence,
+        **options,
+    )
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    domain = _read_domain(args.domain)
+    nb = _neighbouring(args, False)
+    if domain is None and registry.get_or_none(args.mechanism) is not None:
+        cls = registry.get(args.mechanism)
+        if cls.needs_domain:
+            domain = np.arange(1, dtype=np.int64)  # parameters do not depend on the domain
+    mech = _mechanism_for(args, nb, domain)
+    report = plan(mech, args.max_count)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"mechanism     {report['mechanism']}")
+    print(f"guarantee     {report['guarantee']}")
+    for k, v in report["parameters"].items():
+        print(f"  {k:<24} {v}")
+    if report["noise_std"] is not None:
+        print(f"noise std     {report['noise_std']:.4g}")
+    print(
+        f"50% released from true count {report['count_at_half']}; always from "
+        f"{report['count_always_released']}"
+    )
+    print("\n  count  Pr[released]")
+    rp = report["reporting_probability"]
+    step = max(1, len(rp) // 25)
+    for i in range(0, len(rp), step):
+        print(f"  {i:>5}  {rp[i]:.6g}")
+    return 0
+
+
+def _cmd_histogram(args: argparse.Namespace) -> int:
+    from privhist.accounting.ledger import Ledger, default_ledger_path
+    from privhist.engines import count
+    from privhist.io import write_release
+    from privhist.io.writers import release_to_csv
+
+    fmt = args.input_format or ("text" if args.text else None)
+    if args.key is None and fmt not in ("text", "fimi") and not _is_fimi(args.input):
+        raise ValidationError("--key", "histogram", "a column name", None)
+    domain = _read_domain(args.domain)
+    nb = _neighbouring(args, args.user is not None)
+    mech = _mechanism_for(args, nb, domain)  # validates every parameter before reading data
+    rng = default_source(args.seed)
+    ledger = None
+    if args.dataset is not None or args.ledger is not None:
+        if args.dataset is None:
+            raise ValidationError("--dataset", "histogram", "a dataset id with --ledger", None)
+        ledger = Ledger(args.ledger or default_ledger_path())
+        status = ledger.show(args.dataset)  # fail fast; re-checked atomically below
+        if not status.allows(mech.guarantee()):
+            from privhist.core.errors import BudgetExceededError
+
+            raise BudgetExceededError(args.dataset, mech.guarantee(), status.remaining)
+    counts = count(
+        args.input,
+        key=args.key or "key",
+        user=args.user,
+        format=fmt,
+        max_partitions_contributed=nb.max_partitions_contributed if args.user else None,
+        max_contributions_per_partition=nb.max_contributions_per_partition if args.user else None,
+        rng=rng,
+        progress=not args.no_progress,
+    )
+
+    def publish() -> Any:
+        release = mech.release(counts, rng)
+        if args.output:
+            write_release(release, args.output, args.format)
+        else:
+            if args.format not in (None, "csv"):
+                raise ValidationError(
+                    "--format", "histogram", "csv when writing to stdout", args.format
+                )
+            sys.stdout.write(release_to_csv(release))
+        return release
+
+    if ledger is not None:
+        with ledger.spend(str(args.dataset), mech.guarantee(), mechanism=mech.name):
+            release = publish()
+    else:
+        release = publish()
+    _summary(release, counts)
+    return 0
+
+
+def _is_fimi(path: str) -> bool:
+    return path.endswith((".dat", ".fimi"))
+
+
+def _summary(release: Any, counts: Any) -> None:
+    info = release.metadata.get("input", {})
+    g = release.metadata["guarantee"]
+    parts = [
+        f"released {len(release)} keys (of {len(counts)} distinct in the input)",
+        f"mechanism {release.metadata['mechanism']}",
+        f"guarantee {g['statement']}",
+    ]
+    if info.get("null_keys"):
+        parts.append(f"{info['null_keys']} records with a null key were dropped")
+    if info.get("null_users"):
+        parts.append(f"{info['null_users']} records with a null user were dropped")
+    if info.get("keys_outside_domain"):
+        parts.append(f"{info['keys_outside_domain']} keys outside the domain were dropped")
+    if "warning" in release.metadata:
+        parts.append(release.metadata["warning"])
+    print("privhist: " + "; ".join(parts), file=sys.stderr)
+
+
+def _cmd_budget_init(args: argparse.Namespace) -> int:
+    from privhist.accounting.ledger import Ledger, default_ledger_path
+
+    ledger = Ledger(args.ledger or default_ledger_path())
+    ledger.init_dataset(args.dataset, Budget(args.epsilon, args.delta))
+    print(
+        f"dataset '{args.dataset}' registered with total budget {Budget(args.epsilon, args.delta)}"
+        f" in {ledger.path}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _cmd_budget_show(args: argparse.Namespace) -> int:
+    from privhist.accounting.ledger import Ledger, default_ledger_path
+
+    ledger = Ledger(args.ledger or default_ledger_path())
+    ids = [args.dataset] if args.dataset else list(ledger.datasets())
+    rows: list[dict[str, Any]] = []
+    for ds in ids:
+        st = ledger.show(ds)
+        rows.append(
+            {
+                "dataset": ds,
+                "total": {"epsilon": st.total.epsilon, "delta": st.total.delta},
+                "spent": {"epsilon": st.spent.epsilon, "delta": st.spent.delta},
+                "remaining": {"epsilon": st.remaining.epsilon, "delta": st.remaining.delta},
+                "releases": len(st.spends),
+            }
+        )
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print("no datasets in the ledger")
+    for r in rows:
+        print(
+            f"{r['dataset']}: total ({r['total']['epsilon']:.6g}, {r['total']['delta']:.3g}), "
+            f"spent ({r['spent']['epsilon']:.6g}, {r['spent']['delta']:.3g}) in "
+            f"{r['releases']} releases, remaining ({r['remaining']['epsilon']:.6g}, "
+            f"{r['remaining']['delta']:.3g})"
+        )
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from privhist.cli.demo import run_demo
+
+    run_demo(
+        records=args.records,
+        distinct=args.distinct,
+        exponent=args.exponent,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        top=args.top,
+        data_seed=args.data_seed,
+    )
+    return 0

@@ -1,0 +1,24 @@
+"""Central histogram mechanisms and the mechanism registry.
+
+Importing this package registers the built-in mechanisms (``dense``, ``stability``,
+``optimal-selection``); later packages register theirs the same way (see
+:mod:`privhist.mechanisms.registry`).
+"""
+
+from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
+from privhist.mechanisms.dense import DenseHistogram
+from privhist.mechanisms.optimal_selection import OptimalSelection
+from privhist.mechanisms.registry import get, names, register
+from privhist.mechanisms.stability import StabilityHistogram
+
+__all__ = [
+    "DenseHistogram",
+    "KeyDistribution",
+    "Mechanism",
+    "OptimalSelection",
+    "Option",
+    "StabilityHistogram",
+    "get",
+    "names",
+    "register",
+]

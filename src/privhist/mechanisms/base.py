@@ -1,0 +1,193 @@
+"""The ``Mechanism`` contract shared by every histogram mechanism.
+
+A mechanism is constructed from privacy parameters and public bounds only — never from data — and
+then releases any number of :class:`~privhist.core.data.Counts` with
+:meth:`Mechanism.release`. Each mechanism also describes itself exactly:
+
+* :meth:`Mechanism.guarantee` — the (epsilon, delta) it satisfies for its neighbouring relation;
+* :meth:`Mechanism.key_budget` — what it guarantees for one key whose count changes by at most
+  ``max_contributions_per_partition``: every built-in mechanism acts on keys independently, so the
+  guarantee for a neighbouring step that touches ``l0`` keys is the basic composition of ``l0``
+  per-key guarantees (``key_budget() * l0 == guarantee()``);
+* :meth:`Mechanism.key_distribution` — the exact output distribution of one key (``NOT_RELEASED``
+  is an output) given its unit and record counts, which the tests feed to the exact
+  privacy-profile tool;
+* :meth:`Mechanism.reporting_probability` — Pr[a key with true count i is released].
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import mpmath
+import numpy as np
+import numpy.typing as npt
+
+import privhist
+from privhist.core.budget import Budget
+from privhist.core.data import Counts
+from privhist.core.errors import ValidationError
+from privhist.core.neighbouring import Neighbouring, Relation
+from privhist.core.random import RandomSource, SecureRandom
+from privhist.core.release import Release
+from privhist.core.validation import check_delta, check_epsilon, check_probability
+
+
+@dataclass(frozen=True)
+class Option:
+    """A mechanism-specific option, declared once for the Python API, the CLI and ``plan``."""
+
+    name: str  # Python keyword; the CLI flag is --name-with-dashes
+    kind: type = float  # float, int, str or bool (a flag)
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class KeyDistribution:
+    """The output distribution of one key: ``output -> probability`` (mpmath numbers).
+
+    ``tail`` bounds the probability of outputs not listed (truncated noise support); the privacy
+    check adds it to the divergence, so truncation can only make the check stricter.
+    """
+
+    probabilities: dict[Any, Any]
+    tail: Any = field(default_factory=lambda: mpmath.mpf(0))
+
+
+def covers(mechanism: Neighbouring, data: Neighbouring) -> bool:
+    """Whether a guarantee for ``mechanism``'s relation protects data bounded as ``data``."""
+    if data.relation is Relation.USER:
+        return (
+            mechanism.relation is Relation.USER
+            and mechanism.max_partitions_contributed >= data.max_partitions_contributed
+            and mechanism.max_contributions_per_partition >= data.max_contributions_per_partition
+        )
+    return True
+
+
+class Mechanism(ABC):
+    """Base class of histogram mechanisms. Subclasses register with
+    :func:`privhist.mechanisms.registry.register`."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    #: releases only keys present in the data (no public domain needed)
+    sparse: ClassVar[bool] = True
+    needs_domain: ClassVar[bool] = False
+    requires_delta: ClassVar[bool] = False
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float = 0.0,
+        neighbouring: Neighbouring | None = None,
+        *,
+        confidence: float = 0.95,
+    ) -> None:
+        fn = self.function_name()
+        self.epsilon = check_epsilon(epsilon, fn)
+        self.delta = check_delta(delta, fn, positive=self.requires_delta)
+        if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
+            raise ValidationError("neighbouring", fn, "a Neighbouring", neighbouring)
+        self.neighbouring = neighbouring or Neighbouring.add_remove()
+        self.confidence = check_probability(
+            confidence, fn, "confidence", open_low=True, open_high=True
+        )
+
+    @classmethod
+    def function_name(cls) -> str:
+        return cls.name.replace("-", "_")
+
+    # -- what the mechanism promises ------------------------------------------------------------
+
+    def guarantee(self) -> Budget:
+        """The (epsilon, delta) guarantee for ``self.neighbouring``."""
+        return Budget(self.epsilon, self.delta)
+
+    def key_budget(self) -> Budget:
+        """The per-key guarantee (see the module docstring)."""
+        l0 = self.neighbouring.l0_sensitivity
+        return Budget(self.epsilon / l0, self.delta / l0)
+
+    @abstractmethod
+    def parameters(self) -> dict[str, Any]:
+        """Thresholds, noise scales, ... as JSON-friendly values."""
+
+    @abstractmethod
+    def reporting_probability(self, max_count: int) -> npt.NDArray[np.float64]:
+        """Entry i: probability that a key with true count i (i units) is released."""
+
+    @abstractmethod
+    def key_distribution(self, units: int, count: int) -> KeyDistribution:
+        """Exact output distribution of one key with ``units`` contributors and ``count``
+        records."""
+
+    def noise_std(self) -> float:
+        """Standard deviation of the noise on a released count (0 when counts are exact, NaN
+        when the mechanism releases no counts)."""
+        return math.nan
+
+    @classmethod
+    def test_instances(cls) -> list[Mechanism]:
+        """Small instances for the contract tests (every registered mechanism provides some)."""
+        return []
+
+    # -- releasing ------------------------------------------------------------------------------
+
+    def release(self, counts: Counts, rng: RandomSource | None = None) -> Release:
+        """Release ``counts``. The randomness defaults to :class:`SecureRandom`."""
+        fn = self.function_name()
+        if not isinstance(counts, Counts):
+            raise ValidationError("counts", fn, "a privhist Counts object", type(counts).__name__)
+        if rng is None:
+            rng = SecureRandom()
+        if not isinstance(rng, RandomSource):
+            raise ValidationError("rng", fn, "a RandomSource", type(rng).__name__)
+        if not covers(self.neighbouring, counts.neighbouring):
+            raise ValidationError(
+                "neighbouring",
+                fn,
+                f"a relation covering the data's ({counts.neighbouring.describe()})",
+                self.neighbouring.describe(),
+            )
+        keys, columns = self._draw(counts, rng)
+        meta = self.metadata(rng)
+        meta["input"] = {**counts.info, **columns.pop("info", {})}
+        meta["released_keys"] = int(keys.shape[0])
+        return Release(keys=keys, metadata=meta, **columns)
+
+    @abstractmethod
+    def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
+        """Return the released keys (sorted) and the Release columns (``values``, ``estimates``,
+        ``lower``, ``upper``; an optional ``info`` dict is merged into the input metadata)."""
+
+    def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
+        g = self.guarantee()
+        meta: dict[str, Any] = {
+            "mechanism": self.name,
+            "parameters": self.parameters(),
+            "guarantee": {
+                "epsilon": g.epsilon,
+                "delta": g.delta,
+                "neighbouring": self.neighbouring.describe(),
+                "statement": f"{g} under {self.neighbouring.describe()} neighbours",
+            },
+            "neighbouring": self.neighbouring.to_dict(),
+            "confidence": self.confidence,
+            "library": f"privhist {privhist.__version__}",
+        }
+        if rng is not None:
+            meta["randomness"] = rng.to_dict()
+            if not rng.private:
+                meta["warning"] = "drawn from a seeded source: reproducible and NOT private"
+        return meta

@@ -1,0 +1,258 @@
+"""The contract every registered mechanism must pass.
+
+A mechanism registered with :func:`privhist.mechanisms.registry.register` provides small
+instances (``test_instances``); this module checks each of them:
+
+* the exact per-key privacy profile, both directions, on neighbouring counts (unit count ``u`` vs
+  ``u + 1`` with the record count moving by 1..c), with "not released" as an output;
+* that releases follow the analysed per-key distribution (reporting frequency and released values,
+  goodness of fit at alpha = 1e-6), so the exact check is about what the code samples;
+* canonical (sorted) order, no key outside the input (or the public domain), zero data, keys with
+  count 0, validation of every privacy parameter, and metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import stats
+
+import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
+from privhist import SeededRandom, ValidationError
+from privhist.accounting.profile import NOT_RELEASED, check_dp
+from privhist.core.data import Counts
+from privhist.core.neighbouring import Relation
+from privhist.mechanisms import registry
+from privhist.mechanisms.base import Mechanism
+
+INSTANCES = [
+    pytest.param(m, id=f"{name}-{i}")
+    for name, cls in sorted(registry.registry().items())
+    for i, m in enumerate(cls.test_instances())
+]
+ALPHA = 1e-6
+SLACK = 1e-30  # the per-key distributions are computed with 160-bit floats
+
+
+def test_every_registered_mechanism_has_test_instances() -> None:
+    for name, cls in registry.registry().items():
+        assert cls.test_instances(), f"{name} registers no test instances"
+
+
+def _input_for(m: Mechanism, keys: list[Any], counts: list[int]) -> Counts:
+    nb = m.neighbouring
+    if nb.relation is Relation.USER:
+        c = nb.max_contributions_per_partition
+        units = [-(-n // c) for n in counts]  # fewest units that can hold n records
+        return Counts.from_arrays(keys, counts, units, neighbouring=nb)
+    return Counts.from_arrays(keys, counts)
+
+
+def _check_range(m: Mechanism) -> range:
+    rp = m.reporting_probability(2000)
+    hit = np.nonzero(rp >= 1.0)[0]
+    top = int(hit[0]) + 2 if hit.size else 40
+    return range(0, min(top, 60))
+
+
+def neighbouring_pairs(m: Mechanism) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(units, count) pairs one neighbouring step apart, for one key."""
+    c = m.neighbouring.max_contributions_per_partition
+    pairs = []
+    for u in _check_range(m):
+        for n in sorted({c * u, u}):  # extreme record counts for u units
+            for j in range(1, c + 1):
+                pairs.append(((u, n), (u + 1, n + j)))
+    return pairs
+
+
+@pytest.mark.parametrize("mech", INSTANCES)
+def test_exact_per_key_privacy_both_directions(mech: Mechanism) -> None:
+    kb = mech.key_budget()
+    l0 = mech.neighbouring.l0_sensitivity
+    g = mech.guarantee()
+    # the whole guarantee is the basic composition of l0 per-key guarantees
+    assert kb.epsilon * l0 == pytest.approx(g.epsilon) and kb.delta * l0 == pytest.approx(g.delta)
+    worst = 0.0
+    for (u0, n0), (u1, n1) in neighbouring_pairs(mech):
+        p, q = mech.key_distribution(u0, n0), mech.key_distribution(u1, n1)
+        res = check_dp(
+            p.probabilities,
+            q.probabilities,
+            kb.epsilon,
+            kb.delta,
+            slack=SLACK,
+            tail_p=p.tail,
+            tail_q=q.tail,
+        )
+        assert res.holds, f"{mech.name}: ({u0},{n0}) vs ({u1},{n1}): {res}"
+        worst = max(worst, float(res.worst))
+    # the guarantee is used, not wildly loose: the worst pair comes close to delta (or is pure)
+    if kb.delta > 0:
+        assert worst > kb.delta * 0.05, f"worst delta {worst} far below {kb.delta}"
+
+
+@pytest.mark.parametrize("name", sorted(registry.registry()))
+def test_the_privacy_check_can_fail(name: str) -> None:
+    """Power check: a per-key distribution made too revealing must be caught."""
+    m = registry.get(name).test_instances()[0]
+    kb = m.key_budget()
+    pairs = neighbouring_pairs(m)
+    caught = False
+    for (u0, n0), (u1, n1) in pairs[:12]:
+        p = m.key_distribution(u0, n0).probabilities
+        q = m.key_distribution(u1, n1).probabilities
+        # sharpen q: move 30% of its mass onto its most likely output not favoured by p
+        q2 = {k: v * mpmath.mpf("0.7") for k, v in q.items()}
+        target = max(q, key=lambda k: q[k] - p.get(k, 0))
+        q2[target] = q2[target] + mpmath.mpf("0.3")
+        if not check_dp(p, q2, kb.epsilon, kb.delta, slack=SLACK).holds:
+            caught = True
+            break
+    assert caught
+
+
+@pytest.mark.parametrize("mech", INSTANCES)
+def test_release_follows_the_analysed_distribution(mech: Mechanism) -> None:
+    rng = SeededRandom(20261120)
+    n_keys = 4000
+    rp = mech.reporting_probability(200)
+    # counts where the outcome is random: around the 50% point, or small counts for dense
+    hit = np.nonzero(rp >= 0.5)[0]
+    centre = int(hit[0]) if hit.size else 3
+    keys = np.arange(n_keys)
+    if mech.needs_domain:  # the same mechanism over a domain as large as the test input
+        mech = type(mech)(
+            mech.epsilon,
+            mech.delta,
+            mech.neighbouring,
+            domain=keys,
+            noise=mech.noise_kind,  # type: ignore[attr-defined, call-arg]
+        )
+    for count in sorted({max(1, centre - 1), centre, centre + 2}):
+        dist = mech.key_distribution(*_units_and_count(mech, count))
+        data = _input_for(mech, keys.tolist(), [count] * n_keys)
+        rel = mech.release(data, rng)
+        p_release = 1 - float(dist.probabilities.get(NOT_RELEASED, 0))
+        n_out = int(np.isin(rel.keys, keys).sum())
+        assert stats.binomtest(n_out, n_keys, min(max(p_release, 0.0), 1.0)).pvalue > ALPHA
+        if rel.values is not None and n_out > 50:
+            _gof_values(rel.values, dist.probabilities, n_out)
+
+
+def _units_and_count(m: Mechanism, count: int) -> tuple[int, int]:
+    c = m.neighbouring.max_contributions_per_partition
+    return -(-count // c), count
+
+
+def _gof_values(values: np.ndarray[Any, Any], probs: dict[Any, Any], n: int) -> None:
+    support = sorted(k for k in probs if k is not NOT_RELEASED and isinstance(k, int))
+    p = np.array([float(probs[k]) for k in support])
+    p = p / p.sum()
+    obs = np.array([(values == k).sum() for k in support], dtype=float)
+    exp = p * n
+    # pool bins from both ends until each expected count is >= 5
+    order = np.argsort(support)
+    obs, exp = obs[order], exp[order]
+    bins_o, bins_e, acc_o, acc_e = [], [], 0.0, 0.0
+    for o, e in zip(obs, exp, strict=True):
+        acc_o, acc_e = acc_o + o, acc_e + e
+        if acc_e >= 5:
+            bins_o.append(acc_o)
+            bins_e.append(acc_e)
+            acc_o = acc_e = 0.0
+    if bins_e:
+        bins_o[-1] += acc_o
+        bins_e[-1] += acc_e
+    assert sum(bins_o) == n, "released values outside the analysed support"
+    if len(bins_e) > 1:
+        e = np.array(bins_e) * (n / sum(bins_e))
+        assert stats.chisquare(bins_o, e).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("mech", INSTANCES)
+def test_canonical_order_and_no_foreign_keys(mech: Mechanism) -> None:
+    rng = SeededRandom(7)
+    gen = np.random.default_rng(1)
+    keys = [f"k{i:03d}" for i in gen.permutation(300)]
+    counts = gen.integers(0, 400, size=300).tolist()
+    if mech.needs_domain:
+        keys = ["a", "b", "c", "zz"]
+        counts = [5, 0, 700, 9]
+    rel = mech.release(_input_for(mech, keys, counts), rng)
+    out = rel.keys.tolist()
+    assert out == sorted(out) and len(set(out)) == len(out)
+    allowed = (
+        set(getattr(mech, "domain", np.array(keys)).tolist())
+        if mech.needs_domain
+        else {k for k, c in zip(keys, counts, strict=True) if c > 0}
+    )
+    assert set(out) <= allowed
+    if mech.needs_domain:
+        assert out == sorted(allowed)  # dense: every domain key, nothing else
+    assert rel.metadata["mechanism"] == mech.name
+    assert rel.metadata["guarantee"]["epsilon"] == mech.guarantee().epsilon
+    assert rel.metadata["randomness"]["private"] is False
+    if rel.values is not None:
+        assert rel.values.dtype == np.int64 and len(rel.values) == len(out)
+
+
+@pytest.mark.parametrize("mech", INSTANCES)
+def test_zero_data(mech: Mechanism) -> None:
+    empty = _input_for(mech, [], [])
+    rel = mech.release(empty, SeededRandom(3))
+    if mech.sparse:
+        assert len(rel) == 0
+    else:
+        assert len(rel) == len(mech.domain)  # type: ignore[attr-defined]
+    # keys present with count 0 are never released by sparse mechanisms
+    zeros = _input_for(mech, ["x", "y"], [0, 0])
+    rel0 = mech.release(zeros, SeededRandom(4))
+    if mech.sparse:
+        assert len(rel0) == 0
+
+
+@pytest.mark.parametrize("name", sorted(registry.registry()))
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("epsilon", 0),
+        ("epsilon", -1.0),
+        ("epsilon", math.nan),
+        ("epsilon", math.inf),
+        ("delta", -0.1),
+        ("delta", 1.0),
+        ("delta", math.nan),
+    ],
+)
+def test_validation(name: str, param: str, value: float) -> None:
+    cls = registry.get(name)
+    base = cls.test_instances()[0]
+    kwargs: dict[str, Any] = {"epsilon": base.epsilon, "delta": base.delta}
+    kwargs[param] = value
+    extra = {"domain": ["a"]} if cls.needs_domain else {}
+    with pytest.raises(ValidationError, match=f"parameter '{param}'"):
+        cls(**kwargs, **extra)
+
+
+@pytest.mark.parametrize("name", sorted(registry.registry()))
+def test_delta_zero_rejected_where_needed(name: str) -> None:
+    cls = registry.get(name)
+    extra = {"domain": ["a"]} if cls.needs_domain else {}
+    if cls.requires_delta:
+        with pytest.raises(ValidationError, match="parameter 'delta'"):
+            cls(1.0, 0.0, **extra)
+    else:
+        assert cls(1.0, 0.0, **extra).guarantee().delta == 0
+
+
+@pytest.mark.parametrize("mech", INSTANCES)
+def test_bad_inputs_to_release(mech: Mechanism) -> None:
+    with pytest.raises(ValidationError, match="parameter 'counts'"):
+        mech.release([1, 2, 3], SeededRandom(1))  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="parameter 'rng'"):
+        mech.release(_input_for(mech, ["a"], [1]), 42)  # type: ignore[arg-type]

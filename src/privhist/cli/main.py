@@ -54,13 +54,20 @@ def _one_line(exc: BaseException) -> str:
 # -- parser ----------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, like every other privhist error."""
+
+    def error(self, message: str) -> Any:
+        self.exit(EXIT_ERROR, f"privhist: error: {' '.join(message.split())}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="privhist",
         description="Differentially private histograms with exact noise and a budget ledger.",
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     h = sub.add_parser("histogram", help="release a private histogram of a column")
     h.add_argument("input", help="CSV, Parquet, NDJSON, text (.txt[.gz]) or FIMI (.dat) file")
@@ -88,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.set_defaults(run=_cmd_plan)
 
     b = sub.add_parser("budget", help="the budget ledger")
-    bsub = b.add_subparsers(dest="budget_command", metavar="ACTION", required=True)
+    bsub = b.add_subparsers(
+        dest="budget_command", metavar="ACTION", required=True, parser_class=_Parser
+    )
     bi = bsub.add_parser("init", help="register a dataset with its total budget")
     bi.add_argument("--dataset", required=True)
     bi.add_argument("--epsilon", type=float, required=True)

@@ -29,7 +29,7 @@ import numpy as np
 import privhist.mechanisms.registry as registry
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
-from privhist.core.validation import check_positive_int
+from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms.base import Mechanism
 
 
@@ -146,6 +146,8 @@ def choose_default(
     keys_only: bool = False,
 ) -> str:
     """Name of the default mechanism for the request."""
+    epsilon = check_epsilon(epsilon, "histogram")
+    delta = check_delta(delta, "histogram")
     ranked = rank_candidates(epsilon, delta, neighbouring, domain=domain, keys_only=keys_only)
     if not ranked:
         if delta <= 0 and domain is None:

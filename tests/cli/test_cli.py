@@ -1,0 +1,446 @@
+"""The ``privhist`` command end to end (in-process, plus the console script once)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from privhist.cli.main import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def visits(tmp_path: Path) -> Path:
+    rows = ["page,user"]
+    for i in range(3000):
+        rows.append(f"home,u{i}")
+    for i in range(600):
+        rows.append(f"about,u{i % 300}")
+    rows += ["secret,u1", "secret,u2"]
+    rows += [",u5", ",u6"]  # two null keys
+    path = tmp_path / "visits.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_histogram_csv_to_stdout(capsys: pytest.CaptureFixture[str], visits: Path) -> None:
+    code, out, err = run(
+        capsys,
+        "histogram",
+        str(visits),
+        "--key",
+        "page",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "--seed",
+        "1",
+    )
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[0] == "key,count,lower,upper"
+    keys = [ln.split(",")[0] for ln in lines[1:]]
+    assert keys == ["about", "home"]  # sorted; 'secret' (count 2) is below the threshold
+    home = int(lines[2].split(",")[1])
+    assert abs(home - 3000) < 30
+    assert "released 2 keys" in err and "2 records with a null key were dropped" in err
+    assert "NOT private" in err and err.count("\n") == 1
+
+
+def test_histogram_user_level_and_formats(
+    capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
+) -> None:
+    for fmt in ("csv", "json", "parquet"):
+        out = tmp_path / f"rel.{fmt}"
+        code, _, err = run(
+            capsys,
+            "histogram",
+            str(visits),
+            "--key",
+            "page",
+            "--user",
+            "user",
+            "--max-partitions",
+            "2",
+            "--max-per-partition",
+            "1",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-8",
+            "--output",
+            str(out),
+            "--seed",
+            "2",
+        )
+        assert code == 0, err
+        assert "user-level (max_partitions_contributed=2" in err
+    rel = json.loads((tmp_path / "rel.json").read_text())
+    assert rel["metadata"]["neighbouring"]["relation"] == "user"
+    assert [r["key"] for r in rel["rows"]] == ["about", "home"]
+    frame = pl.read_parquet(tmp_path / "rel.parquet")
+    assert frame["key"].to_list() == ["about", "home"]
+    # 300 users hold 'about' (2 records each, bounded to 1 per key)
+    about = (tmp_path / "rel.csv").read_text().splitlines()[1].split(",")
+    assert abs(int(about[1]) - 300) < 40
+
+
+def test_text_and_fimi_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = tmp_path / "book.txt"
+    text.write_text(("The cat and the dog. " * 400) + "rare\n")
+    code, out, _ = run(
+        capsys,
+        "histogram",
+        str(text),
+        "--text",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "3",
+    )
+    assert code == 0
+    assert [ln.split(",")[0] for ln in out.splitlines()[1:]] == ["and", "cat", "dog", "the"]
+    fimi = tmp_path / "baskets.dat"
+    fimi.write_text("1 2 3 \n" * 500 + "4 \n")
+    code, out, err = run(
+        capsys,
+        "histogram",
+        str(fimi),
+        "--user",
+        "basket",
+        "--max-partitions",
+        "3",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "4",
+    )
+    assert code == 0, err
+    assert [ln.split(",")[0] for ln in out.splitlines()[1:]] == ["1", "2", "3"]
+
+
+def test_dense_with_domain_and_keys_only(
+    capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
+) -> None:
+    dom = tmp_path / "domain.txt"
+    dom.write_text("about\nhome\nnever\n")
+    code, out, _ = run(
+        capsys,
+        "histogram",
+        str(visits),
+        "--key",
+        "page",
+        "--domain",
+        str(dom),
+        "--epsilon",
+        "1",
+        "--seed",
+        "5",
+    )
+    assert code == 0
+    assert [ln.split(",")[0] for ln in out.splitlines()[1:]] == ["about", "home", "never"]
+    code, out, _ = run(
+        capsys,
+        "histogram",
+        str(visits),
+        "--key",
+        "page",
+        "--keys-only",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "6",
+    )
+    assert code == 0
+    assert out.splitlines() == ["key", "about", "home"]
+
+
+def test_plan_known_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "optimal-selection",
+        "--keys-only",
+        "--epsilon",
+        "0.6931471805599453",
+        "--delta",
+        "0.1",
+        "--max-count",
+        "6",
+        "--json",
+    )
+    assert code == 0
+    report = json.loads(out)
+    assert report["reporting_probability"] == pytest.approx(
+        [0, 0.1, 0.3, 0.7, 0.9, 1, 1], abs=1e-12
+    )
+    for field in ("mechanism", "epsilon", "delta", "neighbouring", "parameters"):
+        assert field in report
+
+
+def test_plan_readable_and_stability_threshold(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "stability", "--epsilon", "1", "--delta", "1e-8")
+    assert code == 0 and "threshold" in out and "Pr[released]" in out
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "stability",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "--max-count",
+        "30",
+        "--json",
+    )
+    rep = json.loads(out)
+    t = rep["parameters"]["threshold"]
+    # closed form: Pr[1 + Z >= T] = e^-(T-1) / (1 + e^-1) <= 1e-8 at T, > 1e-8 at T - 1
+    import math
+
+    assert math.exp(-(t - 1)) / (1 + math.exp(-1)) <= 1e-8 < math.exp(-(t - 2)) / (1 + math.exp(-1))
+    assert rep["reporting_probability"][1] <= 1e-8
+
+
+def test_budget_ledger_flow(
+    capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
+) -> None:
+    ledger = str(tmp_path / "ledger.sqlite")
+    assert (
+        run(
+            capsys,
+            "budget",
+            "init",
+            "--dataset",
+            "web",
+            "--epsilon",
+            "1.5",
+            "--delta",
+            "1e-6",
+            "--ledger",
+            ledger,
+        )[0]
+        == 0
+    )
+    args = [
+        "histogram",
+        str(visits),
+        "--key",
+        "page",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "--ledger",
+        ledger,
+        "--dataset",
+        "web",
+    ]
+    out1 = tmp_path / "one.csv"
+    assert run(capsys, *args, "-o", str(out1))[0] == 0 and out1.exists()
+    out2 = tmp_path / "two.csv"
+    code, _, err = run(capsys, *args, "-o", str(out2))
+    assert code != 0 and "refused" in err and err.count("\n") == 1
+    assert not out2.exists()
+    code, out, _ = run(capsys, "budget", "show", "--ledger", ledger, "--json")
+    (row,) = json.loads(out)
+    assert row["releases"] == 1 and row["spent"]["epsilon"] == pytest.approx(1.0)
+
+
+def test_failed_write_records_nothing(
+    capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
+) -> None:
+    ledger = str(tmp_path / "ledger.sqlite")
+    run(capsys, "budget", "init", "--dataset", "web", "--epsilon", "5", "--ledger", ledger)
+    code, _, err = run(
+        capsys,
+        "histogram",
+        str(visits),
+        "--key",
+        "page",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "--ledger",
+        ledger,
+        "--dataset",
+        "web",
+        "-o",
+        str(tmp_path / "no" / "dir" / "x.csv"),
+    )
+    assert code != 0 and "x.csv" in err
+    code, out, _ = run(capsys, "budget", "show", "--ledger", ledger, "--json")
+    assert json.loads(out)[0]["releases"] == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--epsilon", "0", "--delta", "1e-8"], "parameter 'epsilon'"),
+        (["--epsilon", "-1", "--delta", "1e-8"], "parameter 'epsilon'"),
+        (["--epsilon", "nan", "--delta", "1e-8"], "parameter 'epsilon'"),
+        (["--epsilon", "inf", "--delta", "1e-8"], "parameter 'epsilon'"),
+        (["--epsilon", "abc"], "invalid float value"),
+        (["--epsilon", "1", "--delta", "1"], "parameter 'delta'"),
+        (["--epsilon", "1", "--delta", "-0.5"], "parameter 'delta'"),
+        (["--epsilon", "1"], "parameter 'delta'"),  # sparse release needs delta > 0
+        (["--epsilon", "1", "--delta", "1e-8", "--max-partitions", "0"], "max_partitions"),
+        (["--epsilon", "1", "--delta", "1e-8", "--mechanism", "nope"], "invalid choice"),
+        (["--epsilon", "1", "--delta", "1e-8", "--mechanism", "dense"], "parameter 'domain'"),
+    ],
+)
+def test_bad_parameters_one_line(
+    capsys: pytest.CaptureFixture[str],
+    visits: Path,
+    tmp_path: Path,
+    extra: list[str],
+    message: str,
+) -> None:
+    out_file = tmp_path / "out.csv"
+    with pytest.raises(SystemExit) if "invalid" in message else contextlib.nullcontext():
+        code, _, err = run(
+            capsys, "histogram", str(visits), "--key", "page", *extra, "-o", str(out_file)
+        )
+        assert code != 0
+        assert message in err and err.count("\n") == 1, err
+    if "invalid" in message:
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert not out_file.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "key", "message"),
+    [
+        (None, "page", "must be an existing file"),
+        ("", "page", "empty"),
+        ("page,user\nhome,u1\n", "nosuch", "nosuch"),
+    ],
+)
+def test_bad_inputs_one_line(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    content: str | None,
+    key: str,
+    message: str,
+) -> None:
+    path = tmp_path / "in.csv"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run(
+        capsys, "histogram", str(path), "--key", key, "--epsilon", "1", "--delta", "1e-8"
+    )
+    assert code != 0 and out == ""
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_locked_and_corrupted_ledgers(
+    capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    code, _, err = run(capsys, "budget", "show", "--ledger", str(bad))
+    assert code != 0 and "ledger" in err and err.count("\n") == 1
+    good = str(tmp_path / "ok.sqlite")
+    run(
+        capsys,
+        "budget",
+        "init",
+        "--dataset",
+        "d",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--ledger",
+        good,
+    )
+    from privhist.accounting.ledger import Ledger
+
+    holder = sqlite3.connect(good)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        import privhist.accounting.ledger as ledger_mod
+
+        original = ledger_mod.Ledger.__init__
+
+        def short_timeout(self: Ledger, path: object = None, *, timeout: float = 0.2) -> None:
+            original(self, path, timeout=0.2)  # type: ignore[arg-type]
+
+        mp = pytest.MonkeyPatch()
+        mp.setattr(ledger_mod.Ledger, "__init__", short_timeout)
+        out = tmp_path / "o.csv"
+        code, _, err = run(
+            capsys,
+            "histogram",
+            str(visits),
+            "--key",
+            "page",
+            "--epsilon",
+            "0.5",
+            "--delta",
+            "1e-8",
+            "--ledger",
+            good,
+            "--dataset",
+            "d",
+            "-o",
+            str(out),
+        )
+        mp.undo()
+    finally:
+        holder.rollback()
+        holder.close()
+    assert code != 0 and "locked" in err and not out.exists()
+
+
+def test_demo_small(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--records", "20000", "--distinct", "1000", "--top", "5")
+    assert code == 0
+    assert "true count" in out and "Guarantee: (1, 1e-08)-DP" in out
+
+
+def test_console_script_and_module(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "privhist",
+            "plan",
+            "stability",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["parameters"]["threshold"] == 15
+    res = subprocess.run(
+        [sys.executable, "-m", "privhist"], capture_output=True, text=True, check=False
+    )
+    assert res.returncode != 0

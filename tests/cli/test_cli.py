@@ -270,7 +270,19 @@ def test_failed_write_records_nothing(
     capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
 ) -> None:
     ledger = str(tmp_path / "ledger.sqlite")
-    run(capsys, "budget", "init", "--dataset", "web", "--epsilon", "5", "--ledger", ledger)
+    run(
+        capsys,
+        "budget",
+        "init",
+        "--dataset",
+        "web",
+        "--epsilon",
+        "5",
+        "--delta",
+        "1e-6",
+        "--ledger",
+        ledger,
+    )
     code, _, err = run(
         capsys,
         "histogram",

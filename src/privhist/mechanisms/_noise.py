@@ -43,6 +43,15 @@ class LaplaceCountNoise:
     def sample(self, size: int, rng: RandomSource) -> npt.NDArray[np.int64]:
         return discrete_laplace(self.scale, rng, size)
 
+    def columns(self, values: npt.NDArray[np.int64], confidence: float) -> dict[str, Any]:
+        """Release columns for noisy ``values``: the values and their symmetric interval."""
+        w = self.half_width(confidence)
+        return {
+            "values": values,
+            "lower": (values - w).astype(np.float64),
+            "upper": (values + w).astype(np.float64),
+        }
+
     def std(self) -> float:
         a = self.alpha
         return math.sqrt(2 * a) / (1 - a)

@@ -189,12 +189,7 @@ class OptimalSelection(Mechanism):
         if self.noise is None:
             return keys, {}
         values = c[keep] + self.noise.sample(int(keep.sum()), rng)
-        w = self.noise.half_width(self.confidence)
-        return keys, {
-            "values": values,
-            "lower": (values - w).astype(np.float64),
-            "upper": (values + w).astype(np.float64),
-        }
+        return keys, self.noise.columns(values, self.confidence)
 
     @classmethod
     def test_instances(cls) -> list[Mechanism]:

@@ -121,13 +121,7 @@ class StabilityHistogram(Mechanism):
         keys, c = counts.keys[present], counts.counts[present]
         noisy = c + self.noise.sample(c.shape[0], rng)
         keep = noisy >= self.threshold
-        values = noisy[keep]
-        w = self.noise.half_width(self.confidence)
-        return keys[keep], {
-            "values": values,
-            "lower": (values - w).astype(np.float64),
-            "upper": (values + w).astype(np.float64),
-        }
+        return keys[keep], self.noise.columns(noisy[keep], self.confidence)
 
     @classmethod
     def test_instances(cls) -> list[Mechanism]:

@@ -52,7 +52,7 @@ def direct_random_imports(root: Path) -> list[str]:
                 if node.value.id in ("np", "numpy") and node.attr == "random":
                     names = ["numpy.random"]
             if any(n == "random" or n.startswith(("random.", "numpy.random")) for n in names):
-                bad.append(f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}")
+                bad.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}")
     return bad
 
 

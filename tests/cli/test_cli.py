@@ -456,3 +456,23 @@ def test_console_script_and_module(tmp_path: Path) -> None:
         [sys.executable, "-m", "privhist"], capture_output=True, text=True, check=False
     )
     assert res.returncode != 0
+
+
+def test_plan_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plan.png"
+    code, _, err = run(
+        capsys,
+        "plan",
+        "default",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "--max-count",
+        "40",
+        "--plot",
+        str(out),
+    )
+    assert code == 0 and "plot written" in err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -36,6 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.run(args)
         return result
+    except BrokenPipeError:  # e.g. `privhist plan ... | head`: the reader left, not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (PrivhistError, OSError) as exc:
         if args.debug:
             traceback.print_exc()
@@ -92,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--domain", help="public domain file (for dense)")
     pl.add_argument("--max-count", type=int, default=20, help="largest true count to report")
     pl.add_argument("--json", action="store_true", help="print one JSON object")
+    pl.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw Pr[released] by true count for every applicable mechanism (PNG/SVG/PDF)",
+    )
     pl.set_defaults(run=_cmd_plan)
 
     b = sub.add_parser("budget", help="the budget ledger")
@@ -219,6 +229,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             domain = np.arange(1, dtype=np.int64)  # parameters do not depend on the domain
     mech = _mechanism_for(args, nb, domain)
     report = plan(mech, args.max_count)
+    if args.plot:
+        _plot(args, mech, nb, domain)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -238,6 +250,22 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     for i in range(0, len(rp), step):
         print(f"  {i:>5}  {rp[i]:.6g}")
     return 0
+
+
+def _plot(args: argparse.Namespace, mech: Any, nb: Neighbouring, domain: Any) -> None:
+    from privhist.planning.plan import rank_candidates
+    from privhist.planning.plot import plot_reporting_probability
+
+    keys_only = bool(getattr(mech, "keys_only", False))
+    others = [
+        c.mechanism
+        for c in rank_candidates(args.epsilon, args.delta, nb, domain=domain, keys_only=keys_only)
+        if c.name != mech.name
+    ]
+    path = plot_reporting_probability(
+        [mech, *others], args.max_count, args.plot, highlight=mech.name
+    )
+    print(f"privhist: plot written to {path}", file=sys.stderr)
 
 
 def _cmd_histogram(args: argparse.Namespace) -> int:

@@ -252,7 +252,7 @@ class Geometric:
 
 
 class Binomial:
-    """Binomial(``n``, ``p``) for rational ``p`` (lgamma and the regularised incomplete beta)."""
+    """Binomial(``n``, ``p``) for rational ``p`` (log-gamma pmf, tails summed in mpmath)."""
 
     def __init__(self, n: int, p: Fraction | int | float) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
@@ -281,20 +281,48 @@ class Binomial:
         return _ctx.exp(log)
 
     def cdf_mp(self, k: int) -> Any:
-        """``P[X <= k] = I_{1-p}(n - k, k + 1)``."""
+        """``P[X <= k]``: the lower tail summed outwards from ``k`` (or ``1 - sf(k + 1)``)."""
         if k < 0:
             return _ctx.mpf(0)
         if k >= self.n:
             return _ctx.mpf(1)
-        return _ctx.betainc(self.n - k, k + 1, 0, 1 - self._p, regularized=True)
+        if k >= self.n * self.p:
+            return 1 - self.sf_mp(k + 1)
+        return self._tail_sum(k, -1)
 
     def sf_mp(self, k: int) -> Any:
-        """``P[X >= k] = I_p(k, n - k + 1)``."""
+        """``P[X >= k]``: the upper tail summed outwards from ``k`` (or ``1 - cdf(k - 1)``)."""
         if k <= 0:
             return _ctx.mpf(1)
         if k > self.n:
             return _ctx.mpf(0)
-        return _ctx.betainc(k, self.n - k + 1, 0, self._p, regularized=True)
+        if k <= self.n * self.p:
+            return 1 - self.cdf_mp(k - 1)
+        return self._tail_sum(k, +1)
+
+    def _tail_sum(self, k: int, step: int) -> Any:
+        """``sum pmf(j)`` for ``j = k, k + step, ...`` away from the mean.
+
+        Consecutive ratios ``r_j`` of the pmf decrease away from the mode, so the rest of the
+        tail after a term ``t`` is at most ``t r / (1 - r)``: the sum stops once that bound is
+        below ``2**-140`` of the total.
+        """
+        n, p = self.n, self._p
+        term = self.pmf_mp(k)
+        total = term
+        j = k
+        eps = _ctx.mpf(2) ** -140
+        while 0 < j < n or (j == 0 and step > 0) or (j == n and step < 0):
+            if step > 0:
+                r = (n - j) * p / ((j + 1) * (1 - p))
+            else:
+                r = j * (1 - p) / ((n - j + 1) * p)
+            if r < 1 and term * r / (1 - r) <= total * eps:
+                break
+            term *= r
+            total += term
+            j += step
+        return total
 
     def pmf(self, k: Any) -> Any:
         return _elementwise(self.pmf_mp, k)

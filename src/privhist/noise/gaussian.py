@@ -194,7 +194,8 @@ def _accept_arithmetic(plan: _Plan, y: I64, rng: RandomSource) -> Bools:
         return exp_fraction_parts(q, r, den, rng)
     # exact Python-int arithmetic where int64 could overflow
     num_obj = d.astype(object) ** 2 * b
-    q_obj, r_obj = np.divmod(num_obj, den)
+    q_obj = num_obj // den
+    r_obj = num_obj - q_obj * den
     cap = 1 << 62
     huge = q_obj > cap
     q = np.minimum(q_obj, cap).astype(np.int64)

@@ -19,7 +19,8 @@ def rational_at_most(x: Any, max_denominator: int = DEFAULT_MAX_DENOMINATOR) -> 
     ``Fraction(1) / rational_at_most(epsilon)`` is a Laplace scale at least ``1 / epsilon``.
 
     Args:
-        x: A finite real: int, float (its exact binary value is used), Fraction or Decimal.
+        x: A finite real: int, float (its exact binary value is used), Fraction, Decimal, or
+            a string such as ``'0.1'`` or ``'1/3'`` (read exactly).
         max_denominator: Largest allowed denominator, an integer ``>= 1``.
 
     Returns:
@@ -59,7 +60,7 @@ def _best(x: Any, max_denominator: Any, fn: str) -> tuple[Fraction, Fraction]:
         raise ValidationError("x", fn, "a finite real number", x)
     try:
         v = Fraction(x)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
         raise ValidationError("x", fn, "a finite real number", x) from None
     if v.denominator <= big_n:
         return v, v

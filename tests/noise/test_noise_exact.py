@@ -273,3 +273,18 @@ def test_exp_array_table_tie() -> None:
     assert bernoulli_exp_array([1], 3, ScriptedRandom([f, d2 + 1])).tolist() == [False]
     # exp(0) needs no randomness at all
     assert bernoulli_exp_array([0, 0], 3, ScriptedRandom([])).tolist() == [True, True]
+
+
+@pytest.mark.parametrize("table", [geometric_table(Fraction(1, 1000)), laplace_table(Fraction(1))])
+def test_guide_agrees_with_a_full_search(table: object) -> None:
+    asc = table.ascending  # type: ignore[attr-defined]
+    guide = table.guide  # type: ignore[attr-defined]
+    gen = np.random.default_rng(3)
+    near = np.concatenate([asc, asc + np.uint64(1), asc - np.uint64(1)])  # wraps at 0: fine
+    words = np.concatenate([gen.integers(0, 2**64, 200_000, dtype=np.uint64), near])
+    g = guide[words >> np.uint64(48)]
+    full = asc.shape[0] - np.searchsorted(asc, words, side="right")
+    known = g >= 0
+    assert (g[known] == full[known]).all()
+    assert known.mean() > 0.5  # the guide answers most words
+    assert (g[np.isin(words, asc)] == -1).all()  # a word equal to a floor is never guided

@@ -5,12 +5,14 @@ is ``M = #{k >= 1 : U < T_k}`` for one uniform ``U`` (inversion). With ``F_k = f
 and ``W`` the first word of ``U``, ``U < T_k`` is decided by ``W < F_k`` / ``W > F_k`` unless
 ``W == F_k`` (see :mod:`privhist.noise._exact`). A :class:`ThresholdTable` keeps ``F_1 .. F_K``
 where ``T_k < 2**-64`` for every ``k > K`` (so ``F_k = 0``); then for a word ``W`` that equals no
-stored ``F_k`` and is not 0, ``M`` is exactly the number of stored ``F_k > W`` — one
-``searchsorted`` per sample. Words that tie (probability ``<= (K + 1) / 2**64``) are finished by
-:func:`count_exact`, a galloping search over ``k`` with exact lazy comparisons of the same ``U``.
+stored ``F_k`` and is not 0, ``M`` is exactly the number of stored ``F_k > W``. A guide indexed
+by the top 16 bits of ``W`` gives that number directly whenever no stored floor falls in the
+word's bucket of ``2**48`` values (most words); the others use ``searchsorted``. Words that
+tie (probability ``<= (K + 1) / 2**64``) are finished by :func:`count_exact`, a galloping
+search over ``k`` with exact lazy comparisons of the same ``U``.
 
 Tables are built with integer interval arithmetic: the bounds of ``alpha**k`` are carried from
-one ``k`` to the next, rounding outwards, at a working precision with ``32 + log2(K)`` spare bits;
+one ``k`` to the next, rounding outwards, at a working precision with ``40 + log2(K)`` spare bits;
 an entry whose floor the bounds do not decide (probability about ``2**-32``) is computed
 directly from its oracle. Tables are cached per parameter.
 """
@@ -52,11 +54,15 @@ class ThresholdTable:
         ascending: ``[0, F_K, ..., F_1]`` as uint64 (the leading 0 stands for every ``k > K``).
         floors: ``[F_1, ..., F_K]`` as Python ints.
         threshold: ``k -> oracle`` of ``T_k`` for every ``k >= 1`` (also beyond ``K``).
+        guide: for each bucket ``j`` of words ``[j 2**48, (j + 1) 2**48)``, the number of
+            entries of ``ascending`` above every word of the bucket if none lies inside it,
+            else -1.
     """
 
     ascending: U64
     floors: tuple[int, ...]
     threshold: Callable[[int], Oracle]
+    guide: npt.NDArray[np.int32]
 
     @property
     def size(self) -> int:
@@ -67,9 +73,12 @@ def invert(table: ThresholdTable, rng: RandomSource, n: int) -> I64:
     """``n`` independent draws of ``M = #{k >= 1 : U < T_k}`` (so ``P[M >= k] = T_k``)."""
     words = rng.uint64(n)
     asc = table.ascending
-    idx = np.searchsorted(asc, words, side="right")
-    out: I64 = (asc.shape[0] - idx).astype(np.int64)
-    ties = np.flatnonzero(asc[idx - 1] == words)
+    out: I64 = table.guide[words >> np.uint64(_GUIDE_SHIFT)].astype(np.int64)
+    dirty = np.flatnonzero(out < 0)
+    w = words[dirty]
+    idx = np.searchsorted(asc, w, side="right")
+    out[dirty] = asc.shape[0] - idx
+    ties = dirty[asc[idx - 1] == w]
     for i in ties.tolist():  # rare: probability <= (K + 1) / 2**64 per draw
         out[i] = count_exact(table, int(words[i]), rng)
     return out
@@ -104,9 +113,21 @@ def count_exact(table: ThresholdTable, first_word: int, rng: RandomSource) -> in
     return lo
 
 
+_GUIDE_BITS = 16
+_GUIDE_SHIFT = 64 - _GUIDE_BITS
+
+
 def _finish(floors: list[int], threshold: Callable[[int], Oracle]) -> ThresholdTable:
     asc = np.array([0, *reversed(floors)], dtype=np.uint64)
-    return ThresholdTable(asc, tuple(floors), threshold)
+    starts = np.arange(1 << _GUIDE_BITS, dtype=np.uint64) << np.uint64(_GUIDE_SHIFT)
+    ends = starts + np.uint64((1 << _GUIDE_SHIFT) - 1)
+    first_inside = np.searchsorted(asc, starts, side="left")
+    after = np.searchsorted(asc, ends, side="right")
+    # no entry inside the bucket: every word in it has the same count, and none ties
+    guide = np.where(first_inside == after, asc.shape[0] - after, -1).astype(np.int32)
+    asc.flags.writeable = False
+    guide.flags.writeable = False
+    return ThresholdTable(asc, tuple(floors), threshold, guide)
 
 
 def _count_bound(x: Fraction) -> int:
@@ -261,4 +282,6 @@ def exp_power_floors(x: Fraction, count: int) -> U64:
     bounds = _powers(x, w, lambda lo, hi: (lo, hi), count - 1)
     floors = _floors(bounds, w, threshold)
     floors += [0] * (count - 1 - len(floors))
-    return np.array([capped(1 << WORD_BITS), *floors], dtype=np.uint64)
+    table = np.array([capped(1 << WORD_BITS), *floors], dtype=np.uint64)
+    table.flags.writeable = False
+    return table

@@ -160,7 +160,9 @@ def _acceptance_table(s2: Fraction, c: Fraction, span: int) -> U64:
         f_hi = ceil_div(f_hi * g_hi, unit)
         g_lo = (g_lo * h_lo) >> w
         g_hi = ceil_div(g_hi * h_hi, unit)
-    return np.array(floors, dtype=np.uint64)
+    table = np.array(floors, dtype=np.uint64)
+    table.flags.writeable = False
+    return table
 
 
 def _accept(plan: _Plan, y: I64, rng: RandomSource) -> Bools:

@@ -12,9 +12,25 @@ Samplers:
     :func:`bernoulli_exp_array`, :func:`geometric`, :func:`discrete_laplace` (CKS Algorithm 2),
     :func:`discrete_gaussian` (CKS Algorithm 3), :func:`binomial`.
 
-Parameters are ints or :class:`fractions.Fraction`; round floats conservatively first with
-:func:`rational_at_least` / :func:`rational_at_most`. For analysis (not sampling):
-:class:`DiscreteLaplace`, :class:`DiscreteGaussian`, :class:`Geometric`, :class:`Binomial`.
+Parameters are ints or :class:`fractions.Fraction`; floats are refused, so round them
+conservatively first with :func:`rational_at_least` / :func:`rational_at_most` (for example a
+Laplace scale ``rational_at_least(Fraction(sensitivity) / Fraction(epsilon))``). For analysis
+(not sampling): :class:`DiscreteLaplace`, :class:`DiscreteGaussian`, :class:`Geometric`,
+:class:`Binomial`.
+
+Limits (each enforced with a :class:`~privhist.core.errors.ValidationError`):
+    * geometric rates ``x >= 2**-40`` and Laplace scales ``<= 2**40`` (samples stay far inside
+      int64; an impossible-in-practice overflow raises ``OverflowError`` rather than wrapping);
+    * :func:`discrete_gaussian` with ``floor(sigma) > 4096`` needs ``sigma2 = a / b`` with
+      ``a < 2**61``; below that any rational works;
+    * :func:`bernoulli_exp_array` denominators ``< 2**62``; array inputs of
+      :func:`bernoulli_rational` below ``2**63`` (scalars may be any size);
+    * :func:`binomial` costs about ``n / 32`` random words per entry (linear in ``n``).
+
+Costs: one 64-bit word per Bernoulli, geometric (rate ``>= 45 / 2**16``) or discrete Laplace
+(scale ``<= 1456``) sample, plus one sign bit; a word per 12 bits of ``log2(1 / x)`` beyond that;
+discrete Gaussian about 1.3 proposals of two words each (more above ``sigma = 4096``). Tables are
+built once per parameter (milliseconds to a few tenths of a second) and cached.
 """
 
 from privhist.noise.bernoulli import bernoulli_exp, bernoulli_exp_array, bernoulli_rational

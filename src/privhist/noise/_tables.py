@@ -52,7 +52,6 @@ class ThresholdTable:
 
     Attributes:
         ascending: ``[0, F_K, ..., F_1]`` as uint64 (the leading 0 stands for every ``k > K``).
-        floors: ``[F_1, ..., F_K]`` as Python ints.
         threshold: ``k -> oracle`` of ``T_k`` for every ``k >= 1`` (also beyond ``K``).
         guide: for each bucket ``j`` of words ``[j 2**48, (j + 1) 2**48)``, the number of
             entries of ``ascending`` above every word of the bucket if none lies inside it,
@@ -60,13 +59,18 @@ class ThresholdTable:
     """
 
     ascending: U64
-    floors: tuple[int, ...]
     threshold: Callable[[int], Oracle]
     guide: npt.NDArray[np.int32]
 
     @property
     def size(self) -> int:
-        return len(self.floors)
+        """``K``, the number of stored floors."""
+        return int(self.ascending.shape[0]) - 1
+
+    @property
+    def floors(self) -> list[int]:
+        """``[F_1, ..., F_K]`` as Python ints."""
+        return [int(f) for f in self.ascending[:0:-1]]
 
 
 def invert(table: ThresholdTable, rng: RandomSource, n: int) -> I64:
@@ -92,7 +96,8 @@ def count_exact(table: ThresholdTable, first_word: int, rng: RandomSource) -> in
     each step an exact lazy comparison against the same ``U``.
     """
     u = LazyUniform(rng, first_word)
-    sure = sum(1 for f in table.floors if f > first_word)
+    asc = table.ascending
+    sure = int(asc.shape[0] - np.searchsorted(asc, np.uint64(first_word), side="right"))
     lo = sure  # U < T_k for every k <= lo (vacuous for lo == 0)
     step = 1
     while True:
@@ -127,7 +132,7 @@ def _finish(floors: list[int], threshold: Callable[[int], Oracle]) -> ThresholdT
     guide = np.where(first_inside == after, asc.shape[0] - after, -1).astype(np.int32)
     asc.flags.writeable = False
     guide.flags.writeable = False
-    return ThresholdTable(asc, tuple(floors), threshold, guide)
+    return ThresholdTable(asc, threshold, guide)
 
 
 def _count_bound(x: Fraction) -> int:
@@ -176,7 +181,7 @@ def _work_bits(count: int) -> int:
     return WORD_BITS + 40 + count.bit_length()
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=32)
 def geometric_table(x: Fraction) -> ThresholdTable:
     """Table for the geometric tail ``P[G >= k] = exp(-x k)``."""
 
@@ -188,7 +193,7 @@ def geometric_table(x: Fraction) -> ThresholdTable:
     return _finish(_floors(bounds, w, threshold), threshold)
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=32)
 def laplace_table(x: Fraction) -> ThresholdTable:
     """Table for ``P[|Z| >= k] = 2 alpha**k / (1 + alpha)``, ``alpha = exp(-x)``, ``k >= 1``.
 
@@ -223,7 +228,7 @@ def laplace_table(x: Fraction) -> ThresholdTable:
     return _finish(_floors(bounds, w, threshold), threshold)
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=32)
 def truncated_table(x: Fraction, m: int) -> ThresholdTable:
     """Table for ``L = G mod m`` with ``G`` geometric: ``P[L >= k] = (a**k - a**m) / (1 - a**m)``.
 

@@ -120,7 +120,7 @@ def discrete_gaussian(
     return out.reshape(dims)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _plan(s2: Fraction) -> _Plan:
     sigma_floor = math.isqrt(s2.numerator // s2.denominator)
     if sigma_floor > TABLE_SIGMA:

@@ -29,8 +29,9 @@ Limits (each enforced with a :class:`~privhist.core.errors.ValidationError`):
 
 Costs: one 64-bit word per Bernoulli, geometric (rate ``>= 45 / 2**16``) or discrete Laplace
 (scale ``<= 1456``) sample, plus one sign bit; a word per 12 bits of ``log2(1 / x)`` beyond that;
-discrete Gaussian about 1.3 proposals of two words each (more above ``sigma = 4096``). Tables are
-built once per parameter (milliseconds to a few tenths of a second) and cached.
+discrete Gaussian about 1.3 proposals of two words each (up to 2 for ``sigma < 1``; more words
+above ``sigma = 4096``). Tables are built once per parameter (milliseconds to a few tenths of a
+second) and cached.
 """
 
 from privhist.noise.bernoulli import bernoulli_exp, bernoulli_exp_array, bernoulli_rational

@@ -25,13 +25,13 @@ Limits (each enforced with a :class:`~privhist.core.errors.ValidationError`):
       ``a < 2**61``; below that any rational works;
     * :func:`bernoulli_exp_array` denominators ``< 2**62``; array inputs of
       :func:`bernoulli_rational` below ``2**63`` (scalars may be any size);
-    * :func:`binomial` costs about ``n / 32`` random words per entry (linear in ``n``).
+    * :func:`binomial` trials per entry ``<= 2**62`` (but see its linear cost below).
 
 Costs: one 64-bit word per Bernoulli, geometric (rate ``>= 45 / 2**16``) or discrete Laplace
 (scale ``<= 1456``) sample, plus one sign bit; a word per 12 bits of ``log2(1 / x)`` beyond that;
 discrete Gaussian about 1.3 proposals of two words each (up to 2 for ``sigma < 1``; more words
-above ``sigma = 4096``). Tables are built once per parameter (milliseconds to a few tenths of a
-second) and cached.
+above ``sigma = 4096``); binomial about ``2 n`` random bits per entry (linear in ``n``). Tables
+are built once per parameter (milliseconds to a few tenths of a second) and cached.
 """
 
 from privhist.noise.bernoulli import bernoulli_exp, bernoulli_exp_array, bernoulli_rational

@@ -28,9 +28,8 @@ def geometric(x: Fraction | int, rng: RandomSource, size: _checks.Shape) -> npt.
     (there with ``x = 1``, sampled as a loop of Bernoulli(``exp(-1)``) trials, Algorithm 1).
 
     Args:
-        x: Rate, an int or Fraction with ``2**-40 <= x``. Use
-            :func:`~privhist.noise.rational_at_least` to round a float rate up (less noise is
-            never the conservative direction for a geometric *mechanism*; choose accordingly).
+        x: Rate, an int or Fraction with ``2**-40 <= x``. For a privacy mechanism round a
+            float rate *down* (more noise) with :func:`~privhist.noise.rational_at_most`.
         rng: Source of randomness.
         size: Output shape.
 

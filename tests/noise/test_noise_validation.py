@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
-import pkgutil
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -12,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import privhist.noise
 from privhist.core.errors import ValidationError
 from privhist.core.random import SeededRandom
 from privhist.noise import (
@@ -123,13 +119,3 @@ def test_no_randomness_is_spent_on_certain_outcomes() -> None:
     assert not bernoulli_rational(0, 3, rng, 4).any()
     assert bernoulli_exp(0, rng, 4).all()
     assert binomial(np.array([4, 9]), 1, rng).tolist() == [4, 9]
-
-
-def test_doctests_of_the_noise_package() -> None:
-    failed = attempted = 0
-    for info in pkgutil.iter_modules(privhist.noise.__path__):
-        module = importlib.import_module(f"privhist.noise.{info.name}")
-        result = doctest.testmod(module)
-        failed += result.failed
-        attempted += result.attempted
-    assert attempted > 10 and failed == 0

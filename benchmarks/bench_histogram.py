@@ -73,8 +73,10 @@ def opendp_release(keys_list: list[int], threshold: int) -> int | None:
         return None
     dp.enable_features("contrib")
     space = dp.vector_domain(dp.atom_domain(T=int)), dp.symmetric_distance()
-    meas = space >> dp.t.then_count_by(TV=int) >> dp.m.then_laplace_threshold(
-        scale=1.0, threshold=threshold
+    meas = (
+        space
+        >> dp.t.then_count_by(TV=int)
+        >> dp.m.then_laplace_threshold(scale=1.0, threshold=threshold)
     )
     return len(meas(keys_list))
 
@@ -117,9 +119,12 @@ def main() -> None:
     n = args.records
     keys = zipf_records(n, args.distinct, 1.1, seed=1)
     threshold = StabilityHistogram(EPSILON, DELTA).threshold
-    print(f"{n:,} records, Zipf(1.1) keys over {args.distinct:,} ids "
-          f"({np.unique(keys).size:,} distinct); epsilon={EPSILON}, delta={DELTA}, "
-          f"threshold={threshold}", flush=True)
+    print(
+        f"{n:,} records, Zipf(1.1) keys over {args.distinct:,} ids "
+        f"({np.unique(keys).size:,} distinct); epsilon={EPSILON}, delta={DELTA}, "
+        f"threshold={threshold}",
+        flush=True,
+    )
 
     rows: list[tuple[str, int, float, int]] = []
 
@@ -166,8 +171,10 @@ def main() -> None:
     thr = {name: recs / secs for name, recs, secs, _ in rows}
     ours = {k: v for k, v in thr.items() if k.startswith("privhist")}
     print()
-    for peer, target in (("OpenDP count_by >> laplace_threshold", 20),
-                         ("PipelineDP LocalBackend", 200)):
+    for peer, target in (
+        ("OpenDP count_by >> laplace_threshold", 20),
+        ("PipelineDP LocalBackend", 200),
+    ):
         if peer not in thr:
             continue
         for name, v in ours.items():
@@ -175,8 +182,10 @@ def main() -> None:
             verdict = "met" if ratio >= target else "NOT met"
             print(f"{name} / {peer}: {ratio:,.1f}x (target >= {target}x: {verdict})")
     verdict = "met" if mem_ratio <= 3 else "NOT met"
-    print(f"peak traced memory of the array path: {peak / 2**20:.1f} MiB = {mem_ratio:.2f}x the "
-          f"{keys.nbytes / 2**20:.1f} MiB input array (target <= 3x: {verdict})")
+    print(
+        f"peak traced memory of the array path: {peak / 2**20:.1f} MiB = {mem_ratio:.2f}x the "
+        f"{keys.nbytes / 2**20:.1f} MiB input array (target <= 3x: {verdict})"
+    )
     print(f"peak RSS growth of the Parquet path: {rss_growth:.1f} MiB")
     sys.stdout.flush()
 

@@ -11,7 +11,6 @@ from scipy import stats
 
 from privhist import Budget, Neighbouring, SecureRandom, SeededRandom, ValidationError
 from privhist.core.data import Counts
-from privhist.core.exactmath import exp_bounds, log_bounds
 from privhist.core.validation import check_counts, check_delta, check_epsilon
 
 
@@ -64,14 +63,6 @@ def test_neighbouring_sensitivities() -> None:
     assert u.l2_sensitivity == pytest.approx(6.0)
     with pytest.raises(ValidationError, match="max_partitions_contributed"):
         Neighbouring.user(0)
-
-
-def test_exact_bounds_enclose() -> None:
-    lo, hi = exp_bounds(Fraction(1, 3))
-    assert lo < hi and float(hi - lo) < 1e-30
-    assert lo <= Fraction(math.exp(1 / 3)) * (1 + Fraction(1, 10**15))
-    llo, lhi = log_bounds(2)
-    assert llo < Fraction(0.6931471805599453094172321) < lhi or lhi - llo < Fraction(1, 10**30)
 
 
 def test_counts_object_sorts_and_rejects_duplicates() -> None:

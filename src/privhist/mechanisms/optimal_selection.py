@@ -41,13 +41,12 @@ import numpy.typing as npt
 from privhist.accounting.profile import NOT_RELEASED
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
-from privhist.core.exactmath import exp_bounds
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.mechanisms._noise import PREC, LaplaceCountNoise
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
-from privhist.noise import bernoulli_rational
+from privhist.noise import bernoulli_rational, exp_rational_bounds
 
 #: reporting probabilities are multiples of 2**-ONE_BITS
 ONE_BITS = 62
@@ -69,7 +68,7 @@ def optimal_reporting_numerators(epsilon: Fraction, delta: Fraction) -> tuple[in
         raise ValidationError(
             "delta", "optimal_selection", "> 0 (pure DP cannot release unknown keys)", delta
         )
-    r = exp_bounds(epsilon)[0]  # r <= e^eps
+    r = exp_rational_bounds(epsilon)[0]  # r <= e^eps
     inv_r = 1 / r  # >= e^-eps
     d_one = delta * ONE
     nums = [0]

@@ -27,12 +27,12 @@ import numpy.typing as npt
 
 from privhist.accounting.profile import NOT_RELEASED
 from privhist.core.data import Counts
-from privhist.core.exactmath import exp_bounds
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.mechanisms._noise import PREC, LaplaceCountNoise
 from privhist.mechanisms.base import KeyDistribution, Mechanism
 from privhist.mechanisms.registry import register
+from privhist.noise import exp_rational_bounds
 
 
 def stability_threshold(scale: Fraction, c: int, delta_key: Fraction) -> int:
@@ -41,8 +41,8 @@ def stability_threshold(scale: Fraction, c: int, delta_key: Fraction) -> int:
 
     def tail_upper(m: int) -> Fraction:
         # Pr[Z >= m] = exp(-m/b) / (1 + exp(-1/b)) <= hi(exp(-m/b)) / (1 + lo(exp(-1/b)))
-        hi = exp_bounds(-Fraction(m) / scale)[1]
-        lo = exp_bounds(-1 / scale)[0]
+        hi = exp_rational_bounds(-Fraction(m) / scale)[1]
+        lo = exp_rational_bounds(-1 / scale)[0]
         return hi / (1 + lo)
 
     alpha = math.exp(-1 / float(scale))

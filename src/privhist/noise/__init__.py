@@ -34,6 +34,7 @@ above ``sigma = 4096``); binomial about ``2 n`` random bits per entry (linear in
 are built once per parameter (milliseconds to a few tenths of a second) and cached.
 """
 
+from privhist.noise._exact import exp_rational_bounds
 from privhist.noise.bernoulli import bernoulli_exp, bernoulli_exp_array, bernoulli_rational
 from privhist.noise.binomial import binomial
 from privhist.noise.distributions import Binomial, DiscreteGaussian, DiscreteLaplace, Geometric
@@ -53,6 +54,7 @@ __all__ = [
     "binomial",
     "discrete_gaussian",
     "discrete_laplace",
+    "exp_rational_bounds",
     "geometric",
     "rational_at_least",
     "rational_at_most",

@@ -113,6 +113,18 @@ def exp_bounds(x: Fraction, prec: int) -> tuple[int, int]:
     return top // hi, ceil_div(top, lo)
 
 
+def exp_rational_bounds(x: Fraction | int, prec: int = 128) -> tuple[Fraction, Fraction]:
+    """Rationals ``lo <= exp(x) <= hi`` (``hi - lo`` about ``2**-prec``), for privacy
+    parameters that must be rounded conservatively (e.g. a rational ``r <= e**epsilon``).
+
+    >>> lo, hi = exp_rational_bounds(Fraction(1))
+    >>> float(lo) == float(hi) == 2.718281828459045, hi - lo <= Fraction(2, 2**128)
+    (True, True)
+    """
+    lo, hi = exp_bounds(Fraction(x), prec)
+    return Fraction(lo, 1 << prec), Fraction(hi, 1 << prec)
+
+
 def floor_from_bounds(bounds: Bounds, bits: int) -> int:
     """``floor(T * 2**bits)`` from an interval oracle, raising precision until it is decided.
 

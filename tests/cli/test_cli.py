@@ -316,7 +316,11 @@ def test_failed_write_records_nothing(
         (["--epsilon", "1", "--delta", "1"], "parameter 'delta'"),
         (["--epsilon", "1", "--delta", "-0.5"], "parameter 'delta'"),
         (["--epsilon", "1"], "parameter 'delta'"),  # sparse release needs delta > 0
-        (["--epsilon", "1", "--delta", "1e-8", "--max-partitions", "0"], "max_partitions"),
+        (["--epsilon", "1", "--delta", "1e-8", "--max-partitions", "3"], "with --user"),
+        (
+            ["--epsilon", "1", "--delta", "1e-8", "--user", "user", "--max-partitions", "0"],
+            "max_partitions",
+        ),
         (["--epsilon", "1", "--delta", "1e-8", "--mechanism", "nope"], "invalid choice"),
         (["--epsilon", "1", "--delta", "1e-8", "--mechanism", "dense"], "parameter 'domain'"),
     ],

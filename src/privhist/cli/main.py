@@ -277,6 +277,13 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
     fmt = args.input_format or ("text" if args.text else None)
     if args.key is None and fmt not in ("text", "fimi") and not _is_fimi(args.input):
         raise ValidationError("--key", "histogram", "a column name", None)
+    if args.user is None:
+        for flag, value in (
+            ("--max-partitions", args.max_partitions),
+            ("--max-per-partition", args.max_per_partition),
+        ):
+            if value is not None:
+                raise ValidationError(flag, "histogram", "given together with --user", value)
     domain = _read_domain(args.domain)
     nb = _neighbouring(args, args.user is not None)
     mech = _mechanism_for(args, nb, domain)  # validates every parameter before reading data

@@ -22,8 +22,9 @@ class Release:
     keys: npt.NDArray[Any]
     values: npt.NDArray[np.int64] | None = None
     estimates: npt.NDArray[np.float64] | None = None
-    lower: npt.NDArray[np.float64] | None = None
-    upper: npt.NDArray[np.float64] | None = None
+    #: integer bounds for noisy integer counts, floats for scaled estimates
+    lower: npt.NDArray[Any] | None = None
+    upper: npt.NDArray[Any] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:

@@ -48,8 +48,8 @@ class LaplaceCountNoise:
         w = self.half_width(confidence)
         return {
             "values": values,
-            "lower": (values - w).astype(np.float64),
-            "upper": (values + w).astype(np.float64),
+            "lower": values - w,
+            "upper": values + w,
         }
 
     def std(self) -> float:

@@ -183,11 +183,11 @@ class DenseHistogram(Mechanism):
         n = dom.shape[0]
         if self.laplace is not None:
             values = true + self.laplace.sample(n, rng)
-            w = float(self.laplace.half_width(self.confidence))
+            w = self.laplace.half_width(self.confidence)
         else:
             assert self.sigma2 is not None
             values = true + discrete_gaussian(self.sigma2, rng, n)
-            w = float(DiscreteGaussian(self.sigma2).interval(self.confidence)[1])
+            w = int(DiscreteGaussian(self.sigma2).interval(self.confidence)[1])
         return dom, {
             "values": values,
             "lower": values - w,

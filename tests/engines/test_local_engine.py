@@ -100,11 +100,16 @@ def test_count_frame_and_files_match_brute_force(seed: int, tmp_path: Path) -> N
     df.write_csv(tmp_path / "d.csv")
     df.write_parquet(tmp_path / "d.parquet")
     df.write_ndjson(tmp_path / "d.ndjson")
+    as_text = {str(k): n for k, n in truth.items()}
     for name in ("d.csv", "d.parquet", "d.ndjson"):
-        c = count(tmp_path / name, progress=False)
+        c = count(tmp_path / name, key_type="int", progress=False)
         check_invariants(c)
         assert as_dict(c) == truth
         assert c.info["records"] == 2000 and c.info["source"].endswith(name)
+        assert c.info["key_type"] == "int"
+        t = count(tmp_path / name, progress=False)
+        check_invariants(t)
+        assert as_dict(t) == as_text and t.info["key_type"] == "str"
 
 
 def test_record_level_null_keys_are_counted_and_dropped() -> None:
@@ -136,19 +141,111 @@ def test_empty_or_missing_file_is_an_error(tmp_path: Path) -> None:
         count(pl.DataFrame({"a": [1]}), key="k")
 
 
-def test_integer_looking_keys_that_are_not_integers_are_read_as_text(tmp_path: Path) -> None:
+# -- key types: a public choice, never inferred from the data ---------------------------------
+
+
+def write_records(path: Path, keys: list[str], users: list[str] | None = None) -> None:
+    """Write string keys (and users) as CSV, NDJSON or Parquet, by the file's extension."""
+    columns = {"k": keys} if users is None else {"k": keys, "u": users}
+    df = pl.DataFrame(columns, schema={c: pl.String for c in columns})
+    if path.suffix == ".csv":
+        df.write_csv(path)
+    elif path.suffix == ".ndjson":
+        df.write_ndjson(path)
+    else:
+        df.write_parquet(path)
+
+
+@pytest.mark.parametrize("name", ["d.csv", "d.ndjson", "d.parquet"])
+def test_one_added_record_changes_only_its_own_key(tmp_path: Path, name: str) -> None:
+    # D and D plus one record are neighbours: with keys parsed record by record, every key of D
+    # keeps its count, whatever the added record holds
+    d = ["007"] * 3000 + ["7"] * 3000
+    plus = tmp_path / ("plus_" + name)
+    base = tmp_path / name
+    write_records(base, d)
+    write_records(plus, [*d, "zzz"])
+
+    c, c1 = count(base, key="k", progress=False), count(plus, key="k", progress=False)
+    assert as_dict(c) == {"007": 3000, "7": 3000}
+    assert as_dict(c1) == {"007": 3000, "7": 3000, "zzz": 1}
+    assert c.info["null_keys"] == c1.info["null_keys"] == 0
+
+    c = count(base, key="k", key_type="int", progress=False)
+    c1 = count(plus, key="k", key_type="int", progress=False)
+    assert as_dict(c) == as_dict(c1) == {7: 6000}
+    assert c.info["null_keys"] == 0 and c1.info["null_keys"] == 1
+    assert c1.info["records"] == 6001 and c1.info["records_kept"] == 6000
+    assert "keys_read_as_text" not in c1.info
+
+
+@pytest.mark.parametrize("name", ["d.csv", "d.ndjson", "d.parquet"])
+def test_users_are_compared_as_text(tmp_path: Path, name: str) -> None:
+    # "007" and "7" are two users, with or without a record that is not a number
+    for extra in ([], ["zzz"]):
+        f = tmp_path / (str(len(extra)) + name)
+        users = ["007", "7", *extra]
+        write_records(f, ["5"] * len(users), users)
+        for key_type in ("str", "int"):
+            c = count(
+                f,
+                key="k",
+                user="u",
+                key_type=key_type,
+                max_partitions_contributed=1,
+                max_contributions_per_partition=1,
+                rng=SeededRandom(0),
+                progress=False,
+            )
+            assert c.info["users"] == len(users)
+            key = "5" if key_type == "str" else 5
+            assert as_dict(c) == {key: len(users)}
+            assert c.units is not None and c.units.tolist() == [len(users)]
+
+
+def test_parquet_integer_users_are_text(tmp_path: Path) -> None:
+    f = tmp_path / "d.parquet"
+    pl.DataFrame({"k": [1, 1, 2], "u": [7, 7, 8]}).write_parquet(f)
+    c = count(f, key="k", user="u", max_partitions_contributed=2, rng=SeededRandom(0))
+    assert as_dict(c) == {"1": 1, "2": 1} and c.info["users"] == 2
+    c = count(f, key="k", user="u", key_type="int", rng=SeededRandom(0))
+    assert c.keys.dtype == np.int64 and c.info["users"] == 2
+
+
+def test_integer_looking_keys_are_never_reread(tmp_path: Path) -> None:
     f = tmp_path / "d.csv"
     f.write_text("k\n" + "1\n" * 20_000 + "abc\n")
     c = count(f, key="k")
-    assert as_dict(c) == {"1": 20_000, "abc": 1}
-    assert c.info["keys_read_as_text"] is True
+    assert as_dict(c) == {"1": 20_000, "abc": 1} and c.info["key_type"] == "str"
+    c = count(f, key="k", key_type="int")
+    assert as_dict(c) == {1: 20_000}
+    assert c.info["null_keys"] == 1 and c.info["records"] == 20_001
 
 
-def test_malformed_fimi_is_an_input_error(tmp_path: Path) -> None:
+def test_tables_keep_their_type_unless_key_type_is_given() -> None:
+    df = pl.DataFrame({"n": [7, 7, 12], "s": ["007", "7", "x"]})
+    assert as_dict(count(df, key="n")) == {7: 2, 12: 1}
+    assert as_dict(count(df, key="n", key_type="str")) == {"12": 1, "7": 2}
+    assert as_dict(count(df, key="s")) == {"007": 1, "7": 1, "x": 1}
+    c = count(df, key="s", key_type="int")
+    assert as_dict(c) == {7: 2} and c.info["null_keys"] == 1
+
+
+def test_key_type_is_validated_before_reading(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="parameter 'key_type' of count must be one of"):
+        count(tmp_path / "missing.csv", key_type="auto")
+    with pytest.raises(ValidationError, match="parameter 'key_type' of count"):
+        count(pl.DataFrame({"key": [1]}), key_type="float")
+
+
+def test_malformed_fimi_item_is_a_null_key(tmp_path: Path) -> None:
     f = tmp_path / "r.dat"
     f.write_text("1 2\n3 x\n")
-    with pytest.raises(InputDataError, match="cannot read"):
-        count(f, user=True, rng=SeededRandom(0))
+    c = count(f, user=True, max_partitions_contributed=2, rng=SeededRandom(0))
+    assert as_dict(c) == {1: 1, 2: 1, 3: 1}
+    assert c.info["null_keys"] == 1 and c.info["key_type"] == "int"
+    t = count(f, key_type="str")
+    assert as_dict(t) == {"1": 1, "2": 1, "3": 1, "x": 1} and t.info["null_keys"] == 0
 
 
 def test_text_and_fimi_files(tmp_path: Path) -> None:

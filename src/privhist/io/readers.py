@@ -18,9 +18,33 @@ format        file names                      records
                                               ``user``, each line is one user
 ============  ==============================  ===============================================
 
-Keys are normalised so that counting does not depend on the file format: integer keys become
-``Int64``, every other scalar type becomes ``String`` (``1.5`` -> ``"1.5"``, ``True`` ->
-``"true"``). Nulls are kept; the engine counts and drops them.
+Key and user types are public choices, never inferred from the data
+-------------------------------------------------------------------
+How a record's key is parsed must not depend on any other record: if one odd row could switch a
+whole column between integers and text, ``"007"`` and ``"7"`` would be one key in a dataset and
+two keys in its neighbour, and the release would tell the two apart with certainty. So:
+
+* The key type is ``key_type``, ``"str"`` or ``"int"`` (:data:`KEY_TYPES`), chosen by the caller.
+  When it is None each format uses its default: ``"int"`` for ``fimi`` (items are integers by the
+  format's definition), ``"str"`` for every other format.
+* CSV, TSV and NDJSON key and user columns are always read as text, whatever the rows look like
+  (no schema inference for them). NDJSON numbers and booleans become their JSON text (``7`` ->
+  ``"7"``), arrays and objects their JSON text.
+* With ``key_type="str"`` every key is ``String``: a Parquet (or table) integer becomes its
+  decimal text, other scalar types their text (``1.5`` -> ``"1.5"``, ``True`` -> ``"true"``).
+* With ``key_type="int"`` every key is ``Int64``, cast one record at a time and never strictly:
+  text that is an optional sign followed by decimal digits becomes that integer (``"007"`` and
+  ``"7"`` are both ``7``), anything else (``"zzz"``, ``" 7"``, ``"7.0"``, an integer outside the
+  ``Int64`` range) becomes a null key, which the engine counts in ``info["null_keys"]`` and drops
+  like any missing key. Integer columns are cast directly, other non-text columns through their
+  text.
+* Users are compared as text for every file format (``"007"`` and ``"7"`` are two users), so a
+  Parquet integer user column becomes its decimal text. For ``text`` and ``fimi`` files the user
+  is the line number, an ``Int64``.
+
+Tables given directly (:func:`select_records`) have a schema fixed by whoever built them, so with
+``key_type=None`` they keep it: integer keys become ``Int64``, other scalar keys ``String``, and
+the user column keeps its type. Nulls are kept everywhere; the engine counts and drops them.
 
 Errors are typed: a missing, unreadable or empty file, a malformed file and a missing column
 raise :class:`~privhist.core.errors.InputDataError`; an unknown format raises
@@ -62,8 +86,12 @@ EXTENSIONS: Final[dict[str, str]] = {
 #: words.
 WORD_PATTERN: Final[str] = r"[a-z0-9']*[a-z0-9][a-z0-9']*"
 
-#: rows of a CSV or NDJSON file used to decide whether the key column holds integers
-INFER_ROWS: Final[int] = 10_000
+#: the key types a caller can choose (see "Key and user types" above)
+KEY_TYPES: Final[tuple[str, ...]] = ("str", "int")
+
+#: rows of an NDJSON file read to list its fields (to report a missing column); the types found
+#: there are not used
+SCHEMA_ROWS: Final[int] = 10_000
 
 _COMPRESSIBLE: Final[frozenset[str]] = frozenset({"csv", "tsv", "ndjson", "text", "fimi"})
 
@@ -98,7 +126,7 @@ def scan(
     format: str | None = None,
     key: str = "key",
     user: str | bool | None = None,
-    infer_keys: bool = True,
+    key_type: str | None = None,
     function: str = "scan",
 ) -> pl.LazyFrame:
     """Lazily read records from ``path`` as a table with columns ``key`` (and ``user``).
@@ -112,14 +140,15 @@ def scan(
         user: the user (privacy unit) column of a tabular file, or None for record-level data.
             For ``text`` and ``fimi`` any true value or column name asks for one user per line
             (``user`` is then the 1-based line number).
-        infer_keys: when True, a CSV or NDJSON key column whose first :data:`INFER_ROWS`
-            values are all integers is read as ``Int64``; when False keys are always read as
-            text (and so is the user column). Parquet files carry their own types.
+        key_type: ``"str"`` or ``"int"``, the type every key is read as, record by record
+            (see the module notes); None for the format's default, ``"int"`` for ``fimi`` and
+            ``"str"`` otherwise. Never inferred from the data.
         function: the name used in error messages (for callers that wrap :func:`scan`).
 
     Returns:
-        A lazy frame with column ``key`` (``Int64`` or ``String``) and, when requested,
-        ``user``. Nothing beyond the header or schema has been read yet.
+        A lazy frame with column ``key`` (``String`` or ``Int64``, as ``key_type`` says) and,
+        when requested, ``user`` (``String``, or the ``Int64`` line number for ``text`` and
+        ``fimi``). Nothing beyond the header or schema has been read yet.
 
     Raises:
         InputDataError: the file is missing, unreadable, empty or malformed, or lacks a column.
@@ -131,18 +160,24 @@ def scan(
         >>> _ = (d / "visits.csv").write_text("page,who\\nhome,1\\nabout,2\\nhome,2\\n")
         >>> lf = scan(d / "visits.csv", key="page", user="who")
         >>> lf.collect().sort("key", "user").rows()
-        [('about', 2), ('home', 1), ('home', 2)]
+        [('about', '2'), ('home', '1'), ('home', '2')]
+        >>> _ = (d / "ids.csv").write_text("id\\n007\\n7\\nzzz\\n")
+        >>> scan(d / "ids.csv", key="id").collect()["key"].to_list()
+        ['007', '7', 'zzz']
+        >>> scan(d / "ids.csv", key="id", key_type="int").collect()["key"].to_list()
+        [7, 7, None]
     """
     fmt = resolve_format(path, format, function)
+    kind = check_key_type(key_type, function, default=default_key_type(fmt))
     p = _check_file(path, function)
     if fmt in ("text", "fimi"):
-        return _scan_lines_format(p, fmt, bool(user))
+        return _scan_lines_format(p, fmt, bool(user), kind)
     if isinstance(user, bool):
         raise ValidationError("user", function, f"a column name for format {fmt!r}", user)
     if user is not None and user == key:
         raise ValidationError("user", function, f"a column other than the key column {key!r}", user)
-    lf = _scan_table(p, fmt, key, user, infer_keys)
-    return select_records(lf, key=key, user=user, function=function, source=str(p))
+    lf = _scan_table(p, fmt, key, user, function)
+    return _select(lf, key, user, kind, True, function, str(p))
 
 
 def select_records(
@@ -150,13 +185,17 @@ def select_records(
     *,
     key: str = "key",
     user: str | None = None,
+    key_type: str | None = None,
     function: str = "scan",
     source: str = "the data",
 ) -> pl.LazyFrame:
     """Select and rename the ``key`` (and ``user``) columns of a table, normalising key types.
 
-    Integer keys become ``Int64``; other scalar keys become ``String``. The user column keeps its
-    type (it is only grouped on).
+    With ``key_type=None`` the table's schema decides, as it is fixed by whoever built the table
+    (like an array's dtype): integer keys become ``Int64``, other scalar keys ``String``. With
+    ``"str"`` or ``"int"`` every key is cast to that type record by record, as :func:`scan` does
+    (a value that is not an integer becomes a null key under ``"int"``). The user column keeps
+    its type (it is only grouped on).
 
     >>> select_records(pl.DataFrame({"w": [1.5, 2.0], "u": [1, 1]}), key="w", user="u").collect()
     shape: (2, 2)
@@ -169,30 +208,43 @@ def select_records(
     │ 2.0 ┆ 1    │
     └─────┴──────┘
 
+    >>> df = pl.DataFrame({"w": [7, 12], "u": [1, 1]})
+    >>> select_records(df, key="w", key_type="str").collect()["key"].to_list()
+    ['7', '12']
+
     Raises:
         InputDataError: a column is missing or holds nested values.
+        ValidationError: ``key_type`` is not None, ``"str"`` or ``"int"``.
     """
-    lf = frame.lazy()
-    try:
-        schema = lf.collect_schema()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputDataError(f"cannot read {source}: {_first_line(exc)}") from exc
-    names = list(schema.names())
-    for param, column in (("key", key), ("user", user)):
-        if column is not None and column not in schema:
-            raise InputDataError(
-                f"parameter '{param}' of {function} must be one of the columns of {source} "
-                f"({', '.join(map(repr, names))}); got {column!r}"
-            )
-    exprs = [_key_expr(key, schema[key], function, source)]
-    if user is not None:
-        if schema[user].is_nested():
-            raise InputDataError(
-                f"parameter 'user' of {function} must name a column of scalar values; "
-                f"got {user!r} of type {schema[user]}"
-            )
-        exprs.append(pl.col(user).alias("user"))
-    return lf.select(exprs)
+    kind = check_key_type(key_type, function, default=None)
+    return _select(frame, key, user, kind, False, function, source)
+
+
+def check_key_type(key_type: object, function: str, default: str | None = "str") -> str | None:
+    """``key_type`` checked against :data:`KEY_TYPES`, or ``default`` when it is None.
+
+    >>> check_key_type("int", "count"), check_key_type(None, "count")
+    ('int', 'str')
+
+    Raises:
+        ValidationError: ``key_type`` is neither None nor one of :data:`KEY_TYPES`.
+    """
+    if key_type is None:
+        return default
+    if not isinstance(key_type, str) or key_type not in KEY_TYPES:
+        raise ValidationError(
+            "key_type", function, f"one of {', '.join(map(repr, KEY_TYPES))}", key_type
+        )
+    return key_type
+
+
+def default_key_type(fmt: str) -> str:
+    """The key type of a format when the caller gives none: ``"int"`` for FIMI, else ``"str"``.
+
+    >>> default_key_type("fimi"), default_key_type("csv")
+    ('int', 'str')
+    """
+    return "int" if fmt == "fimi" else "str"
 
 
 def resolve_format(
@@ -217,6 +269,42 @@ def resolve_format(
 
 
 # -- internals ----------------------------------------------------------------------------
+
+
+def _select(
+    frame: pl.LazyFrame | pl.DataFrame,
+    key: str,
+    user: str | None,
+    key_type: str | None,
+    user_as_text: bool,
+    function: str,
+    source: str,
+) -> pl.LazyFrame:
+    """:func:`select_records` with a checked ``key_type`` (None: keep the schema's type)."""
+    lf = frame.lazy()
+    try:
+        schema = lf.collect_schema()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputDataError(f"cannot read {source}: {_first_line(exc)}") from exc
+    names = list(schema.names())
+    for param, column in (("key", key), ("user", user)):
+        if column is not None and column not in schema:
+            raise InputDataError(
+                f"parameter '{param}' of {function} must be one of the columns of {source} "
+                f"({', '.join(map(repr, names))}); got {column!r}"
+            )
+    exprs = [_key_expr(key, schema[key], key_type, function, source)]
+    if user is not None:
+        if schema[user].is_nested() or schema[user] == pl.Object:
+            raise InputDataError(
+                f"parameter 'user' of {function} must name a column of scalar values; "
+                f"got {user!r} of type {schema[user]}"
+            )
+        col = pl.col(user)
+        if user_as_text and schema[user] != pl.String:
+            col = col.cast(pl.String)
+        exprs.append(col.alias("user"))
+    return lf.select(exprs)
 
 
 def _check_file(path: str | os.PathLike[str], function: str) -> Path:
@@ -244,29 +332,31 @@ def _check_file(path: str | os.PathLike[str], function: str) -> Path:
     return p
 
 
-def _scan_table(p: Path, fmt: str, key: str, user: str | None, infer_keys: bool) -> pl.LazyFrame:
+def _scan_table(p: Path, fmt: str, key: str, user: str | None, function: str) -> pl.LazyFrame:
+    """A lazy scan whose key and user columns are text whatever the rows hold (Parquet: the
+    file's own schema, which is part of the format, not of any record)."""
     try:
         if fmt in ("csv", "tsv"):
-            return pl.scan_csv(
-                p,
-                separator="\t" if fmt == "tsv" else ",",
-                infer_schema=infer_keys,
-                infer_schema_length=INFER_ROWS,
-            )
+            # every column as text: only the key and user columns are used
+            return pl.scan_csv(p, separator="\t" if fmt == "tsv" else ",", infer_schema=False)
         if fmt == "ndjson":
-            lf = pl.scan_ndjson(p, infer_schema_length=INFER_ROWS)
-            if not infer_keys:
-                present = lf.collect_schema()
-                wanted = [c for c in (key, user) if c is not None and c in present]
-                overrides = {c: pl.String() for c in wanted}
-                lf = pl.scan_ndjson(p, infer_schema_length=INFER_ROWS, schema_overrides=overrides)
-            return lf
+            # the first rows only list the fields, so a missing column is reported; the scan
+            # itself reads exactly the key and user fields, as text, and ignores the rest
+            fields = pl.scan_ndjson(p, infer_schema_length=SCHEMA_ROWS).collect_schema().names()
+            for param, column in (("key", key), ("user", user)):
+                if column is not None and column not in fields:
+                    raise InputDataError(
+                        f"parameter '{param}' of {function} must be one of the columns of "
+                        f"{str(p)!r} ({', '.join(map(repr, fields))}); got {column!r}"
+                    )
+            wanted = [key] if user is None else [key, user]
+            return pl.scan_ndjson(p, schema={c: pl.String() for c in wanted})
         return pl.scan_parquet(p)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputDataError(f"cannot read {str(p)!r} as {fmt}: {_first_line(exc)}") from exc
 
 
-def _scan_lines_format(p: Path, fmt: str, with_user: bool) -> pl.LazyFrame:
+def _scan_lines_format(p: Path, fmt: str, with_user: bool, key_type: str | None) -> pl.LazyFrame:
     lines = _scan_lines(p, with_user)
     if fmt == "text":
         tokens = pl.col("line").str.to_lowercase().str.extract_all(WORD_PATTERN)
@@ -276,9 +366,10 @@ def _scan_lines_format(p: Path, fmt: str, with_user: bool) -> pl.LazyFrame:
     if with_user:
         cols.append(pl.col("user").cast(pl.Int64))
     lf = lines.select(cols).explode("key", empty_as_null=False).filter(pl.col("key").is_not_null())
-    if fmt == "fimi":
-        # strict: a non-integer item is a malformed FIMI file, reported when collected
-        lf = lf.with_columns(pl.col("key").cast(pl.Int64, strict=True))
+    if key_type == "int":
+        # each token on its own: a malformed FIMI item (or a word that is not a number) becomes
+        # a null key, counted and dropped by the engine; no other token is affected
+        lf = lf.with_columns(pl.col("key").cast(pl.Int64, strict=False))
     return lf
 
 
@@ -303,15 +394,21 @@ def _scan_lines(p: Path, with_user: bool) -> pl.LazyFrame:
     ).select(([index] if index else []) + ["line"])
 
 
-def _key_expr(key: str, dtype: pl.DataType, function: str, source: str) -> pl.Expr:
+def _key_expr(
+    key: str, dtype: pl.DataType, key_type: str | None, function: str, source: str
+) -> pl.Expr:
     col = pl.col(key)
-    if dtype.is_integer():
-        return col.cast(pl.Int64).alias("key")
     if dtype.is_nested() or dtype == pl.Object:
         raise InputDataError(
             f"parameter 'key' of {function} must name a column of scalar values; "
             f"got {key!r} of type {dtype} in {source}"
         )
+    if key_type == "int" or (key_type is None and dtype.is_integer()):
+        if dtype.is_integer():
+            return col.cast(pl.Int64, strict=False).alias("key")
+        if dtype != pl.String:
+            col = col.cast(pl.String)
+        return col.cast(pl.Int64, strict=False).alias("key")
     if dtype == pl.String:
         return col.alias("key")
     return col.cast(pl.String).alias("key")

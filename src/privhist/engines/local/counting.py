@@ -29,10 +29,21 @@ changes at most ``k`` counts by at most ``c`` each: the sensitivity recorded as
 are sorted by (user, key) first, so a :class:`~privhist.core.random.SeededRandom` gives the same
 result on every run.
 
+Key types
+---------
+How a key is parsed is a public choice (``key_type``), never inferred from the data: with
+inference, one record could switch a whole column between integers and text and so merge or
+split other records' keys (``"007"`` and ``"7"``), which would make neighbouring datasets give
+disjoint releases. Files are read as :func:`privhist.io.scan` describes: keys are text by
+default (``"int"`` for FIMI); with ``key_type="int"`` each key is cast on its own and a value
+that is not an integer becomes a null key. Users read from files are compared as text. Tables
+and arrays keep the types their caller gave them unless ``key_type`` is given.
+
 Nulls
 -----
 Records with a null key (and, with a user column, a null user) are counted in ``info`` and
-dropped; they never fail a count.
+dropped; they never fail a count. Under ``key_type="int"`` this includes keys that are not
+integers.
 """
 
 from __future__ import annotations
@@ -50,7 +61,13 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import check_positive_int
 from privhist.engines.local.progress import status
-from privhist.io.readers import resolve_format, scan, select_records
+from privhist.io.readers import (
+    check_key_type,
+    default_key_type,
+    resolve_format,
+    scan,
+    select_records,
+)
 
 Source = str | os.PathLike[str] | pl.LazyFrame | pl.DataFrame
 
@@ -69,6 +86,7 @@ def count(
     key: str = "key",
     user: str | bool | None = None,
     format: str | None = None,
+    key_type: str | None = None,
     max_partitions_contributed: int | None = None,
     max_contributions_per_partition: int | None = None,
     rng: RandomSource | None = None,
@@ -82,6 +100,11 @@ def count(
         user: the user column, or None when every record is its own privacy unit. For ``text``
             and ``fimi`` files, ``True`` (or any column name) makes each line one user.
         format: the file format when it cannot be inferred from the name (files only).
+        key_type: ``"str"`` or ``"int"``: every key is read as text, or cast on its own to an
+            integer (a key that is not an integer becomes a null key, counted in
+            ``info["null_keys"]`` and dropped). None means ``"str"`` for files, except FIMI
+            files (``"int"``), and the table's own column type for tables. Never inferred from
+            the data; see :mod:`privhist.io.readers`.
         max_partitions_contributed: ``k``, the most distinct keys one user keeps (with
             ``user`` only; default 1).
         max_contributions_per_partition: ``c``, the most records one user keeps per key
@@ -98,7 +121,8 @@ def count(
         included), ``null_keys``, ``distinct_keys`` (non-null keys in the input),
         ``records_kept`` and, with ``user``, ``null_users``, ``users`` (distinct non-null users
         with a non-null key), ``users_bounded`` (users holding more than ``k`` keys), the
-        bounds and ``bounds_defaulted`` (the bounds that took their default).
+        bounds and ``bounds_defaulted`` (the bounds that took their default). For files it
+        also holds ``source``, ``format`` and ``key_type``.
 
     Raises:
         InputDataError: the file is missing, unreadable, empty or malformed, or lacks a column.
@@ -115,8 +139,13 @@ def count(
         ...           max_contributions_per_partition=1, rng=SeededRandom(0))
         >>> c.keys.tolist(), c.counts.tolist(), c.units.tolist()
         (['a', 'b'], [2, 1], [2, 1])
+        >>> ids = pl.DataFrame({"id": ["007", "7", "zzz"]})
+        >>> c = count(ids, key="id", key_type="int")
+        >>> c.keys.tolist(), c.counts.tolist(), c.info["null_keys"]
+        ([7], [2], 1)
     """
     fn = "count"
+    check_key_type(key_type, fn)
     if user is False:
         user = None
     with_user = user is not None
@@ -130,40 +159,33 @@ def count(
             raise ValidationError("format", fn, "None when source is a table", format)
         if isinstance(user, bool):
             raise ValidationError("user", fn, "a column name when source is a table", user)
-        lf = select_records(source, key=key, user=user, function=fn, source="the table")
+        lf = select_records(
+            source, key=key, user=user, key_type=key_type, function=fn, source="the table"
+        )
         label = "table"
     elif isinstance(source, str | os.PathLike):
         path = source
         fmt = resolve_format(path, format, fn)
-        lf = scan(path, format=fmt, key=key, user=user, function=fn)
+        if key_type is None:
+            key_type = default_key_type(fmt)
+        lf = scan(path, format=fmt, key=key, user=user, key_type=key_type, function=fn)
         label = os.fspath(path)
     else:
         raise ValidationError(
             "source", fn, "a file path or a Polars DataFrame/LazyFrame", type(source).__name__
         )
 
-    def run(frame: pl.LazyFrame) -> Counts:
+    with status(f"Counting {label}", enabled=progress):
         if with_user:
-            return _count_users(frame, k, c, rng or SecureRandom(), label)
-        return _count_records(frame, label)
-
-    try:
-        with status(f"Counting {label}", enabled=progress):
-            result = run(lf)
-    except InputDataError as exc:
-        # a CSV/NDJSON key column that looked integer in its first rows but is not: read keys
-        # (and users) as text rather than fail on valid data
-        if path is None or fmt not in ("csv", "tsv", "ndjson") or not _is_parse_error(exc):
-            raise
-        lf = scan(path, format=fmt, key=key, user=user, function=fn, infer_keys=False)
-        with status(f"Counting {label} (keys as text)", enabled=progress):
-            result = run(lf)
-        result.info["keys_read_as_text"] = True
+            result = _count_users(lf, k, c, rng or SecureRandom(), label)
+        else:
+            result = _count_records(lf, label)
     if with_user:
         result.info["bounds_defaulted"] = defaulted
     if path is not None:
         result.info["source"] = label
         result.info["format"] = fmt
+        result.info["key_type"] = key_type
     return result
 
 
@@ -265,11 +287,6 @@ def _collect(query: pl.LazyFrame, label: str) -> pl.DataFrame:
         text = str(exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__
         raise InputDataError(f"cannot read {label}: {first}") from exc
-
-
-def _is_parse_error(exc: InputDataError) -> bool:
-    cause = exc.__cause__
-    return isinstance(cause, pl.exceptions.ComputeError) and "parse" in str(cause)
 
 
 def _count_records(lf: pl.LazyFrame, label: str) -> Counts:

@@ -63,7 +63,8 @@ def privhist_array(keys: np.ndarray[Any, Any]) -> int:
 
 def privhist_parquet(path: Path) -> int:
     mech = StabilityHistogram(EPSILON, DELTA)
-    return len(mech.release(count(path, key="key", progress=False), SecureRandom()))
+    counts = count(path, key="key", key_type="int", progress=False)
+    return len(mech.release(counts, SecureRandom()))
 
 
 def opendp_release(keys_list: list[int], threshold: int) -> int | None:

@@ -13,21 +13,22 @@ instances (``test_instances``); this module checks each of them:
 
 from __future__ import annotations
 
+import copy
 import math
+from fractions import Fraction
 from typing import Any
 
-import mpmath
 import numpy as np
 import pytest
 from scipy import stats
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
 from privhist import SeededRandom, ValidationError
-from privhist.accounting.profile import NOT_RELEASED, check_dp
+from privhist.accounting.profile import NOT_RELEASED, check_dp, product_distribution
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Relation
-from privhist.mechanisms import registry
-from privhist.mechanisms.base import Mechanism
+from privhist.mechanisms import DenseHistogram, OptimalSelection, StabilityHistogram, registry
+from privhist.mechanisms.base import KeyDistribution, Mechanism
 
 INSTANCES = [
     pytest.param(m, id=f"{name}-{i}")
@@ -70,7 +71,11 @@ def neighbouring_pairs(m: Mechanism) -> list[tuple[tuple[int, int], tuple[int, i
     return pairs
 
 
-@pytest.mark.parametrize("mech", INSTANCES)
+PER_KEY = [p for p in INSTANCES if p.values[0].per_key_composable]
+JOINT = [p for p in INSTANCES if not p.values[0].per_key_composable]
+
+
+@pytest.mark.parametrize("mech", PER_KEY)
 def test_exact_per_key_privacy_both_directions(mech: Mechanism) -> None:
     kb = mech.key_budget()
     l0 = mech.neighbouring.l0_sensitivity
@@ -80,15 +85,7 @@ def test_exact_per_key_privacy_both_directions(mech: Mechanism) -> None:
     worst = 0.0
     for (u0, n0), (u1, n1) in neighbouring_pairs(mech):
         p, q = mech.key_distribution(u0, n0), mech.key_distribution(u1, n1)
-        res = check_dp(
-            p.probabilities,
-            q.probabilities,
-            kb.epsilon,
-            kb.delta,
-            slack=SLACK,
-            tail_p=p.tail,
-            tail_q=q.tail,
-        )
+        res = _check(p, q, kb.epsilon, kb.delta)
         assert res.holds, f"{mech.name}: ({u0},{n0}) vs ({u1},{n1}): {res}"
         worst = max(worst, float(res.worst))
     # the guarantee is used, not wildly loose: the worst pair comes close to delta (or is pure)
@@ -96,24 +93,79 @@ def test_exact_per_key_privacy_both_directions(mech: Mechanism) -> None:
         assert worst > kb.delta * 0.05, f"worst delta {worst} far below {kb.delta}"
 
 
-@pytest.mark.parametrize("name", sorted(registry.registry()))
-def test_the_privacy_check_can_fail(name: str) -> None:
-    """Power check: a per-key distribution made too revealing must be caught."""
-    m = registry.get(name).test_instances()[0]
-    kb = m.key_budget()
-    pairs = neighbouring_pairs(m)
-    caught = False
-    for (u0, n0), (u1, n1) in pairs[:12]:
-        p = m.key_distribution(u0, n0).probabilities
-        q = m.key_distribution(u1, n1).probabilities
-        # sharpen q: move 30% of its mass onto its most likely output not favoured by p
-        q2 = {k: v * mpmath.mpf("0.7") for k, v in q.items()}
-        target = max(q, key=lambda k: q[k] - p.get(k, 0))
-        q2[target] = q2[target] + mpmath.mpf("0.3")
-        if not check_dp(p, q2, kb.epsilon, kb.delta, slack=SLACK).holds:
-            caught = True
-            break
-    assert caught
+def _check(p: KeyDistribution, q: KeyDistribution, eps: float, delta: float) -> Any:
+    return check_dp(
+        p.probabilities, q.probabilities, eps, delta, slack=SLACK, tail_p=p.tail, tail_q=q.tail
+    )
+
+
+def _check_joint(p: KeyDistribution, q: KeyDistribution, l0: int, eps: float, delta: float) -> Any:
+    """The product over the l0 touched keys, each with the same per-key pair."""
+    return check_dp(
+        product_distribution(*[p.probabilities] * l0),
+        product_distribution(*[q.probabilities] * l0),
+        eps,
+        delta,
+        slack=SLACK,
+        tail_p=1 - (1 - p.tail) ** l0,
+        tail_q=1 - (1 - q.tail) ** l0,
+    )
+
+
+@pytest.mark.parametrize("mech", JOINT)
+def test_exact_joint_privacy(mech: Mechanism) -> None:
+    """Mechanisms calibrated on the joint loss: check the product distribution of the l0 keys
+    one step touches, each moved by c (the largest shift), against the whole guarantee."""
+    l0 = mech.neighbouring.l0_sensitivity
+    c = mech.neighbouring.max_contributions_per_partition
+    g = mech.guarantee()
+    for n in (0, 3):
+        p, q = mech.key_distribution(n, n), mech.key_distribution(n + 1, n + c)
+        res = _check_joint(p, q, l0, g.epsilon, g.delta)
+        assert res.holds, f"{mech.name}: {res}"
+        assert float(res.worst) > g.delta * 0.05
+
+
+def _weaken(mech: Mechanism) -> Mechanism:
+    """A copy of ``mech`` made slightly too revealing (a mutation for the power check)."""
+    m = copy.copy(mech)
+    if isinstance(m, StabilityHistogram):
+        m.threshold -= 1
+    elif isinstance(m, OptimalSelection):
+        nums = m._nums.copy()
+        nums[1:-1] += nums[1:-1] // 10**9 + 1  # every probability up by ~1e-9, relative
+        m._nums = nums
+    elif isinstance(m, DenseHistogram):
+        if m.laplace is not None:
+            noise = copy.copy(m.laplace)
+            noise.scale = noise.scale * Fraction(99, 100)
+            m.laplace = noise
+        else:
+            assert m.sigma2 is not None
+            m.sigma2 = m.sigma2 * Fraction(9, 10)
+    else:
+        pytest.fail(f"no mutation for {type(mech).__name__}: add one to _weaken")
+    return m
+
+
+@pytest.mark.parametrize("mech", INSTANCES)
+def test_the_privacy_check_catches_a_slightly_weaker_mechanism(mech: Mechanism) -> None:
+    """Power check: the same exact check must fail on a mutated mechanism."""
+    weak = _weaken(mech)
+    l0 = mech.neighbouring.l0_sensitivity
+    c = mech.neighbouring.max_contributions_per_partition
+    kb, g = mech.key_budget(), mech.guarantee()
+    for (u0, n0), (u1, n1) in neighbouring_pairs(mech):
+        p, q = weak.key_distribution(u0, n0), weak.key_distribution(u1, n1)
+        if mech.per_key_composable:
+            res = _check(p, q, kb.epsilon, kb.delta)
+        elif n1 - n0 == c:
+            res = _check_joint(p, q, l0, g.epsilon, g.delta)
+        else:
+            continue
+        if not res.holds:
+            return
+    pytest.fail(f"the exact check did not catch a weakened {mech.name}")
 
 
 @pytest.mark.parametrize("mech", INSTANCES)
@@ -133,7 +185,10 @@ def test_release_follows_the_analysed_distribution(mech: Mechanism) -> None:
             domain=keys,
             noise=mech.noise_kind,  # type: ignore[attr-defined, call-arg]
         )
-    for count in sorted({max(1, centre - 1), centre, centre + 2}):
+    nonzero = np.nonzero(rp > 0)[0]
+    first = int(nonzero[0]) if nonzero.size else 1
+    # the delta regime (count 1 and the first count with any chance of release) and the middle
+    for count in sorted({1, max(1, first), max(1, centre - 1), centre, centre + 2}):
         dist = mech.key_distribution(*_units_and_count(mech, count))
         data = _input_for(mech, keys.tolist(), [count] * n_keys)
         rel = mech.release(data, rng)

@@ -111,6 +111,54 @@ def test_default_choice() -> None:
 
 
 def test_release_rejects_data_bounded_looser_than_the_mechanism() -> None:
-    data = Counts.from_arrays(["a"], [5], [2], neighbouring=Neighbouring.user(4, 2))
+    data = Counts.from_arrays(["a"], [4], [2], neighbouring=Neighbouring.user(4, 2))
     with pytest.raises(ValidationError, match="parameter 'neighbouring'"):
         StabilityHistogram(1.0, 1e-6, Neighbouring.user(2, 2)).release(data, SeededRandom(1))
+
+
+def test_user_level_counts_need_units_and_respect_bounds() -> None:
+    nb = Neighbouring.user(2, 3)
+    with pytest.raises(ValidationError, match="parameter 'units'"):
+        Counts.from_arrays(["a"], [5], neighbouring=nb)  # records are not users when c > 1
+    with pytest.raises(ValidationError, match="parameter 'units'"):
+        Counts.from_arrays(["a"], [7], [2], neighbouring=nb)  # 2 users cannot hold 7 records
+    ok = Counts.from_arrays(["a"], [6], [2], neighbouring=nb)
+    assert ok.unit_counts.tolist() == [2]
+    # with c = 1 every record is a distinct user
+    assert Counts.from_arrays(
+        ["a"], [4], neighbouring=Neighbouring.user(3)
+    ).unit_counts.tolist() == [4]
+
+
+def test_optimal_selection_refuses_delta_below_its_grid() -> None:
+    with pytest.raises(ValidationError, match="parameter 'delta'"):
+        OptimalSelection(1.0, 1e-20, keys_only=True)
+    with pytest.raises(ValidationError, match="parameter 'delta'"):
+        OptimalSelection(1.0, 3e-19, Neighbouring.user(4), keys_only=True)  # delta / k too small
+    assert OptimalSelection(1.0, 1e-18, keys_only=True).reporting_probability(1)[1] <= 1e-18
+
+
+def test_tiny_epsilon_is_a_parameter_error() -> None:
+    with pytest.raises(ValidationError, match="parameter 'epsilon' of stability"):
+        StabilityHistogram(1e-13, 1e-6)
+
+
+def test_dense_laplace_spends_no_delta() -> None:
+    assert DenseHistogram(1.0, 1e-6, domain=[1]).guarantee().delta == 0
+
+
+def test_count_share_of_the_budget_is_exact() -> None:
+    for eps in (0.1, 0.3, 0.7, 1.1, 2.9):
+        for f in (0.1, 0.25, 0.3, 0.5, 0.9):
+            m = OptimalSelection(eps, 1e-6, selection_fraction=f)
+            assert m.noise is not None
+            share = Fraction(eps) - m.epsilon_selection
+            assert Fraction(1) / m.noise.scale <= share
+
+
+def test_release_metadata_does_not_depend_on_the_input() -> None:
+    m = StabilityHistogram(1.0, 1e-6)
+    a = m.release(Counts.from_arrays(["x", "y"], [100, 3], info={"records": 103}), SeededRandom(1))
+    b = m.release(Counts.from_arrays(["x"], [100], info={"records": 100}), SeededRandom(1))
+    assert a.metadata == b.metadata  # same released rows, same metadata
+    assert a.diagnostics["records"] == 103  # exact facts stay with the data holder

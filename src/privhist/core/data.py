@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
-from privhist.core.neighbouring import Neighbouring
+from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.validation import check_counts
 
 
@@ -62,6 +62,28 @@ class Counts:
                 raise ValidationError(
                     "units", function, f"the same length as keys ({k.shape[0]})", u.shape[0]
                 )
+        nb = neighbouring or Neighbouring.add_remove()
+        if nb.relation is Relation.USER:
+            c_max = nb.max_contributions_per_partition
+            if u is None:
+                if c_max != 1:
+                    raise ValidationError(
+                        "units",
+                        function,
+                        "the number of distinct users per key for user-level data with "
+                        "max_contributions_per_partition > 1",
+                        None,
+                    )
+                u = c  # at most one record per user and key: records are users
+            bad = (u > c) | (c > c_max * u)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValidationError(
+                    "units",
+                    function,
+                    f"units <= counts <= {c_max} * units (the per-partition bound)",
+                    f"units {u[i]} and counts {c[i]} at index {i}",
+                )
         if k.dtype == object:
             if any(x is None for x in k.tolist()):
                 raise ValidationError("keys", function, "no null keys", "a None key")
@@ -76,7 +98,7 @@ class Counts:
             keys=k,
             counts=c,
             units=u,
-            neighbouring=neighbouring or Neighbouring.add_remove(),
+            neighbouring=nb,
             info=dict(info or {}),
         )
 

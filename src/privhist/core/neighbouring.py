@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from privhist.core.errors import ValidationError
 from privhist.core.validation import check_positive_int
 
 
@@ -49,7 +50,13 @@ class Neighbouring:
         if self.relation is not Relation.USER and (k, c) != (1, 1):
             # a single record touches one key once; replace touches two keys, which is encoded
             # in l0_sensitivity rather than in the bounds
-            k, c = 1, 1
+            raise ValidationError(
+                "max_partitions_contributed",
+                "Neighbouring",
+                f"1 (with max_contributions_per_partition 1) for {self.relation.value} "
+                "neighbours; contribution bounds belong to user-level neighbours",
+                (k, c),
+            )
         object.__setattr__(self, "max_partitions_contributed", k)
         object.__setattr__(self, "max_contributions_per_partition", c)
 

@@ -26,6 +26,8 @@ class Release:
     lower: npt.NDArray[Any] | None = None
     upper: npt.NDArray[Any] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: exact, NON-private facts about the input for the data holder; never written out
+    diagnostics: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])

@@ -15,10 +15,13 @@ from privhist.io.readers import (
 from privhist.io.writers import (
     PARQUET_METADATA_KEY,
     WRITE_FORMATS,
+    StagedRelease,
+    check_destination,
     metadata_to_json,
     release_to_csv,
     release_to_frame,
     release_to_json,
+    stage_release,
     write_release,
 )
 
@@ -27,6 +30,8 @@ __all__ = [
     "PARQUET_METADATA_KEY",
     "WORD_PATTERN",
     "WRITE_FORMATS",
+    "StagedRelease",
+    "check_destination",
     "infer_format",
     "metadata_to_json",
     "release_to_csv",
@@ -35,5 +40,6 @@ __all__ = [
     "resolve_format",
     "scan",
     "select_records",
+    "stage_release",
     "write_release",
 ]

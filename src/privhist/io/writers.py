@@ -31,6 +31,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
 from fractions import Fraction
@@ -160,14 +161,54 @@ def write_release(
         a,5
         b,3
     """
-    fn = "write_release"
+    return stage_release(release, path, format, function="write_release").publish()
+
+
+def check_destination(
+    path: str | os.PathLike[str], format: str | None = None, function: str = "write_release"
+) -> tuple[Path, str]:
+    """Validate an output path and format before any work is done; return both resolved."""
     dest = Path(path)
-    fmt = _resolve_write_format(dest, format, fn)
-    directory = dest.parent
-    if not directory.is_dir():
-        raise ValidationError("path", fn, "a file in an existing directory", str(dest))
+    fmt = _resolve_write_format(dest, format, function)
+    if not dest.parent.is_dir():
+        raise ValidationError("path", function, "a file in an existing directory", str(dest))
     if dest.is_dir():
-        raise ValidationError("path", fn, "a file, not a directory", str(dest))
+        raise ValidationError("path", function, "a file, not a directory", str(dest))
+    return dest, fmt
+
+
+@dataclass
+class StagedRelease:
+    """A release written completely to a hidden file beside its destination, not yet visible.
+
+    :meth:`publish` renames it over the destination in one step; :meth:`discard` removes it.
+    The CLI stages a release, records its cost in the ledger, and only then publishes it, so no
+    byte of a release becomes visible before its budget is charged.
+    """
+
+    staged: Path
+    dest: Path
+
+    def publish(self) -> Path:
+        os.replace(self.staged, self.dest)
+        return self.dest
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.staged.unlink()
+
+
+def stage_release(
+    release: Release,
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    function: str = "stage_release",
+) -> StagedRelease:
+    """Write ``release`` completely to a hidden file beside ``path`` (see
+    :class:`StagedRelease`). A failure removes the partial file and raises."""
+    fn = function
+    dest, fmt = check_destination(path, format, fn)
 
     writer: Callable[[IO[bytes]], None]
     if fmt == "csv":
@@ -189,8 +230,20 @@ def write_release(
         def writer(fh: IO[bytes]) -> None:
             frame.write_parquet(fh, metadata={PARQUET_METADATA_KEY: meta})
 
-    _atomic_write(dest, writer)
-    return dest
+    mode = _file_mode(dest)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            writer(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return StagedRelease(tmp, dest)
 
 
 # -- internals ----------------------------------------------------------------------------
@@ -212,24 +265,6 @@ def _resolve_write_format(dest: Path, format: str | None, fn: str) -> str:
             f"None, and the format cannot be inferred from {dest.name!r}",
         )
     return fmt_or_none
-
-
-def _atomic_write(dest: Path, writer: Callable[[IO[bytes]], None]) -> None:
-    """Write via a temporary file in ``dest``'s directory, then rename it over ``dest``."""
-    mode = _file_mode(dest)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            writer(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 def _file_mode(dest: Path) -> int:

@@ -10,11 +10,14 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
 from privhist.noise import discrete_laplace, rational_at_least
 
 #: bound on the denominator of rational noise scales (keeps the exact sampler in int64)
 SCALE_DENOMINATOR = 2**20
+#: the largest scale the exact discrete Laplace sampler accepts
+MAX_SCALE = 2**40
 #: working precision (bits) of the high-precision per-key distributions
 PREC = 160
 
@@ -28,11 +31,18 @@ class LaplaceCountNoise:
     ``exp(1/scale)``).
     """
 
-    def __init__(self, l1: int, epsilon: float) -> None:
+    def __init__(self, l1: int, epsilon: float | Fraction, function: str = "histogram") -> None:
         self.l1 = l1
         self.scale: Fraction = rational_at_least(
             Fraction(l1) / Fraction(epsilon), SCALE_DENOMINATOR
         )
+        if self.scale > MAX_SCALE:
+            raise ValidationError(
+                "epsilon",
+                function,
+                f"large enough that the noise scale {l1}/epsilon is at most 2**40",
+                float(epsilon),
+            )
         # alpha = exp(-1/scale), for analysis only
         self.alpha = math.exp(-1 / float(self.scale))
 

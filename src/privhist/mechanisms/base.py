@@ -114,6 +114,14 @@ class Mechanism(ABC):
         """The (epsilon, delta) guarantee for ``self.neighbouring``."""
         return Budget(self.epsilon, self.delta)
 
+    @property
+    def per_key_composable(self) -> bool:
+        """Whether the guarantee is the basic composition of :meth:`key_budget` over the
+        ``l0`` keys a neighbouring step touches (False when it comes from a tighter joint
+        analysis, e.g. PLD composition of Gaussian noise; then tests check the joint
+        distribution of the touched keys)."""
+        return True
+
     def key_budget(self) -> Budget:
         """The per-key guarantee (see the module docstring)."""
         l0 = self.neighbouring.l0_sensitivity
@@ -162,14 +170,15 @@ class Mechanism(ABC):
             )
         keys, columns = self._draw(counts, rng)
         meta = self.metadata(rng)
-        meta["input"] = {**counts.info, **columns.pop("info", {})}
+        diagnostics = {**counts.info, **columns.pop("info", {})}
         meta["released_keys"] = int(keys.shape[0])
-        return Release(keys=keys, metadata=meta, **columns)
+        return Release(keys=keys, metadata=meta, diagnostics=diagnostics, **columns)
 
     @abstractmethod
     def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
         """Return the released keys (sorted) and the Release columns (``values``, ``estimates``,
-        ``lower``, ``upper``; an optional ``info`` dict is merged into the input metadata)."""
+        ``lower``, ``upper``; an optional ``info`` dict of exact input facts is merged into the
+        release's non-private ``diagnostics``)."""
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
         g = self.guarantee()

@@ -74,7 +74,7 @@ class DenseHistogram(Mechanism):
     >>> from privhist.core.data import Counts
     >>> m = DenseHistogram(1.0, domain=["a", "b", "c"])
     >>> r = m.release(Counts.from_arrays(["a", "z"], [10, 3]), SeededRandom(0))
-    >>> r.keys.tolist(), r.metadata["input"]["keys_outside_domain"]
+    >>> r.keys.tolist(), r.diagnostics["keys_outside_domain"]
     (['a', 'b', 'c'], 1)
     """
 
@@ -110,7 +110,8 @@ class DenseHistogram(Mechanism):
         self.laplace: LaplaceCountNoise | None = None
         self.sigma2: Fraction | None = None
         if noise == "laplace":
-            self.laplace = LaplaceCountNoise(nb.l1_sensitivity, self.epsilon)
+            self.laplace = LaplaceCountNoise(nb.l1_sensitivity, self.epsilon, fn)
+            self.delta = 0.0  # pure DP: a requested delta is not spent
         else:
             if self.delta <= 0:
                 raise ValidationError("delta", fn, "> 0 for gaussian noise", self.delta)
@@ -134,6 +135,11 @@ class DenseHistogram(Mechanism):
                 }
             )
         return out
+
+    @property
+    def per_key_composable(self) -> bool:
+        # Gaussian noise is calibrated on the joint (PLD-composed) loss of the l0 keys
+        return self.laplace is not None or self.neighbouring.l0_sensitivity == 1
 
     def noise_std(self) -> float:
         if self.laplace is not None:
@@ -202,4 +208,5 @@ class DenseHistogram(Mechanism):
             cls(1.0, domain=dom),
             cls(0.5, 0.0, Neighbouring.user(2, 2), domain=dom),
             cls(1.0, 1e-3, domain=dom, noise="gaussian"),
+            cls(1.0, 1e-3, Neighbouring.user(2, 1), domain=dom, noise="gaussian"),
         ]

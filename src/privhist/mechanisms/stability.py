@@ -10,9 +10,18 @@ add/remove), ``c = max_contributions_per_partition`` and ``Z`` discrete Laplace 
 so the noisy counts are ``epsilon``-DP; a key present in only one neighbour has count at most
 ``c`` and is released with probability ``Pr[c + Z >= T] = alpha**(T - c) / (1 + alpha)`` with
 ``alpha = exp(-1/b)`` (for ``T > c``). ``T`` is the smallest integer with
-``k * Pr[c + Z >= T] <= delta``, computed with rigorous interval bounds on the exponentials, so the
-mechanism is (epsilon, delta)-DP: conditioned on no new key being released the outputs are
-``epsilon``-close, and the event of a new key has probability at most delta.
+``k * Pr[c + Z >= T] <= delta``, computed with rigorous interval bounds on the exponentials.
+
+Proof. Keys are treated independently, so (see :mod:`privhist.accounting.profile`, "Product
+mechanisms") it suffices that every key whose count moves by at most ``c`` is
+``(epsilon/k, delta/k)``-DP, and basic composition over the at most ``k`` keys one neighbouring
+step touches gives (epsilon, delta). For a key present in both neighbours the noisy count is
+``c/b <= epsilon/k``-DP and thresholding is post-processing. For a key present in only one,
+with count ``n <= c``, the output is "not released" with probability 1 on one side; the
+hockey-stick divergence from the other side is at most its release probability
+``Pr[n + Z >= T] <= delta/k``, and in the reverse direction it is
+``max(0, 1 - e^(epsilon/k) Pr[n + Z < T]) <= delta/k`` as well. The tests compute these
+divergences exactly for every such pair.
 """
 
 from __future__ import annotations
@@ -83,7 +92,7 @@ class StabilityHistogram(Mechanism):
     ) -> None:
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         nb = self.neighbouring
-        self.noise = LaplaceCountNoise(nb.l1_sensitivity, self.epsilon)
+        self.noise = LaplaceCountNoise(nb.l1_sensitivity, self.epsilon, self.function_name())
         self.delta_key = Fraction(self.delta) / nb.l0_sensitivity
         self.threshold = stability_threshold(self.noise.scale, nb.linf_sensitivity, self.delta_key)
 

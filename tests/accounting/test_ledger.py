@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sqlite3
 import subprocess
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -14,11 +17,14 @@ import pytest
 from privhist.accounting.ledger import (
     BudgetAmount,
     Ledger,
+    PrivacyUnit,
+    PrivacyUnitMismatchError,
     UnknownDatasetError,
     default_ledger_path,
 )
 from privhist.core.budget import Budget
 from privhist.core.errors import BudgetExceededError, LedgerError, ValidationError
+from privhist.core.neighbouring import Neighbouring
 
 
 @pytest.fixture
@@ -97,18 +103,298 @@ def test_rollback_on_exception_records_nothing(ledger: Ledger) -> None:
     assert len(ledger.show("survey").spends) == 1
 
 
-def test_float_sums_within_relative_tolerance(ledger: Ledger) -> None:
-    # ten spends of 0.1 fit a total of 1 (their float sum is not above 1 by more than rounding)
-    for _ in range(10):
+def test_exact_sums_ten_tenths_exceed_one(ledger: Ledger) -> None:
+    # Fraction(0.1) is slightly above 1/10: nine spends of 0.1 fit a total of 1, the tenth does not
+    for _ in range(9):
         with ledger.spend("survey", Budget(0.1, 0), mechanism="m"):
             pass
     status = ledger.show("survey")
+    exact_remaining = 1 - 9 * Fraction(0.1)
+    assert 0 < exact_remaining < Fraction(0.1)
+    assert status.spent_exact == (9 * Fraction(0.1), Fraction(0))
+    # floats for display: spent rounded up, remaining rounded down
+    assert Fraction(status.spent.epsilon) >= 9 * Fraction(0.1)
+    assert Fraction(status.remaining.epsilon) <= exact_remaining
     assert not status.allows(Budget(0.1, 0))
-    assert not status.allows(Budget(1e-6, 0))
-    with pytest.raises(BudgetExceededError):
-        with ledger.spend("survey", Budget(1e-6, 0), mechanism="m"):
+    with pytest.raises(BudgetExceededError, match=r"only \(0\.09999999999999995, 1e-06\) remains"):
+        with ledger.spend("survey", Budget(0.1, 0), mechanism="m"):
             pass
-    assert len(ledger.show("survey").spends) == 10
+    # what remains (rounded down) can still be spent, and then nothing is left
+    assert status.allows(Budget(status.remaining.epsilon, 0))
+    with ledger.spend("survey", Budget(status.remaining.epsilon, 0), mechanism="m"):
+        pass
+    status = ledger.show("survey")
+    assert status.spent_exact[0] <= 1
+    assert not status.allows(Budget(5e-324, 0))
+    assert len(status.spends) == 10
+
+
+def test_exact_sums_binary_fractions_fill_the_total(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    led.init_dataset("d", Budget(1.0, 2.0**-20))
+    for _ in range(4):
+        with led.spend("d", Budget(0.25, 2.0**-22), mechanism="m"):
+            pass
+    status = led.show("d")
+    assert status.spent == BudgetAmount(1.0, 2.0**-20)
+    assert status.remaining == BudgetAmount(0, 0)
+    assert status.spent_exact == (Fraction(1), Fraction(1, 2**20))
+    # no tolerance: not even the smallest float fits any more
+    assert not status.allows(Budget(5e-324, 0))
+    with pytest.raises(BudgetExceededError):
+        with led.spend("d", Budget(0.25, 0), mechanism="m"):
+            pass
+    with pytest.raises(BudgetExceededError):
+        with led.spend("d", Budget(5e-324, 0), mechanism="m"):
+            pass
+    assert len(led.show("d").spends) == 4
+
+
+def test_exact_sums_delta_coordinate(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    led.init_dataset("d", Budget(2.0, 2.0**-20))
+    for _ in range(4):
+        with led.spend("d", Budget(0.25, 2.0**-22), mechanism="m"):
+            pass
+    status = led.show("d")
+    assert status.allows(Budget(0.25, 0))
+    assert not status.allows(Budget(0.25, 5e-324))
+    with pytest.raises(BudgetExceededError):
+        with led.spend("d", Budget(0.25, 5e-324), mechanism="m"):
+            pass
+    with led.spend("d", Budget(0.25, 0), mechanism="m"):
+        pass
+
+
+def test_allows_is_the_rule_spend_applies(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    led.init_dataset("d", Budget(1.0, 1e-6))
+    for eps, delta in [(0.3, 1e-7), (0.3, 3e-7), (0.3, 1e-7), (0.1, 5e-7), (0.1, 0.0), (0.05, 0)]:
+        budget = Budget(eps, delta)
+        expected = led.show("d").allows(budget)
+        try:
+            with led.spend("d", budget, mechanism="m"):
+                pass
+            spent = True
+        except BudgetExceededError:
+            spent = False
+        assert spent == expected, (budget, expected)
+
+
+def test_budget_amount_text_is_exact() -> None:
+    assert str(BudgetAmount(1.0, 1e-6)) == "(1, 1e-06)"
+    assert str(BudgetAmount(0.75, 0)) == "(0.75, 0)"
+    assert str(BudgetAmount(1.0000000000000002, 0)) == "(1.0000000000000002, 0)"
+    below = math.nextafter(1e-6, 0)
+    assert str(BudgetAmount(0.5, below)) == f"(0.5, {below!r})" != "(0.5, 1e-06)"
+
+
+# -- privacy unit ---------------------------------------------------------------------------------
+
+
+def test_user_dataset_refuses_record_level_spends(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    led.init_dataset("people", Budget(1.0, 1e-6), unit="user")
+    assert led.show("people").unit is PrivacyUnit.USER
+    for nb, relation in [
+        (Neighbouring.add_remove(), "'add-remove'"),
+        (Neighbouring.replace(), "'replace'"),
+        (None, "unspecified"),
+    ]:
+        ran = []
+        with pytest.raises(PrivacyUnitMismatchError) as info:
+            with led.spend("people", Budget(0.1), mechanism="m", neighbouring=nb):
+                ran.append(True)
+        assert ran == []
+        message = str(info.value)
+        assert "dataset 'people'" in message
+        assert "privacy unit 'user'" in message
+        assert f"relation {relation}" in message
+        assert isinstance(info.value, LedgerError)
+        assert (info.value.dataset, info.value.unit, info.value.neighbouring) == (
+            "people",
+            PrivacyUnit.USER,
+            nb,
+        )
+    # the unit is checked before the budget: an over-budget record-level spend names the unit
+    with pytest.raises(PrivacyUnitMismatchError):
+        with led.spend("people", Budget(5.0), mechanism="m", neighbouring=Neighbouring.replace()):
+            pass
+    assert led.show("people").spends == ()
+
+    nb = Neighbouring.user(3, 2)
+    with led.spend("people", Budget(0.25, 1e-8), mechanism="m", neighbouring=nb) as txn:
+        assert txn.neighbouring == nb
+    status = led.show("people")
+    (record,) = status.spends
+    assert record.neighbouring == nb
+    assert status.admits(Neighbouring.user(1)) and not status.admits(Neighbouring.add_remove())
+    assert not status.admits(None)
+    with pytest.raises(PrivacyUnitMismatchError):
+        status.check(Budget(0.1), Neighbouring.add_remove())
+    with pytest.raises(BudgetExceededError):
+        status.check(Budget(1.0), nb)
+    status.check(Budget(0.75), nb)
+
+
+def test_record_dataset_accepts_every_relation(ledger: Ledger) -> None:
+    assert ledger.show("survey").unit is PrivacyUnit.RECORD
+    relations = [
+        None,
+        Neighbouring.add_remove(),
+        Neighbouring.replace(),
+        Neighbouring.user(4, 1),
+    ]
+    for nb in relations:
+        with ledger.spend("survey", Budget(0.125), mechanism="m", neighbouring=nb):
+            pass
+    status = ledger.show("survey")
+    assert [s.neighbouring for s in status.spends] == relations
+    assert all(status.admits(nb) for nb in relations)
+    # the relation is stored as JSON of Neighbouring.to_dict(), '' when not stated
+    conn = sqlite3.connect(ledger.path)
+    stored = [r[0] for r in conn.execute("SELECT neighbouring FROM spends ORDER BY id")]
+    conn.close()
+    assert stored[0] == ""
+    assert json.loads(stored[3]) == Neighbouring.user(4, 1).to_dict()
+
+
+def test_unit_is_validated_and_fixed(ledger: Ledger) -> None:
+    with pytest.raises(ValidationError, match=r"parameter 'unit' of Ledger\.init_dataset"):
+        ledger.init_dataset("x", Budget(1.0), unit="person")
+    with pytest.raises(ValidationError, match="parameter 'unit'"):
+        ledger.init_dataset("x", Budget(1.0), unit=None)  # type: ignore[arg-type]
+    with pytest.raises(
+        LedgerError, match="privacy unit 'record'; a unit, once set, is not changed"
+    ):
+        ledger.init_dataset("survey", Budget(1.0, 1e-6), unit="user", exist_ok=True)
+    ledger.init_dataset("u", Budget(1.0), unit=PrivacyUnit.USER)
+    ledger.init_dataset("u", Budget(1.0), unit="user", exist_ok=True)
+    with pytest.raises(ValidationError, match=r"parameter 'neighbouring' of Ledger\.spend"):
+        ledger.spend("survey", Budget(0.1), "m", neighbouring="user")  # type: ignore[arg-type]
+
+
+# -- schema version 1 ------------------------------------------------------------------------------
+
+_V1_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE datasets (id TEXT PRIMARY KEY, epsilon_total REAL NOT NULL, "
+    "delta_total REAL NOT NULL, created TEXT NOT NULL)",
+    "CREATE TABLE spends (id INTEGER PRIMARY KEY, dataset TEXT NOT NULL REFERENCES datasets(id), "
+    "epsilon REAL NOT NULL, delta REAL NOT NULL, mechanism TEXT NOT NULL, created TEXT NOT NULL, "
+    "note TEXT NOT NULL DEFAULT '')",
+    "CREATE INDEX spends_dataset ON spends (dataset)",
+)
+
+
+def _v1_ledger(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    for statement in _V1_SCHEMA:
+        conn.execute(statement)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO datasets VALUES ('old', 1.0, 1e-6, '2024-01-01T00:00:00+00:00')")
+    conn.executemany(
+        "INSERT INTO spends (dataset, epsilon, delta, mechanism, created, note) "
+        "VALUES ('old', ?, ?, 'stability', '2024-01-02T00:00:00+00:00', ?)",
+        [(0.25, 1e-8, "first"), (0.5, 0.0, "")],
+    )
+    conn.commit()
+    conn.close()
+
+
+def _schema_of(path: Path) -> tuple[str, set[str], set[str]]:
+    conn = sqlite3.connect(path)
+    try:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        datasets = {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}
+        spends = {r[1] for r in conn.execute("PRAGMA table_info(spends)")}
+    finally:
+        conn.close()
+    return str(version[0]), datasets, spends
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_version_1_is_migrated_in_place(tmp_path: Path, create: bool) -> None:
+    path = tmp_path / "v1.sqlite"
+    _v1_ledger(path)
+    led = Ledger(path, create=create)
+    version, datasets, spends = _schema_of(path)
+    assert version == "2" and "unit" in datasets and "neighbouring" in spends
+    status = led.show("old")
+    assert status.unit is PrivacyUnit.RECORD
+    assert status.total == Budget(1.0, 1e-6)
+    assert status.spent == BudgetAmount(0.75, 1e-8)
+    assert [(s.note, s.neighbouring) for s in status.spends] == [("first", None), ("", None)]
+    with led.spend("old", Budget(0.25), mechanism="m", neighbouring=Neighbouring.user(2)):
+        pass
+    with pytest.raises(BudgetExceededError):
+        with led.spend("old", Budget(0.125), mechanism="m"):
+            pass
+    again = Ledger(path)  # opening a migrated file again changes nothing
+    assert again.show("old").spends[-1].neighbouring == Neighbouring.user(2)
+    assert _schema_of(path)[0] == "2"
+
+
+def test_migration_waits_for_the_lock_and_changes_nothing_when_it_fails(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    _v1_ledger(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(LedgerError, match=r"locked.*migrate the schema"):
+            Ledger(path, timeout=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    version, datasets, _ = _schema_of(path)
+    assert version == "1" and "unit" not in datasets
+    assert Ledger(path).show("old").unit is PrivacyUnit.RECORD
+
+
+def test_failed_migration_is_rolled_back(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    _v1_ledger(path)
+    conn = sqlite3.connect(path)  # a stray column makes the second ALTER TABLE fail
+    conn.execute("ALTER TABLE spends ADD COLUMN neighbouring TEXT")
+    conn.commit()
+    conn.close()
+    with pytest.raises(LedgerError, match="migrate the schema from version 1 to 2"):
+        Ledger(path)
+    version, datasets, _ = _schema_of(path)
+    assert version == "1" and "unit" not in datasets
+
+
+# -- no silent creation ---------------------------------------------------------------------------
+
+
+def test_create_false_refuses_a_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "ledger.sqlite"
+    with pytest.raises(LedgerError) as info:
+        Ledger(path, create=False)
+    assert str(info.value).startswith(f"no ledger at {path}; create one with `privhist budget init")
+    assert f"--ledger {path}" in str(info.value)
+    assert not path.exists() and not path.parent.exists()
+    # an empty file is not a ledger either, and is left as it is
+    path.parent.mkdir()
+    path.touch()
+    with pytest.raises(LedgerError, match=r"no ledger at .* holds no tables"):
+        Ledger(path, create=False)
+    assert path.stat().st_size == 0
+    with pytest.raises(ValidationError, match="parameter 'create' of Ledger"):
+        Ledger(path, create=1)  # type: ignore[arg-type]
+    # the default creates it; afterwards create=False opens it
+    Ledger(path).init_dataset("d", Budget(1.0))
+    assert Ledger(path, create=False).datasets() == ["d"]
+
+
+def test_a_ledger_deleted_after_opening_is_not_recreated(ledger: Ledger) -> None:
+    ledger.path.unlink()
+    with pytest.raises(LedgerError, match="cannot open ledger"):
+        ledger.show("survey")
+    with pytest.raises(LedgerError, match="cannot open ledger"):
+        with ledger.spend("survey", Budget(0.1), mechanism="m"):
+            pass
+    assert not ledger.path.exists()
 
 
 def test_unknown_dataset_says_how_to_register(ledger: Ledger) -> None:
@@ -265,7 +551,7 @@ while not os.path.exists(go):
 ok = refused = 0
 for _ in range(attempts):
     try:
-        with ledger.spend("shared", Budget(0.1, 1e-9), mechanism="worker"):
+        with ledger.spend("shared", Budget(0.125, 2.0**-30), mechanism="worker"):
             time.sleep(0.002)  # the release happens while the lock is held
         ok += 1
     except BudgetExceededError:
@@ -276,9 +562,9 @@ print(ok, refused)
 
 def test_two_processes_never_overspend(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite"
-    Ledger(path).init_dataset("shared", Budget(1.0, 1e-8))  # allows exactly 10 spends
+    Ledger(path).init_dataset("shared", Budget(1.0, 2.0**-27))  # allows exactly 8 spends
     go = tmp_path / "go"
-    attempts = 9
+    attempts = 6
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WORKER, str(path), str(attempts), str(go)],
@@ -296,9 +582,8 @@ def test_two_processes_never_overspend(tmp_path: Path) -> None:
         assert proc.returncode == 0, err
         ok, refused = map(int, out.split())
         results.append((ok, refused))
-    assert sum(ok for ok, _ in results) == 10
-    assert sum(refused for _, refused in results) == 2 * attempts - 10
+    assert sum(ok for ok, _ in results) == 8
+    assert sum(refused for _, refused in results) == 2 * attempts - 8
     status = Ledger(path).show("shared")
-    assert len(status.spends) == 10
-    assert status.spent.epsilon <= 1.0 * (1 + 1e-9)
-    assert status.spent.delta <= 1e-8 * (1 + 1e-9)
+    assert len(status.spends) == 8
+    assert status.spent_exact == (Fraction(1), Fraction(1, 2**27))

@@ -1,33 +1,53 @@
 """The durable budget ledger: how much of each dataset's privacy budget has been spent.
 
-The ledger is a SQLite file (stdlib :mod:`sqlite3`) with three tables::
+The ledger is a SQLite file (stdlib :mod:`sqlite3`) with three tables (schema version 2)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)            -- holds schema_version
-    datasets(id TEXT PRIMARY KEY, epsilon_total REAL, delta_total REAL, created TEXT)
+    datasets(id TEXT PRIMARY KEY, epsilon_total REAL, delta_total REAL, created TEXT,
+             unit TEXT)                               -- 'record' or 'user'
     spends(id INTEGER PRIMARY KEY, dataset TEXT REFERENCES datasets, epsilon REAL,
-           delta REAL, mechanism TEXT, created TEXT, note TEXT)
+           delta REAL, mechanism TEXT, created TEXT, note TEXT,
+           neighbouring TEXT)                         -- JSON of Neighbouring.to_dict(), or ''
+
+A version-1 file (without ``unit`` and ``neighbouring``) is migrated in place, in one transaction,
+when it is opened: its datasets get unit ``'record'`` and its spends an empty (unspecified,
+record-level) relation. Older privhist releases do not read a migrated file.
+
+Privacy unit. A dataset's total budget is meaningful for one unit of privacy, fixed when the
+dataset is registered: ``'record'`` (datasets that differ in one record, added, removed or
+replaced) or ``'user'`` (datasets that differ in everything one user holds). Each spend records
+the neighbouring relation its guarantee is for. A ``'user'`` dataset refuses a spend whose
+relation is not user-level, since a record-level guarantee does not protect a user who holds
+several records; a ``'record'`` dataset accepts every relation, since a user-level guarantee
+implies the record-level one (a record belongs to one user). The ledger checks the unit only; it
+does not convert a guarantee between add/remove and replace.
 
 Spends compose by basic composition (Dwork and Roth 2014, Theorem 3.16): a dataset's spent budget
 is the sum of the epsilons and the sum of the deltas of its spends. A release is refused when
 ``spent + requested`` would exceed the total in either coordinate.
 
+Exact sums. Budgets are stored as floats, and every float is an exact rational number. The check
+sums the spends as :class:`fractions.Fraction` values of the stored floats and compares exactly
+with the total, with no tolerance: a ledger never records more than its total. The exact rule can
+surprise: ``Fraction(0.1)`` is slightly above one tenth, so ten spends of ``0.1`` exceed a total
+of ``1.0`` and the tenth is refused, while four spends of ``0.25`` (exactly representable) fit
+``1.0`` exactly. Budgets that are sums of binary fractions (0.5, 0.25, 0.125, ...) divide a total
+without remainder. For display, :attr:`LedgerStatus.spent` is rounded up and
+:attr:`LedgerStatus.remaining` rounded down to floats, so ``budget <= status.remaining`` never
+admits a spend that the exact check refuses; :meth:`LedgerStatus.allows` is the exact rule.
+
 Atomicity. :meth:`Ledger.spend` is a context manager. Entering it starts a ``BEGIN IMMEDIATE``
 transaction, which takes SQLite's write lock, so that two processes spending against one dataset
-are serialised: the budget check and the recording of the spend happen under the same lock, and no
-two releases can both pass a check that only one of them fits. The spend row is written at once
-but only committed when the ``with`` body finishes normally; if the body raises, the transaction is
-rolled back and nothing is recorded. The lock is held while the body runs, so other processes
-wait (up to ``timeout`` seconds) rather than race.
-
-Float sums. Budgets are stored as floats, and sums such as ten spends of 0.1 against a total of
-1.0 land a rounding error above the total (``0.1 * 10`` sums to ``0.9999999999999999``, but
-``1.0999999999999999`` for eleven). The check therefore allows ``spent + requested`` to exceed the
-total by a relative :data:`RELATIVE_TOLERANCE` of ``1e-9`` of the total, far below any meaningful
-difference in privacy and far above float rounding of any realistic number of spends.
+are serialised: the unit check, the budget check and the recording of the spend happen under the
+same lock, and no two releases can both pass a check that only one of them fits. The spend row is
+written at once but only committed when the ``with`` body finishes normally; if the body raises,
+the transaction is rolled back and nothing is recorded. The lock is held while the body runs, so
+other processes wait (up to ``timeout`` seconds) rather than race.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sqlite3
@@ -35,6 +55,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
+from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -43,37 +65,49 @@ import platformdirs
 
 from privhist.core.budget import Budget
 from privhist.core.errors import BudgetExceededError, LedgerError, ValidationError
+from privhist.core.neighbouring import Neighbouring, Relation
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "RELATIVE_TOLERANCE",
     "SCHEMA_VERSION",
     "BudgetAmount",
     "Ledger",
     "LedgerStatus",
+    "PrivacyUnit",
+    "PrivacyUnitMismatchError",
     "SpendRecord",
     "SpendTransaction",
     "UnknownDatasetError",
     "default_ledger_path",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_TIMEOUT = 30.0
-RELATIVE_TOLERANCE = 1e-9
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE datasets (id TEXT PRIMARY KEY, epsilon_total REAL NOT NULL, "
-    "delta_total REAL NOT NULL, created TEXT NOT NULL)",
+    "delta_total REAL NOT NULL, created TEXT NOT NULL, unit TEXT NOT NULL DEFAULT 'record')",
     "CREATE TABLE spends (id INTEGER PRIMARY KEY, dataset TEXT NOT NULL REFERENCES datasets(id), "
     "epsilon REAL NOT NULL, delta REAL NOT NULL, mechanism TEXT NOT NULL, created TEXT NOT NULL, "
-    "note TEXT NOT NULL DEFAULT '')",
+    "note TEXT NOT NULL DEFAULT '', neighbouring TEXT NOT NULL DEFAULT '')",
     "CREATE INDEX spends_dataset ON spends (dataset)",
 )
-_COLUMNS = {
+# version 1 -> 2: the privacy unit of each dataset and the relation of each spend
+_MIGRATE_1_TO_2 = (
+    "ALTER TABLE datasets ADD COLUMN unit TEXT NOT NULL DEFAULT 'record'",
+    "ALTER TABLE spends ADD COLUMN neighbouring TEXT NOT NULL DEFAULT ''",
+    "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+)
+_COLUMNS_V1 = {
     "meta": {"key", "value"},
     "datasets": {"id", "epsilon_total", "delta_total", "created"},
     "spends": {"id", "dataset", "epsilon", "delta", "mechanism", "created", "note"},
+}
+_COLUMNS = {
+    "meta": _COLUMNS_V1["meta"],
+    "datasets": _COLUMNS_V1["datasets"] | {"unit"},
+    "spends": _COLUMNS_V1["spends"] | {"neighbouring"},
 }
 
 
@@ -86,6 +120,36 @@ def default_ledger_path() -> Path:
     directory = Path(platformdirs.user_data_dir("privhist"))
     directory.mkdir(parents=True, exist_ok=True)
     return directory / "ledger.sqlite"
+
+
+def _init_hint(path: Path) -> str:
+    return (
+        f"`privhist budget init --dataset DATASET --epsilon EPSILON --delta DELTA --ledger {path}`"
+    )
+
+
+class PrivacyUnit(StrEnum):
+    """What a dataset's total budget protects.
+
+    ``RECORD``: one record (added, removed or replaced); ``USER``: everything one user holds.
+    """
+
+    RECORD = "record"
+    USER = "user"
+
+    def admits(self, neighbouring: Neighbouring | None) -> bool:
+        """Whether a guarantee for ``neighbouring`` spends this unit's budget.
+
+        ``None`` (relation not stated) counts as record-level.
+
+        >>> PrivacyUnit.USER.admits(Neighbouring.add_remove())
+        False
+        >>> PrivacyUnit.RECORD.admits(Neighbouring.user(3))
+        True
+        """
+        if self is PrivacyUnit.RECORD:
+            return True
+        return neighbouring is not None and neighbouring.relation is Relation.USER
 
 
 class UnknownDatasetError(LedgerError):
@@ -101,18 +165,52 @@ class UnknownDatasetError(LedgerError):
         )
 
 
+class PrivacyUnitMismatchError(LedgerError):
+    """A release's neighbouring relation does not protect the dataset's privacy unit.
+
+    Attributes:
+        dataset: The dataset id.
+        unit: The dataset's privacy unit.
+        neighbouring: The relation of the refused spend (``None``: not stated, record-level).
+    """
+
+    def __init__(self, dataset: str, unit: PrivacyUnit, neighbouring: Neighbouring | None) -> None:
+        self.dataset = dataset
+        self.unit = unit
+        self.neighbouring = neighbouring
+        if neighbouring is None:
+            relation = "unspecified (taken as record-level)"
+        else:
+            relation = f"'{neighbouring.relation.value}' ({neighbouring.describe()})"
+        super().__init__(
+            f"release refused for dataset '{dataset}': its budget is for privacy unit "
+            f"'{unit.value}', but the release's guarantee is for relation {relation}; a "
+            f"record-level guarantee does not protect a user who holds several records, so use a "
+            f"user-level release (bounded contributions per user)"
+        )
+
+
+def _show_float(value: float, spec: str) -> str:
+    """``value`` formatted with ``spec`` if that reads back exactly, else its shortest repr."""
+    text = format(value, spec)
+    return text if float(text) == value else repr(value)
+
+
 @dataclass(frozen=True)
 class BudgetAmount:
     """An amount of (epsilon, delta) that may be zero: what was spent, or what remains.
 
     Unlike :class:`~privhist.core.budget.Budget` (which a mechanism must have with
     ``epsilon > 0``), an amount may be zero. ``budget <= amount`` compares coordinate-wise and
-    exactly.
+    exactly. The text form is short when that is exact and shows every digit otherwise, so it
+    never suggests more (or less) than the amount.
 
     >>> Budget(0.5, 0) <= BudgetAmount(1.0, 0.0)
     True
     >>> str(BudgetAmount(0.25, 1e-9))
     '(0.25, 1e-09)'
+    >>> str(BudgetAmount(0.09999999999999995, 0))
+    '(0.09999999999999995, 0)'
     """
 
     epsilon: float
@@ -138,12 +236,16 @@ class BudgetAmount:
         return self.epsilon <= other.epsilon and self.delta <= other.delta
 
     def __str__(self) -> str:
-        return f"({self.epsilon:.6g}, {self.delta:.3g})"
+        return f"({_show_float(self.epsilon, '.6g')}, {_show_float(self.delta, '.3g')})"
 
 
 @dataclass(frozen=True)
 class SpendRecord:
-    """One recorded release."""
+    """One recorded release.
+
+    ``neighbouring`` is the relation the release's guarantee is for; ``None`` when the spend did
+    not state one (recorded against a record-level dataset, or before schema version 2).
+    """
 
     id: int
     dataset: str
@@ -152,6 +254,7 @@ class SpendRecord:
     mechanism: str
     created: str
     note: str
+    neighbouring: Neighbouring | None = None
 
     @property
     def budget(self) -> Budget:
@@ -160,7 +263,12 @@ class SpendRecord:
 
 @dataclass(frozen=True)
 class LedgerStatus:
-    """A dataset's total, spent and remaining budget, and its spends (oldest first)."""
+    """A dataset's total, spent and remaining budget, its privacy unit and its spends.
+
+    ``spent`` is the exact sum of the spends rounded up to a float, ``remaining`` the exact
+    ``total - spent`` (at least 0) rounded down; :attr:`spent_exact` holds the exact sums.
+    Spends are listed oldest first.
+    """
 
     dataset: str
     total: Budget
@@ -168,16 +276,58 @@ class LedgerStatus:
     remaining: BudgetAmount
     spends: tuple[SpendRecord, ...]
     created: str
+    unit: PrivacyUnit = PrivacyUnit.RECORD
+
+    @property
+    def spent_exact(self) -> tuple[Fraction, Fraction]:
+        """The exact sums (epsilon, delta) of the spends' stored floats."""
+        return _exact_sums(self.spends)
 
     def allows(self, budget: Budget) -> bool:
-        """Whether a spend of ``budget`` passes the ledger's check (same rule as :meth:`spend`)."""
-        return _fits(self.total, self.spent, budget)
+        """Whether a spend of ``budget`` passes the ledger's exact budget check.
+
+        The same rule as :meth:`Ledger.spend`: ``sum of spends + budget <= total`` in both
+        coordinates, computed exactly on the floats' rational values.
+        """
+        return _fits(self.total, self.spent_exact, budget)
+
+    def admits(self, neighbouring: Neighbouring | None) -> bool:
+        """Whether a spend for ``neighbouring`` passes the ledger's privacy-unit check."""
+        return self.unit.admits(neighbouring)
+
+    def check(self, budget: Budget, neighbouring: Neighbouring | None = None) -> None:
+        """Raise unless a spend of ``budget`` for ``neighbouring`` would be recorded.
+
+        Raises:
+            PrivacyUnitMismatchError: The relation does not protect the dataset's unit.
+            BudgetExceededError: The budget does not fit what remains.
+        """
+        if not self.admits(neighbouring):
+            raise PrivacyUnitMismatchError(self.dataset, self.unit, neighbouring)
+        if not self.allows(budget):
+            raise BudgetExceededError(self.dataset, budget, self.remaining)
 
 
-def _fits(total: Budget, spent: BudgetAmount, requested: Budget) -> bool:
-    eps_ok = spent.epsilon + requested.epsilon <= total.epsilon * (1 + RELATIVE_TOLERANCE)
-    delta_ok = spent.delta + requested.delta <= total.delta * (1 + RELATIVE_TOLERANCE)
+def _exact_sums(spends: tuple[SpendRecord, ...]) -> tuple[Fraction, Fraction]:
+    epsilon = sum((Fraction(s.epsilon) for s in spends), Fraction(0))
+    delta = sum((Fraction(s.delta) for s in spends), Fraction(0))
+    return epsilon, delta
+
+
+def _fits(total: Budget, spent: tuple[Fraction, Fraction], requested: Budget) -> bool:
+    eps_ok = spent[0] + Fraction(requested.epsilon) <= Fraction(total.epsilon)
+    delta_ok = spent[1] + Fraction(requested.delta) <= Fraction(total.delta)
     return eps_ok and delta_ok
+
+
+def _float_up(value: Fraction) -> float:
+    f = float(value)
+    return math.nextafter(f, math.inf) if Fraction(f) < value else f
+
+
+def _float_down(value: Fraction) -> float:
+    f = float(value)
+    return math.nextafter(f, 0.0) if Fraction(f) > value else f
 
 
 def _now() -> str:
@@ -190,53 +340,108 @@ def _check_name(value: Any, function: str, name: str) -> str:
     return value
 
 
+def _check_unit(value: Any, function: str) -> PrivacyUnit:
+    if isinstance(value, str):
+        try:
+            return PrivacyUnit(value)
+        except ValueError:
+            pass
+    raise ValidationError("unit", function, "'record' or 'user'", value)
+
+
+def _encode_neighbouring(neighbouring: Neighbouring | None) -> str:
+    if neighbouring is None:
+        return ""
+    return json.dumps(neighbouring.to_dict(), sort_keys=True)
+
+
+def _decode_neighbouring(text: Any) -> Neighbouring | None:
+    if text == "":
+        return None
+    if not isinstance(text, str):
+        raise TypeError(f"neighbouring must be text; got {text!r}")
+    data = json.loads(text)
+    if not isinstance(data, dict) or set(data) != {
+        "relation",
+        "max_partitions_contributed",
+        "max_contributions_per_partition",
+    }:
+        raise ValueError(f"neighbouring {text!r} is not a recorded relation")
+    return Neighbouring(
+        Relation(data["relation"]),
+        data["max_partitions_contributed"],
+        data["max_contributions_per_partition"],
+    )
+
+
 class Ledger:
     """A durable record of the privacy budget spent per dataset, in a SQLite file.
 
     Args:
-        path: The ledger file; created (with its parent directories) if missing. Defaults to
-            :func:`default_ledger_path`.
+        path: The ledger file. Defaults to :func:`default_ledger_path`.
         timeout: Seconds to wait for another process's write lock before giving up with a
             :class:`~privhist.core.errors.LedgerError`.
+        create: Create the file (with its parent directories) if it is missing. With ``False``
+            a missing file, or one that holds no tables, is an error: commands that only read
+            or spend against an existing ledger must not silently start an empty one.
 
     Raises:
-        LedgerError: The file is not a SQLite database, has another schema, cannot be created, or
-            is locked beyond ``timeout`` while its schema is being created.
+        LedgerError: The file is missing (with ``create=False``), is not a SQLite database, has
+            another schema, cannot be created, or is locked beyond ``timeout`` while its schema
+            is being created or migrated.
 
     Example::
 
         ledger = Ledger("ledger.sqlite")
-        ledger.init_dataset("survey", Budget(2.0, 1e-6))
-        with ledger.spend("survey", Budget(1.0, 1e-8), mechanism="stability"):
+        ledger.init_dataset("survey", Budget(2.0, 1e-6), unit="user")
+        with ledger.spend("survey", Budget(1.0, 1e-8), mechanism="stability",
+                          neighbouring=Neighbouring.user(3)):
             release = mechanism.release(counts, rng)  # runs only if the budget allows it
             write(release)                           # if anything raises, nothing is recorded
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, timeout: float = DEFAULT_TIMEOUT
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        create: bool = True,
     ):
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise ValidationError("timeout", "Ledger", "a finite number >= 0", timeout)
         if not math.isfinite(timeout) or timeout < 0:
             raise ValidationError("timeout", "Ledger", "a finite number >= 0", timeout)
+        if not isinstance(create, bool):
+            raise ValidationError("create", "Ledger", "True or False", create)
         self.timeout = float(timeout)
         self.path = Path(path) if path is not None else default_ledger_path()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise LedgerError(f"cannot create the directory of ledger {self.path}: {e}") from e
+        # after the file exists, connections never create it (a deleted ledger is an error)
+        self._uri = f"{self.path.resolve().as_uri()}?mode=rw"
         if self.path.is_dir():
             raise LedgerError(f"ledger {self.path} is a directory, not a file")
-        self._ensure_schema()
+        if create:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise LedgerError(f"cannot create the directory of ledger {self.path}: {e}") from e
+        elif not self.path.exists():
+            raise LedgerError(f"no ledger at {self.path}; create one with {_init_hint(self.path)}")
+        self._ensure_schema(create)
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
 
     # -- connections and error translation ------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, create: bool = False) -> sqlite3.Connection:
+        """Open the file; only with ``create`` may SQLite create it (``mode=rw`` otherwise)."""
         with self._errors("open"):
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            if create:
+                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            else:
+                conn = sqlite3.connect(
+                    self._uri, timeout=self.timeout, isolation_level=None, uri=True
+                )
         try:
             with self._errors("open"):
                 conn.execute("PRAGMA foreign_keys = ON")
@@ -267,19 +472,26 @@ class Ledger:
         except sqlite3.Error as e:
             raise LedgerError(f"ledger {self.path}: {action} failed: {e}") from e
 
-    def _ensure_schema(self) -> None:
-        conn = self._connect()
+    def _ensure_schema(self, create: bool) -> None:
+        conn = self._connect(create=create)
         try:
             with self._errors("read the schema"):
                 if self._tables(conn):
-                    self._verify_schema(conn)
+                    if self._verify_schema(conn) != SCHEMA_VERSION:
+                        self._migrate(conn)
                     return
+            if not create:
+                raise LedgerError(
+                    f"no ledger at {self.path} (the file holds no tables); create one with "
+                    f"{_init_hint(self.path)}"
+                )
             with self._errors("create the schema"):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     if self._tables(conn):  # another process created it meanwhile
                         conn.execute("ROLLBACK")
-                        self._verify_schema(conn)
+                        if self._verify_schema(conn) != SCHEMA_VERSION:
+                            self._migrate(conn)
                         return
                     for statement in _SCHEMA:
                         conn.execute(statement)
@@ -295,12 +507,30 @@ class Ledger:
         finally:
             conn.close()
 
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Migrate a version-1 file to version 2 in one transaction (or not at all)."""
+        with self._errors("migrate the schema from version 1 to 2"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # re-read under the write lock: another process may have migrated meanwhile
+                if self._verify_schema(conn) == 1:
+                    for statement in _MIGRATE_1_TO_2:
+                        conn.execute(statement)
+                    if self._verify_schema(conn) != SCHEMA_VERSION:  # pragma: no cover
+                        raise LedgerError(f"ledger {self.path}: the migration to version 2 failed")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
     @staticmethod
     def _tables(conn: sqlite3.Connection) -> set[str]:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         return {str(r[0]) for r in rows}
 
-    def _verify_schema(self, conn: sqlite3.Connection) -> None:
+    def _verify_schema(self, conn: sqlite3.Connection) -> int:
+        """Check the tables and columns of a version this privhist reads; return the version."""
         tables = self._tables(conn)
         missing = sorted(set(_COLUMNS) - tables)
         if missing:
@@ -308,46 +538,68 @@ class Ledger:
                 f"ledger {self.path} is not a privhist ledger: missing table(s) "
                 f"{', '.join(missing)}"
             )
-        for table, expected in _COLUMNS.items():
+        self._verify_columns(conn, {"meta": _COLUMNS["meta"]})
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        found = None if row is None else str(row[0])
+        if found == "1":
+            self._verify_columns(conn, _COLUMNS_V1)
+            return 1
+        if found != str(SCHEMA_VERSION):
+            raise LedgerError(
+                f"ledger {self.path} has schema version {found or 'none'}; this privhist reads "
+                f"version {SCHEMA_VERSION} (and migrates version 1 in place)"
+            )
+        self._verify_columns(conn, _COLUMNS)
+        return SCHEMA_VERSION
+
+    def _verify_columns(self, conn: sqlite3.Connection, expected: dict[str, set[str]]) -> None:
+        for table, names in expected.items():
             columns = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
-            if not expected <= columns:
+            if not names <= columns:
                 raise LedgerError(
                     f"ledger {self.path} has a wrong schema: table {table} lacks column(s) "
-                    f"{', '.join(sorted(expected - columns))}"
+                    f"{', '.join(sorted(names - columns))}"
                 )
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or str(row[0]) != str(SCHEMA_VERSION):
-            found = "none" if row is None else row[0]
-            raise LedgerError(
-                f"ledger {self.path} has schema version {found}; this privhist reads version "
-                f"{SCHEMA_VERSION}"
-            )
 
     # -- public API -------------------------------------------------------------------------------
 
-    def init_dataset(self, dataset: str, total: Budget, *, exist_ok: bool = False) -> None:
-        """Register ``dataset`` with its total budget.
+    def init_dataset(
+        self,
+        dataset: str,
+        total: Budget,
+        *,
+        unit: PrivacyUnit | str = PrivacyUnit.RECORD,
+        exist_ok: bool = False,
+    ) -> None:
+        """Register ``dataset`` with its total budget and the privacy unit the total is for.
 
         Args:
             dataset: The dataset id.
             total: Its total budget.
-            exist_ok: Do not fail if the dataset is already registered *with the same total*.
+            unit: ``"record"`` (one record added, removed or replaced) or ``"user"`` (everything
+                one user holds). A ``"user"`` dataset accepts only user-level releases.
+            exist_ok: Do not fail if the dataset is already registered *with the same total and
+                unit*.
 
         Raises:
-            LedgerError: The dataset exists (unless ``exist_ok``) or exists with another total.
-            ValidationError: ``dataset`` is empty or ``total`` is not a Budget.
+            LedgerError: The dataset exists (unless ``exist_ok``) or exists with another total or
+                unit.
+            ValidationError: ``dataset`` is empty, ``total`` is not a Budget or ``unit`` is not
+                ``"record"`` or ``"user"``.
         """
         function = "Ledger.init_dataset"
         _check_name(dataset, function, "dataset")
         if not isinstance(total, Budget):
             raise ValidationError("total", function, "a Budget", total)
+        unit = _check_unit(unit, function)
         conn = self._connect()
         try:
             with self._errors("register a dataset"):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     row = conn.execute(
-                        "SELECT epsilon_total, delta_total FROM datasets WHERE id = ?", (dataset,)
+                        "SELECT epsilon_total, delta_total, unit FROM datasets WHERE id = ?",
+                        (dataset,),
                     ).fetchone()
                     if row is not None:
                         conn.execute("ROLLBACK")
@@ -357,16 +609,21 @@ class Ledger:
                                 f"dataset '{dataset}' is already in the ledger {self.path} with "
                                 f"total {existing}; a total, once set, is not changed"
                             )
+                        if str(row[2]) != unit.value:
+                            raise LedgerError(
+                                f"dataset '{dataset}' is already in the ledger {self.path} with "
+                                f"privacy unit '{row[2]}'; a unit, once set, is not changed"
+                            )
                         if not exist_ok:
                             raise LedgerError(
                                 f"dataset '{dataset}' is already in the ledger {self.path} "
-                                f"(total {existing})"
+                                f"(total {existing}, unit '{unit.value}')"
                             )
                         return
                     conn.execute(
-                        "INSERT INTO datasets (id, epsilon_total, delta_total, created) "
-                        "VALUES (?, ?, ?, ?)",
-                        (dataset, total.epsilon, total.delta, _now()),
+                        "INSERT INTO datasets (id, epsilon_total, delta_total, created, unit) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (dataset, total.epsilon, total.delta, _now(), unit.value),
                     )
                     conn.execute("COMMIT")
                 except BaseException:
@@ -387,7 +644,7 @@ class Ledger:
         return [str(r[0]) for r in rows]
 
     def show(self, dataset: str) -> LedgerStatus:
-        """The total, spent and remaining budget of ``dataset`` and its spends.
+        """The total, spent and remaining budget of ``dataset``, its unit and its spends.
 
         Raises:
             UnknownDatasetError: The dataset is not registered (a :class:`LedgerError`).
@@ -401,12 +658,20 @@ class Ledger:
             conn.close()
 
     def spend(
-        self, dataset: str, budget: Budget, mechanism: str, note: str = ""
+        self,
+        dataset: str,
+        budget: Budget,
+        mechanism: str,
+        note: str = "",
+        *,
+        neighbouring: Neighbouring | None = None,
     ) -> SpendTransaction:
-        """A context manager that spends ``budget`` on ``dataset`` if, and only if, it fits.
+        """A context manager that spends ``budget`` on ``dataset`` if, and only if, it may.
 
-        On entering, the write lock is taken and the budget checked; a release that does not fit
-        raises :class:`~privhist.core.errors.BudgetExceededError` before the ``with`` body runs.
+        On entering, the write lock is taken and the spend checked: a release whose relation does
+        not protect the dataset's privacy unit raises :class:`PrivacyUnitMismatchError`, and one
+        that does not fit the remaining budget (exactly, see the module notes) raises
+        :class:`~privhist.core.errors.BudgetExceededError`, both before the ``with`` body runs.
         On normal exit the spend is committed; if the body raises, nothing is recorded and the
         exception propagates.
 
@@ -415,6 +680,8 @@ class Ledger:
             budget: The budget the release spends.
             mechanism: Name of the mechanism (recorded).
             note: Free text (recorded).
+            neighbouring: The relation the release's guarantee is for (recorded). ``None`` is
+                taken as record-level, and so is accepted only by a ``"record"`` dataset.
 
         Returns:
             The transaction; use it in a ``with`` statement.
@@ -426,39 +693,49 @@ class Ledger:
             raise ValidationError("budget", function, "a Budget", budget)
         if not isinstance(note, str):
             raise ValidationError("note", function, "a string", note)
-        return SpendTransaction(self, dataset, budget, mechanism, note)
+        if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
+            raise ValidationError("neighbouring", function, "a Neighbouring or None", neighbouring)
+        return SpendTransaction(self, dataset, budget, mechanism, note, neighbouring)
 
     def _status(self, conn: sqlite3.Connection, dataset: str) -> LedgerStatus:
         row = conn.execute(
-            "SELECT epsilon_total, delta_total, created FROM datasets WHERE id = ?", (dataset,)
+            "SELECT epsilon_total, delta_total, created, unit FROM datasets WHERE id = ?",
+            (dataset,),
         ).fetchone()
         if row is None:
             raise UnknownDatasetError(dataset, self.path)
         rows = conn.execute(
-            "SELECT id, epsilon, delta, mechanism, created, note FROM spends "
+            "SELECT id, epsilon, delta, mechanism, created, note, neighbouring FROM spends "
             "WHERE dataset = ? ORDER BY id",
             (dataset,),
         ).fetchall()
         try:
             total = Budget(float(row[0]), float(row[1]))
+            unit = PrivacyUnit(row[3])
             spends = tuple(
                 SpendRecord(
-                    int(r[0]), dataset, *_amount(r[1], r[2]), str(r[3]), str(r[4]), str(r[5])
+                    int(r[0]),
+                    dataset,
+                    *_amount(r[1], r[2]),
+                    str(r[3]),
+                    str(r[4]),
+                    str(r[5]),
+                    _decode_neighbouring(r[6]),
                 )
                 for r in rows
             )
         except (ValidationError, TypeError, ValueError) as e:
             raise LedgerError(
-                f"ledger {self.path} is corrupted: dataset '{dataset}' has an invalid total or "
-                f"spend ({e})"
+                f"ledger {self.path} is corrupted: dataset '{dataset}' has an invalid total, "
+                f"unit or spend ({e})"
             ) from e
-        spent = BudgetAmount(
-            math.fsum(s.epsilon for s in spends), math.fsum(s.delta for s in spends)
-        )
+        spent_eps, spent_delta = _exact_sums(spends)
+        spent = BudgetAmount(_float_up(spent_eps), _float_up(spent_delta))
         remaining = BudgetAmount(
-            max(0.0, total.epsilon - spent.epsilon), max(0.0, total.delta - spent.delta)
+            _float_down(max(Fraction(0), Fraction(total.epsilon) - spent_eps)),
+            _float_down(max(Fraction(0), Fraction(total.delta) - spent_delta)),
         )
-        return LedgerStatus(dataset, total, spent, remaining, spends, str(row[2]))
+        return LedgerStatus(dataset, total, spent, remaining, spends, str(row[2]), unit)
 
 
 def _amount(epsilon: Any, delta: Any) -> tuple[float, float]:
@@ -472,18 +749,26 @@ class SpendTransaction:
     Attributes:
         dataset: The dataset id.
         budget: The budget being spent.
+        neighbouring: The relation the release's guarantee is for (``None``: record-level).
         before: The dataset's status when the check passed (set on entering).
         spend_id: The id of the recorded spend (set once committed).
     """
 
     def __init__(
-        self, ledger: Ledger, dataset: str, budget: Budget, mechanism: str, note: str
+        self,
+        ledger: Ledger,
+        dataset: str,
+        budget: Budget,
+        mechanism: str,
+        note: str,
+        neighbouring: Neighbouring | None = None,
     ) -> None:
         self.ledger = ledger
         self.dataset = dataset
         self.budget = budget
         self.mechanism = mechanism
         self.note = note
+        self.neighbouring = neighbouring
         self.before: LedgerStatus | None = None
         self.spend_id: int | None = None
         self._conn: sqlite3.Connection | None = None
@@ -501,11 +786,10 @@ class SpendTransaction:
                 conn.execute("BEGIN IMMEDIATE")
             with ledger._errors("check the budget"):
                 status = ledger._status(conn, self.dataset)
-                if not _fits(status.total, status.spent, self.budget):
-                    raise BudgetExceededError(self.dataset, self.budget, status.remaining)
+                status.check(self.budget, self.neighbouring)
                 cursor = conn.execute(
-                    "INSERT INTO spends (dataset, epsilon, delta, mechanism, created, note) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO spends (dataset, epsilon, delta, mechanism, created, note, "
+                    "neighbouring) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         self.dataset,
                         self.budget.epsilon,
@@ -513,6 +797,7 @@ class SpendTransaction:
                         self.mechanism,
                         _now(),
                         self.note,
+                        _encode_neighbouring(self.neighbouring),
                     ),
                 )
         except BaseException:

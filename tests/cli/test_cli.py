@@ -400,8 +400,10 @@ def test_locked_and_corrupted_ledgers(
 
         original = ledger_mod.Ledger.__init__
 
-        def short_timeout(self: Ledger, path: object = None, *, timeout: float = 0.2) -> None:
-            original(self, path, timeout=0.2)  # type: ignore[arg-type]
+        def short_timeout(
+            self: Ledger, path: object = None, *, timeout: float = 0.2, create: bool = True
+        ) -> None:
+            original(self, path, timeout=0.2, create=create)  # type: ignore[arg-type]
 
         mp = pytest.MonkeyPatch()
         mp.setattr(ledger_mod.Ledger, "__init__", short_timeout)
@@ -480,3 +482,207 @@ def test_plan_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     )
     assert code == 0 and "plot written" in err
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_release_is_charged_before_it_reaches_stdout(
+    capsys: pytest.CaptureFixture[str],
+    visits: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = str(tmp_path / "l.sqlite")
+    run(
+        capsys,
+        "budget",
+        "init",
+        "--dataset",
+        "d",
+        "--epsilon",
+        "5",
+        "--delta",
+        "1e-6",
+        "--ledger",
+        ledger,
+    )
+
+    class Broken:
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+        def flush(self) -> None:
+            raise BrokenPipeError
+
+        def fileno(self) -> int:
+            return sys.__stdout__.fileno() if sys.__stdout__ else 1
+
+    monkeypatch.setattr(sys, "stdout", Broken())
+    monkeypatch.setattr("os.dup2", lambda *a: None)
+    main(
+        [
+            "histogram",
+            str(visits),
+            "--key",
+            "page",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-8",
+            "--ledger",
+            ledger,
+            "--dataset",
+            "d",
+        ]
+    )
+    monkeypatch.undo()
+    code, out, _ = run(capsys, "budget", "show", "--ledger", ledger, "--json")
+    assert code == 0
+    assert json.loads(out)[0]["releases"] == 1  # the noise may have escaped: it is charged
+
+
+def test_outputs_carry_no_exact_input_statistics(
+    capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "r.json"
+    code, _, err = run(
+        capsys,
+        "histogram",
+        str(visits),
+        "--key",
+        "page",
+        "--user",
+        "user",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "-o",
+        str(out),
+    )
+    assert code == 0
+    text = out.read_text()
+    for leak in ("records", "distinct_keys", "null_keys", "users"):
+        assert f'"{leak}"' not in text
+    assert "exact, not private, not in the output" in err
+
+
+def test_ledger_privacy_unit_and_seed_rules(
+    capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
+) -> None:
+    ledger = str(tmp_path / "l.sqlite")
+    run(
+        capsys,
+        "budget",
+        "init",
+        "--dataset",
+        "people",
+        "--unit",
+        "user",
+        "--epsilon",
+        "5",
+        "--delta",
+        "1e-6",
+        "--ledger",
+        ledger,
+    )
+    base = [
+        "histogram",
+        str(visits),
+        "--key",
+        "page",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-8",
+        "--ledger",
+        ledger,
+        "--dataset",
+        "people",
+    ]
+    code, _, err = run(capsys, *base)  # record-level release against a user-level total
+    assert code != 0 and "user" in err
+    code, _, err = run(capsys, *base, "--user", "user", "--seed", "3")
+    assert code != 0 and "--seed" in err
+    code, _, _ = run(capsys, *base, "--user", "user", "--max-partitions", "2")
+    assert code == 0
+
+
+def test_budget_show_does_not_create_a_ledger(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "none.sqlite"
+    code, _, err = run(capsys, "budget", "show", "--ledger", str(path))
+    assert code != 0 and "no ledger" in err and not path.exists()
+
+
+def test_fimi_baskets_are_users_and_key_type(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fimi = tmp_path / "b.dat"
+    fimi.write_text("1 2 3 \n" * 500)
+    code, _, err = run(
+        capsys,
+        "histogram",
+        str(fimi),
+        "--max-partitions",
+        "3",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "1",
+    )
+    assert code == 0 and "user-level (max_partitions_contributed=3" in err
+    csv = tmp_path / "k.csv"
+    csv.write_text("k\n" + "007\n" * 300 + "7\n" * 300 + "x\n")
+    _, out_str, _ = run(
+        capsys,
+        "histogram",
+        str(csv),
+        "--key",
+        "k",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "2",
+    )
+    assert [ln.split(",")[0] for ln in out_str.splitlines()[1:]] == ["007", "7"]
+    _, out_int, err = run(
+        capsys,
+        "histogram",
+        str(csv),
+        "--key",
+        "k",
+        "--key-type",
+        "int",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "2",
+    )
+    assert [ln.split(",")[0] for ln in out_int.splitlines()[1:]] == ["7"]
+    assert "1 records with a null key were dropped" in err
+
+
+def test_output_problems_are_found_before_reading(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # the input does not exist either: the output error must come first
+    code, _, err = run(
+        capsys,
+        "histogram",
+        str(tmp_path / "missing.csv"),
+        "--key",
+        "k",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "-o",
+        str(tmp_path / "x.txt"),
+    )
+    assert code != 0 and "format" in err

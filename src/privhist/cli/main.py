@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"privhist: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("privhist: interrupted; nothing was released", file=sys.stderr)
+        print("privhist: interrupted", file=sys.stderr)
         return 130
 
 
@@ -77,7 +77,20 @@ def _parser() -> argparse.ArgumentParser:
     h = sub.add_parser("histogram", help="release a private histogram of a column")
     h.add_argument("input", help="CSV, Parquet, NDJSON, text (.txt[.gz]) or FIMI (.dat) file")
     h.add_argument("--key", help="key column (not needed for --text or FIMI input)")
-    h.add_argument("--user", help="user (privacy unit) column: enables user-level DP")
+    h.add_argument(
+        "--user",
+        nargs="?",
+        const=True,
+        help="user (privacy unit) column: enables user-level DP; for text input without a "
+        "value, each line is a user (FIMI input: each basket is always a user)",
+    )
+    h.add_argument(
+        "--key-type",
+        choices=["str", "int"],
+        default=None,
+        help="how keys are read (public choice, never inferred from the data): str (default; "
+        "FIMI: int); a value that is not an integer under int counts as a null key",
+    )
     h.add_argument("--text", action="store_true", help="input is plain text: count words")
     h.add_argument("--input-format", choices=["csv", "parquet", "ndjson", "text", "fimi"])
     h.add_argument("--mechanism", choices=["default", *registry.names()], default="default")
@@ -112,6 +125,13 @@ def _parser() -> argparse.ArgumentParser:
     bi.add_argument("--dataset", required=True)
     bi.add_argument("--epsilon", type=float, required=True)
     bi.add_argument("--delta", type=float, default=0.0)
+    bi.add_argument(
+        "--unit",
+        choices=["record", "user"],
+        default="record",
+        help="what the total protects: one record, or one user (then only user-level releases "
+        "may be charged)",
+    )
     bi.add_argument("--ledger")
     bi.set_defaults(run=_cmd_budget_init)
     bs = bsub.add_parser("show", help="total, spent and remaining budget")
@@ -271,28 +291,45 @@ def _plot(args: argparse.Namespace, mech: Any, nb: Neighbouring, domain: Any) ->
 def _cmd_histogram(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import Ledger, default_ledger_path
     from privhist.engines import count
-    from privhist.io import write_release
+    from privhist.io import check_destination, stage_release
     from privhist.io.writers import release_to_csv
 
+    fimi = args.input_format == "fimi" or (args.input_format is None and _is_fimi(args.input))
     fmt = args.input_format or ("text" if args.text else None)
-    if args.key is None and fmt not in ("text", "fimi") and not _is_fimi(args.input):
+    if args.key is None and not (fmt == "text" or fimi):
         raise ValidationError("--key", "histogram", "a column name", None)
-    if args.user is None:
+    # FIMI baskets are users by the format's definition; text lines are users with --user
+    user: Any = args.user
+    if fimi and user is None:
+        user = True
+    if user is None:
         for flag, value in (
             ("--max-partitions", args.max_partitions),
             ("--max-per-partition", args.max_per_partition),
         ):
             if value is not None:
                 raise ValidationError(flag, "histogram", "given together with --user", value)
+    # everything that does not need the data is checked before the data is read
     domain = _read_domain(args.domain)
-    nb = _neighbouring(args, args.user is not None)
-    mech = _mechanism_for(args, nb, domain)  # validates every parameter before reading data
+    nb = _neighbouring(args, user is not None)
+    mech = _mechanism_for(args, nb, domain)
+    if args.output:
+        check_destination(args.output, args.format, "histogram")
+    elif args.format not in (None, "csv"):
+        raise ValidationError("--format", "histogram", "csv when writing to stdout", args.format)
+    if args.seed is not None and args.dataset is not None:
+        raise ValidationError(
+            "--seed",
+            "histogram",
+            "absent when charging a dataset (seeded output is not private)",
+            args.seed,
+        )
     rng = default_source(args.seed)
     ledger = None
     if args.dataset is not None or args.ledger is not None:
         if args.dataset is None:
             raise ValidationError("--dataset", "histogram", "a dataset id with --ledger", None)
-        ledger = Ledger(args.ledger or default_ledger_path())
+        ledger = Ledger(args.ledger or default_ledger_path(), create=False)
         status = ledger.show(args.dataset)  # fail fast; re-checked atomically below
         if not status.allows(mech.guarantee()):
             from privhist.core.errors import BudgetExceededError
@@ -301,31 +338,44 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
     counts = count(
         args.input,
         key=args.key or "key",
-        user=args.user,
+        user=user,
         format=fmt,
-        max_partitions_contributed=nb.max_partitions_contributed if args.user else None,
-        max_contributions_per_partition=nb.max_contributions_per_partition if args.user else None,
+        **({"key_type": args.key_type} if args.key_type else {}),
+        max_partitions_contributed=nb.max_partitions_contributed if user is not None else None,
+        max_contributions_per_partition=(
+            nb.max_contributions_per_partition if user is not None else None
+        ),
         rng=rng,
         progress=not args.no_progress,
     )
 
-    def publish() -> Any:
+    # Draw the release and make it ready to publish (a complete hidden file, or the CSV text);
+    # charge the ledger; only then let it out. A failure before the charge leaves nothing behind;
+    # once charged, the spend stands even if publishing fails (the noise may have escaped).
+    def stage() -> tuple[Any, Any]:
         release = mech.release(counts, rng)
         if args.output:
-            write_release(release, args.output, args.format)
-        else:
-            if args.format not in (None, "csv"):
-                raise ValidationError(
-                    "--format", "histogram", "csv when writing to stdout", args.format
-                )
-            sys.stdout.write(release_to_csv(release))
-        return release
+            return release, stage_release(release, args.output, args.format, function="histogram")
+        return release, release_to_csv(release)
 
-    if ledger is not None:
-        with ledger.spend(str(args.dataset), mech.guarantee(), mechanism=mech.name):
-            release = publish()
-    else:
-        release = publish()
+    staged: Any = None
+    try:
+        if ledger is not None:
+            with ledger.spend(
+                str(args.dataset), mech.guarantee(), mechanism=mech.name, neighbouring=nb
+            ):
+                release, staged = stage()
+        else:
+            release, staged = stage()
+        if isinstance(staged, str):
+            sys.stdout.write(staged)
+            sys.stdout.flush()
+        else:
+            staged.publish()
+            staged = None
+    finally:
+        if staged is not None and not isinstance(staged, str):
+            staged.discard()
     _summary(release, counts)
     return 0
 
@@ -335,21 +385,25 @@ def _is_fimi(path: str) -> bool:
 
 
 def _summary(release: Any, counts: Any) -> None:
-    info = release.metadata.get("input", {})
+    """One line on stderr for the data holder: what was released, under which guarantee, and
+    (marked as such) exact facts about the input, which are not part of the release."""
+    info = release.diagnostics
     g = release.metadata["guarantee"]
     parts = [
-        f"released {len(release)} keys (of {len(counts)} distinct in the input)",
+        f"released {len(release)} keys",
         f"mechanism {release.metadata['mechanism']}",
         f"guarantee {g['statement']}",
     ]
-    if info.get("null_keys"):
-        parts.append(f"{info['null_keys']} records with a null key were dropped")
-    if info.get("null_users"):
-        parts.append(f"{info['null_users']} records with a null user were dropped")
-    if info.get("keys_outside_domain"):
-        parts.append(f"{info['keys_outside_domain']} keys outside the domain were dropped")
     if "warning" in release.metadata:
         parts.append(release.metadata["warning"])
+    facts = [f"{len(counts)} distinct keys"]
+    if info.get("null_keys"):
+        facts.append(f"{info['null_keys']} records with a null key were dropped")
+    if info.get("null_users"):
+        facts.append(f"{info['null_users']} records with a null user were dropped")
+    if info.get("keys_outside_domain"):
+        facts.append(f"{info['keys_outside_domain']} keys outside the domain were dropped")
+    parts.append("input (exact, not private, not in the output): " + ", ".join(facts))
     print("privhist: " + "; ".join(parts), file=sys.stderr)
 
 
@@ -357,7 +411,7 @@ def _cmd_budget_init(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import Ledger, default_ledger_path
 
     ledger = Ledger(args.ledger or default_ledger_path())
-    ledger.init_dataset(args.dataset, Budget(args.epsilon, args.delta))
+    ledger.init_dataset(args.dataset, Budget(args.epsilon, args.delta), unit=args.unit)
     print(
         f"dataset '{args.dataset}' registered with total budget {Budget(args.epsilon, args.delta)}"
         f" in {ledger.path}",
@@ -369,7 +423,7 @@ def _cmd_budget_init(args: argparse.Namespace) -> int:
 def _cmd_budget_show(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import Ledger, default_ledger_path
 
-    ledger = Ledger(args.ledger or default_ledger_path())
+    ledger = Ledger(args.ledger or default_ledger_path(), create=False)
     ids = [args.dataset] if args.dataset else list(ledger.datasets())
     rows: list[dict[str, Any]] = []
     for ds in ids:

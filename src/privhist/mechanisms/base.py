@@ -140,6 +140,11 @@ class Mechanism(ABC):
         """Exact output distribution of one key with ``units`` contributors and ``count``
         records."""
 
+    def plan_details(self, max_count: int) -> dict[str, Any]:
+        """Extra fields for ``privhist plan --json`` (e.g. alternative calibrations, exact
+        deltas); merged into the plan after the common fields."""
+        return {}
+
     def noise_std(self) -> float:
         """Standard deviation of the noise on a released count (0 when counts are exact, NaN
         when the mechanism releases no counts)."""

@@ -84,7 +84,7 @@ def plan(mechanism: Mechanism, max_count: int) -> dict[str, Any]:
         "count_at_half": count_at(rp, 0.5),
         "count_always_released": count_at(rp, 1.0),
         "reporting_probability": [float(p) for p in rp],
-    }
+    } | mechanism.plan_details(n)
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,8 @@ def _weaken(mech: Mechanism) -> Mechanism:
         nums = m._nums.copy()
         nums[1:-1] += nums[1:-1] // 10**9 + 1  # every probability up by ~1e-9, relative
         m._nums = nums
+    elif isinstance(m, registry.get("sample-and-threshold")):
+        m.threshold -= 1  # type: ignore[attr-defined]  # the exact threshold is the smallest
     elif isinstance(m, DenseHistogram):
         if m.laplace is not None:
             noise = copy.copy(m.laplace)

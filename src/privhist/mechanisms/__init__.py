@@ -9,6 +9,7 @@ from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.dense import DenseHistogram
 from privhist.mechanisms.optimal_selection import OptimalSelection
 from privhist.mechanisms.registry import get, names, register
+from privhist.mechanisms.sampling import SampleAndThreshold as SampleAndThreshold
 from privhist.mechanisms.stability import StabilityHistogram
 
 __all__ = [

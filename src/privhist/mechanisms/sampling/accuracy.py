@@ -1,0 +1,297 @@
+"""Accuracy of sample-and-threshold: reporting probabilities, estimation error, confidence
+intervals, and the error-minimising choice of ``(p, tau)``.
+
+All of it is float64 analysis of public parameters (no data); nothing here changes a guarantee.
+
+**Estimate and error.** A key held by ``c`` units has sampled count ``Y ~ Binomial(c, p)``; the
+estimate is ``Y / p`` when ``Y >= tau`` and 0 when the key is not released (the Horvitz-Thompson
+estimate with suppression; Section 3.3 of Bharadwaj & Cormode 2022 bounds the same two error
+sources). Its mean squared error has a closed form: with ``E[Y 1{Y >= t}] = c p Pr[Y' >= t - 1]``
+(``Y' ~ Binomial(c - 1, p)``) and ``E[Y (Y - 1) 1{Y >= t}] = c (c - 1) p^2 Pr[Y'' >= t - 2]``
+(``Y'' ~ Binomial(c - 2, p)``), and ``F1 = Pr[Y' <= tau - 2]``, ``F2 = Pr[Y'' <= tau - 3]``::
+
+    MSE(c) = c (1 - p) / p + 2 c^2 F1 - c (c - 1) F2 - c F1 / p,
+
+which is ``c (1 - p)/p`` (pure sampling variance) for ``tau <= 1`` and ``c^2`` when the key can
+never be released. The *expected error* of a calibration for a population of ``N`` units is the
+worst root-mean-squared error over true counts ``0..N``, ``max_c sqrt(MSE(c))``: below about
+``tau / p`` the suppression bias dominates, above it the sampling error ``sqrt(c (1-p)/p)``, so
+large ``N`` favours large ``p`` and small ``N`` a smaller ``tau / p``.
+
+**Confidence intervals.** For a released key, ``lower``/``upper`` bound the true number of units
+``c`` with an exact interval that accounts for the selection ``Y >= tau``: it inverts the
+conditional law of ``Y`` given ``Y >= tau`` (Clopper-Pearson style, equal tails)::
+
+    lower(y) = min{ c >= y : Pr_c[Y >= y | Y >= tau] > a/2 },
+    upper(y) = max{ c : Pr_c[Y <= y | Y >= tau] > a/2 },       a = 1 - confidence.
+
+The binomial family has a monotone likelihood ratio in ``c`` (``b_(c+1)(k) / b_c(k) =
+(c+1)(1-p)/(c+1-k)`` grows with ``k``), which truncation to ``Y >= tau`` keeps, so both
+conditional tails are monotone in ``c``; the two one-sided tests each reject a true ``c`` with
+probability at most ``a/2``, hence ``Pr_c[lower <= c <= upper | released] >= confidence`` for
+every ``c`` — the coverage holds *conditionally on release*, where an interval ignoring the
+threshold would be too low for keys near ``tau / p``. The tails are float64; where the
+denominator underflows (``Pr_c[Y >= tau] < 1e-300``) both conditional tails are taken as 1,
+which only widens the interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.core.errors import ValidationError
+from privhist.mechanisms.sampling import _binom
+from privhist.mechanisms.sampling.profile import (
+    RATE_BITS,
+    CertifiedDelta,
+    alpha_rate,
+    certified_delta,
+    exact_threshold,
+    float_threshold,
+    largest_rate,
+)
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
+def reporting_probability(p: float, tau: int, max_count: int) -> F64:
+    """``Pr[Binomial(c, p) >= tau]`` for ``c = 0..max_count``.
+
+    >>> [round(float(x), 4) for x in reporting_probability(0.5, 2, 3)]
+    [0.0, 0.0, 0.25, 0.5]
+    """
+    c = np.arange(max_count + 1, dtype=np.int64)
+    return _binom.sf(tau - 1, c, p)
+
+
+def mse(p: float, tau: int, counts: Any) -> F64:
+    """Mean squared error of the estimate (0 when not released) for each true count.
+
+    >>> [round(float(x), 6) for x in mse(0.5, 1, [0, 1, 4])]  # tau = 1: c (1 - p) / p
+    [0.0, 1.0, 4.0]
+    """
+    c = np.asarray(counts, dtype=np.int64)
+    cf = c.astype(np.float64)
+    f1 = _binom.cdf(tau - 2, c - 1, p)
+    f2 = _binom.cdf(tau - 3, c - 2, p)
+    f1 = np.where(c >= 1, f1, 0.0)
+    f2 = np.where(c >= 2, f2, 0.0)
+    out = cf * (1 - p) / p + 2 * cf**2 * f1 - cf * (cf - 1) * f2 - cf * f1 / p
+    return np.maximum(out, 0.0)
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """Worst root-mean-squared error over true counts ``0..population``."""
+
+    rmse: float
+    at_count: int
+    population: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": "max over true counts 0..N of the root-mean-squared error of count / p "
+            "(0 when not released)",
+            "rmse": self.rmse,
+            "at_count": self.at_count,
+            "relative_to_population": self.rmse / self.population,
+            "population": self.population,
+        }
+
+
+def expected_error(p: float, tau: int, population: int) -> ExpectedError:
+    """The worst RMSE over counts ``0..population``: every count up to where suppression is
+    negligible (``Pr[Y < tau] < ~1e-15``), then a geometric grid up to ``population`` (beyond
+    that point ``MSE(c)`` is ``c (1-p)/p`` up to a negligible term, increasing in ``c``).
+
+    >>> e = expected_error(0.5, 1, 100)
+    >>> e.at_count, round(e.rmse, 6)
+    (100, 10.0)
+    """
+    dense_end = min(population, math.ceil((tau + 12 * math.sqrt(tau + 1) + 60) / p))
+    grid = np.arange(dense_end + 1, dtype=np.int64)
+    if population > dense_end:
+        extra = np.unique(np.geomspace(dense_end + 1, population, 64).astype(np.int64))
+        grid = np.concatenate([grid, extra, [population]])
+    err = mse(p, tau, grid)
+    i = int(np.argmax(err))
+    return ExpectedError(float(math.sqrt(err[i])), int(grid[i]), population)
+
+
+# --------------------------------------------------------------------------------------------
+# confidence intervals
+
+
+def _conditional_tails(y: I64, n: I64, p: float, tau: int) -> tuple[F64, F64]:
+    """``(Pr_n[Y >= y | Y >= tau], Pr_n[Y <= y | Y >= tau])``, 1 where the denominator
+    underflows."""
+    den = _binom.sf(tau - 1, n, p)
+    up = _binom.sf(y - 1, n, p)
+    down = den - _binom.sf(y, n, p)
+    ok = den > 1e-300
+    safe = np.where(ok, den, 1.0)
+    g = np.where(ok, np.minimum(up / safe, 1.0), 1.0)
+    h = np.where(ok, np.minimum(np.maximum(down, 0.0) / safe, 1.0), 1.0)
+    return g, h
+
+
+def count_interval(values: Any, p: float, tau: int, confidence: float) -> tuple[I64, I64]:
+    """Selection-adjusted exact interval for the true unit count of each released key (see the
+    module notes). Computed once per distinct value, by doubling and bisection.
+
+    >>> lo, hi = count_interval([100], 0.1, 10, 0.95)
+    >>> int(lo[0]) < 1000 < int(hi[0])
+    True
+    """
+    vals = np.asarray(values, dtype=np.int64)
+    if vals.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    uniq, inverse = np.unique(vals, return_inverse=True)
+    half = (1 - confidence) / 2
+
+    # lower: the smallest n >= y with G_n(y) > half (G non-decreasing in n)
+    lo = uniq.copy()
+    g0, _ = _conditional_tails(uniq, lo, p, tau)
+    done = g0 > half
+    hi = np.maximum(uniq, np.ceil(uniq / p).astype(np.int64))
+    for _ in range(80):
+        g, _ = _conditional_tails(uniq, hi, p, tau)
+        grow = (g <= half) & ~done
+        if not grow.any():
+            break
+        lo = np.where(grow, hi, lo)
+        hi = np.where(grow, hi * 2, hi)
+    # invariant (not done): G(lo) <= half < G(hi)
+    while True:
+        active = ~done & (hi - lo > 1)
+        if not active.any():
+            break
+        mid = (lo + hi) // 2
+        g, _ = _conditional_tails(uniq, mid, p, tau)
+        up = active & (g > half)
+        hi = np.where(up, mid, hi)
+        lo = np.where(active & ~up, mid, lo)
+    lower = np.where(done, uniq, hi)
+
+    # upper: the largest n with H_n(y) > half (H non-increasing in n; H_y(y) = 1)
+    a = uniq.copy()
+    b = np.maximum(uniq + 1, np.ceil(2 * (uniq + 1) / p).astype(np.int64))
+    for _ in range(80):
+        _, h = _conditional_tails(uniq, b, p, tau)
+        grow = h > half
+        if not grow.any():
+            break
+        a = np.where(grow, b, a)
+        b = np.where(grow, b * 2, b)
+    while True:
+        active = b - a > 1
+        if not active.any():
+            break
+        mid = (a + b) // 2
+        _, h = _conditional_tails(uniq, mid, p, tau)
+        keep = active & (h > half)
+        a = np.where(keep, mid, a)
+        b = np.where(active & ~keep, mid, b)
+    upper = a
+    return lower[inverse], upper[inverse]
+
+
+# --------------------------------------------------------------------------------------------
+# the error-minimising calibration
+
+
+@dataclass(frozen=True)
+class Optimised:
+    """The ``(p, tau)`` minimising :func:`expected_error` for a population, and its certificate."""
+
+    sampling_rate: Fraction
+    threshold: int
+    certificate: CertifiedDelta
+    error: ExpectedError
+    candidates: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sampling_rate": float(self.sampling_rate),
+            "threshold": self.threshold,
+            "delta_exact_per_key": self.certificate.upper,
+            "expected_error": self.error.to_dict(),
+            "candidates_evaluated": self.candidates,
+        }
+
+
+def _alpha_grid(lo: float, hi: float, n: int) -> list[Fraction]:
+    return [Fraction(float(a)).limit_denominator(1 << 30) for a in np.geomspace(lo, hi, n)]
+
+
+def optimise(
+    epsilon: Fraction,
+    delta: Fraction,
+    population: int,
+    *,
+    sampling_rate: Fraction | None = None,
+    threshold: int | None = None,
+    function: str = "sample_and_threshold",
+) -> Optimised:
+    """Choose ``(p, tau)`` for per-key ``(epsilon, delta)`` minimising the expected error for
+    ``population`` units.
+
+    Free rate: ``p = alpha (1 - e^-eps)`` over a geometric grid of ``alpha`` in
+    ``[2**-10, 1]`` (25 points, then 15 between the best point's neighbours), each with its exact
+    smallest ``tau`` (float64 search); the winner's ``tau`` is then certified
+    (:func:`~privhist.mechanisms.sampling.profile.exact_threshold`). A fixed rate leaves only the
+    exact ``tau`` (the error grows with ``tau``). A fixed threshold searches rates up to the
+    largest certified one for it. The grid search is a heuristic for the optimum; the privacy of
+    the result never depends on it.
+    """
+    ef, df = float(epsilon), float(delta)
+    if sampling_rate is not None and threshold is not None:
+        raise ValidationError(
+            "calibration", function, "given at most one of sampling_rate and threshold", "both"
+        )
+    if sampling_rate is not None:
+        tau, cert = exact_threshold(sampling_rate, epsilon, delta, function)
+        err = expected_error(float(sampling_rate), tau, population)
+        return Optimised(sampling_rate, tau, cert, err, 1)
+    if threshold is not None:
+        p_max, cert_max = largest_rate(threshold, epsilon, delta, function)
+        one = 1 << RATE_BITS
+        best: tuple[float, Fraction] | None = None
+        for g in np.geomspace(2.0**-10, 1.0, 31):
+            num = int(p_max * one * Fraction(float(g)))
+            if num < 1:
+                continue
+            p = Fraction(num, one)
+            e = expected_error(float(p), threshold, population).rmse
+            if best is None or e < best[0]:
+                best = (e, p)
+        assert best is not None
+        p = best[1]
+        cert = cert_max if p == p_max else certified_delta(p, threshold, epsilon)
+        if cert.value > delta:  # the rate grid is below a certified rate; check anyway
+            p, cert = p_max, cert_max
+        err = expected_error(float(p), threshold, population)
+        return Optimised(p, threshold, cert, err, 31)
+
+    def score(alpha: Fraction) -> tuple[float, Fraction, int]:
+        p = alpha_rate(alpha, epsilon, function)
+        tau = float_threshold(float(p), ef, df, function)
+        return expected_error(float(p), tau, population).rmse, p, tau
+
+    grid = _alpha_grid(2.0**-10, 1.0, 25)
+    scores = [score(a) for a in grid]
+    i = min(range(len(grid)), key=lambda j: scores[j][0])
+    lo_a = grid[max(i - 1, 0)]
+    hi_a = grid[min(i + 1, len(grid) - 1)]
+    fine = _alpha_grid(float(lo_a), float(hi_a), 15)
+    scores += [score(a) for a in fine]
+    _, p, _ = min(scores, key=lambda s: s[0])
+    tau, cert = exact_threshold(p, epsilon, delta, function)
+    return Optimised(p, tau, cert, expected_error(float(p), tau, population), len(scores))

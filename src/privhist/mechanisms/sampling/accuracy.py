@@ -244,7 +244,8 @@ def optimise(
     ``population`` units.
 
     Free rate: ``p = alpha (1 - e^-eps)`` over a geometric grid of ``alpha`` in
-    ``[2**-10, 1]`` (25 points, then 15 between the best point's neighbours), each with its exact
+    ``[2**-10, 1]`` (25 points and the paper's 1/6, then 15 between the best point's
+    neighbours), each with its exact
     smallest ``tau`` (float64 search); the winner's ``tau`` is then certified
     (:func:`~privhist.mechanisms.sampling.profile.exact_threshold`). A fixed rate leaves only the
     exact ``tau`` (the error grows with ``tau``). A fixed threshold searches rates up to the
@@ -285,7 +286,7 @@ def optimise(
         tau = float_threshold(float(p), ef, df, function)
         return expected_error(float(p), tau, population).rmse, p, tau
 
-    grid = _alpha_grid(2.0**-10, 1.0, 25)
+    grid = sorted({*_alpha_grid(2.0**-10, 1.0, 25), Fraction(1, 6)})
     scores = [score(a) for a in grid]
     i = min(range(len(grid)), key=lambda j: scores[j][0])
     lo_a = grid[max(i - 1, 0)]

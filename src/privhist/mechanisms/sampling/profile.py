@@ -346,9 +346,11 @@ def certified_delta(
     starting from ``b_(tau-1)(tau-1) = p^(tau-1)``, ``B_tau = 0``, in interval arithmetic with
     ``L <= e^eps`` (see the module notes), and adds Lemma C's tail bound beyond ``limit``.
 
-    >>> d = certified_delta(Fraction(1, 10), 14, Fraction(1))
-    >>> 0 < d.upper < 1e-8 < theorem1_delta(0.1, 1.0, 14)
+    >>> d = certified_delta(Fraction(1, 10), 10, Fraction(1))  # Theorem 1 needs tau = 14
+    >>> d.upper < 1e-8 < certified_delta(Fraction(1, 10), 9, Fraction(1)).upper
     True
+    >>> d.at_count, d.limit  # the maximum sits just below tau / q = 14.95
+    (14, 30)
     """
     if tau < 1:
         raise ValidationError("threshold", "certified_delta", "an integer >= 1", tau)
@@ -408,7 +410,7 @@ def exact_threshold(
     ``tau``), then certification of the result and of ``tau - 1``.
 
     >>> exact_threshold(Fraction(1, 10), Fraction(1), Fraction(1, 10**8))[0]
-    11
+    10
     """
     pf, ef, df = float(p), float(epsilon), float(delta)
     tau = float_threshold(pf, ef, df, function)

@@ -128,6 +128,8 @@ def test_exact_joint_privacy(mech: Mechanism) -> None:
 
 def _weaken(mech: Mechanism) -> Mechanism:
     """A copy of ``mech`` made slightly too revealing (a mutation for the power check)."""
+    from privhist.mechanisms.finite.histograms import BasicHistogram, StabilityGeometricHistogram
+
     m = copy.copy(mech)
     if isinstance(m, StabilityHistogram):
         m.threshold -= 1
@@ -145,6 +147,12 @@ def _weaken(mech: Mechanism) -> Mechanism:
         else:
             assert m.sigma2 is not None
             m.sigma2 = m.sigma2 * Fraction(9, 10)
+    elif isinstance(m, BasicHistogram):
+        # per-record ratio 1 + 2**(2-K) where 1 + 2**-K was calibrated: caught when K >= 2
+        assert m.k >= 2
+        m.sampler = m.sampler.with_k(m.k - 2)
+    elif isinstance(m, StabilityGeometricHistogram):
+        m.threshold -= 1
     else:
         pytest.fail(f"no mutation for {type(mech).__name__}: add one to _weaken")
     return m

@@ -7,6 +7,7 @@ Importing this package registers the built-in mechanisms (``dense``, ``stability
 
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.dense import DenseHistogram
+from privhist.mechanisms.finite import histograms as _finite  # noqa: F401  (registers them)
 from privhist.mechanisms.optimal_selection import OptimalSelection
 from privhist.mechanisms.registry import get, names, register
 from privhist.mechanisms.sampling import SampleAndThreshold as SampleAndThreshold

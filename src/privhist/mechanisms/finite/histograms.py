@@ -1,0 +1,426 @@
+"""Histograms on finite computers (Balcer & Vadhan, Sections 1 and 5).
+
+Two registered mechanisms built on the counting-query samplers of
+:mod:`privhist.mechanisms.finite.geometric`:
+
+* ``basic-geometric`` — :class:`BasicHistogram`, Algorithm 3 over a public key set ``A``
+  (Theorem 5.1; with ``A = X`` the bounded geometric mechanism of Theorem 1.2);
+* ``stability-geometric`` — :class:`StabilityGeometricHistogram`, the stability-based histogram
+  with bounded geometric noise (Theorem 1.3).
+
+From the paper's counting-query parameter to a histogram budget
+--------------------------------------------------------------
+The paper's datasets have exactly ``n`` rows and neighbours replace one row, which moves two bins
+by one; a counting query that is ``(eps/2, 0)``-DP then gives an ``(eps, 0)``-DP histogram
+(Theorem 5.1). Here the relation is any :class:`~privhist.core.neighbouring.Neighbouring`: one step
+touches at most ``l0`` keys and moves each count by at most ``c`` (``l1 = l0 c``). Keys are
+released independently, so (basic composition, as in :mod:`privhist.mechanisms.base`) the
+histogram is ``(eps, 0)``-DP when every key is ``(eps / l0, 0)``-DP for counts ``c`` apart, which
+holds when the per-step ratio ``1 + 2**-K`` of the sampler satisfies
+``c ln(1 + 2**-K) <= eps / l0``. We take ``K = ceil(log2(l1 / eps))`` (Theorem 4.5's rule with the
+counting parameter ``2 eps / l1``; for replace neighbours, ``l1 = 2``, this is exactly the paper's
+``GeoSample_{n, eps}``); then ``c ln(1 + 2**-K) <= c 2**-K <= eps / l0``. As in Theorems 1.2 and
+1.3, ``eps`` must lie in ``(0, 1]``; ``K = 0`` (ratio 2) occurs only for ``l1 = 1`` and
+``eps = 1``, still ``ln 2 <= 1``.
+
+The public bound ``n`` (``count_bound``)
+---------------------------------------
+Outputs lie in ``[0, n]``. In the paper ``n`` is the (public) number of rows; here it is a public
+bound on every count. Counts above it are clamped to ``n`` before noise is added: ``min(c, n)``
+moves by at most as much as ``c``, so the guarantee is unchanged (only accuracy suffers, and the
+number of clamped keys is reported in the release's non-private ``diagnostics``). Raising an error
+instead would let the error itself depend on the data.
+
+Running time
+------------
+``strict_time=True`` runs every sampler loop to its public bound (see
+:mod:`privhist.mechanisms.finite.geometric`, "Running time (strict)"): BasicHistogram then does a
+fixed amount of work for each of the ``|A|`` keys; the stability histogram does it for each key
+present in the data, whose number is at most the number of records (``n`` rows in the paper's
+model, where Theorem 1.3's bound ``Õ((n/eps) log(1/delta))`` counts the same work).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.accounting.profile import NOT_RELEASED
+from privhist.core.data import Counts
+from privhist.core.errors import ValidationError
+from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import RandomSource
+from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
+from privhist.mechanisms.finite._exact import ceil_log2, fraction_str
+from privhist.mechanisms.finite.geometric import (
+    CountingSampler,
+    FastSample,
+    GeoSample,
+    _gallop,
+    _gamma,
+)
+from privhist.mechanisms.registry import register
+
+__all__ = [
+    "DEFAULT_COUNT_BOUND",
+    "DEFAULT_GAMMA",
+    "BasicHistogram",
+    "StabilityGeometricHistogram",
+    "histogram_k",
+]
+
+#: default public bound on every count (outputs lie in [0, n])
+DEFAULT_COUNT_BOUND = 1 << 20
+#: default mixing probability of FastSample
+DEFAULT_GAMMA = 2.0**-40
+#: key distributions list every output up to this n, else a window around the count
+_LIST_ALL = 2048
+#: the window leaves out at most this mass of the noise (2**-160)
+_WINDOW_TAIL = Fraction(1, 1 << 160)
+
+_COUNT_BOUND = Option(
+    "count_bound",
+    int,
+    DEFAULT_COUNT_BOUND,
+    "public bound n on every count: outputs lie in [0, n], larger counts are clamped to n",
+)
+_STRICT = Option(
+    "strict_time",
+    bool,
+    False,
+    "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
+)
+
+
+def histogram_k(epsilon: Any, neighbouring: Neighbouring, function: str = "histogram") -> int:
+    """``K = ceil(log2(l1 / epsilon))`` for ``epsilon in (0, 1]`` (module notes).
+
+    >>> histogram_k(1.0, Neighbouring.replace()), histogram_k(0.1, Neighbouring.add_remove())
+    (1, 4)
+    """
+    eps = Fraction(epsilon)
+    if not 0 < eps <= 1:
+        raise ValidationError(
+            "epsilon",
+            function,
+            "in (0, 1] (Theorems 1.2 and 1.3 assume epsilon <= 1); the nearest valid setting "
+            "is epsilon=1",
+            epsilon,
+        )
+    return ceil_log2(neighbouring.l1_sensitivity * eps.denominator, eps.numerator)
+
+
+class _FiniteHistogram(Mechanism):
+    """Shared parts: the epsilon range, ``K``, the bound ``n`` and the strict-time switch."""
+
+    default_candidate = False  # chosen explicitly, never as the default mechanism
+    sampler: CountingSampler
+
+    def _setup(self, count_bound: Any, strict_time: Any) -> None:
+        fn = self.function_name()
+        self.k = histogram_k(self.epsilon, self.neighbouring, fn)
+        if isinstance(count_bound, bool) or not isinstance(count_bound, int | np.integer):
+            raise ValidationError("count_bound", fn, "an integer >= 1", count_bound)
+        if not 1 <= int(count_bound) < 1 << 62:
+            raise ValidationError(
+                "count_bound",
+                fn,
+                "an integer in [1, 2**62) (with n = 0 every count is 0: nothing to release)",
+                count_bound,
+            )
+        self.n = int(count_bound)
+        if not isinstance(strict_time, bool):
+            raise ValidationError("strict_time", fn, "True or False", strict_time)
+        self.strict_time = strict_time
+
+    @property
+    def ratio(self) -> Fraction:
+        """The per-record probability ratio ``1 + 2**-K``."""
+        return self.sampler.ratio
+
+    def _common_parameters(self) -> dict[str, Any]:
+        c = self.neighbouring.linf_sensitivity
+        l0 = self.neighbouring.l0_sensitivity
+        return {
+            "count_bound": self.n,
+            "K": self.k,
+            "ratio": fraction_str(self.ratio),
+            "epsilon_tilde": self.sampler.epsilon_tilde,
+            # what the per-key ratio (1 + 2**-K)**c composes to over l0 keys (<= epsilon)
+            "epsilon_effective": l0 * c * math.log1p(2.0**-self.k),
+            "denominator_bits": self.sampler.noise.denominator_bits(),
+            "strict_time": self.strict_time,
+        }
+
+    def noise_std(self) -> float:
+        return self.sampler.noise.std()
+
+    def _window(self, c: int) -> tuple[dict[int, Fraction], Fraction]:
+        if self.n < _LIST_ALL:
+            return dict(enumerate(self.sampler.pmf(c))), Fraction(0)
+        radius = self.sampler.noise.half_width(_WINDOW_TAIL)
+        return self.sampler.pmf_window(c, radius)
+
+    def _half_width(self) -> int:
+        return self.sampler.half_width(Fraction(1 - self.confidence))
+
+
+@register
+class BasicHistogram(_FiniteHistogram):
+    """``BasicHistogram_{M, A}`` (Algorithm 3, Theorem 5.1): a noisy count in ``[0, n]`` for every
+    key of the public set ``A``, each drawn independently by the counting sampler ``M``.
+
+    ``M`` is GeoSample (Theorem 4.5; default) or FastSample (Theorem 4.6, ``counting=
+    "fastsample"``, mixing probability ``fast_gamma``). Both are ``(ln(1 + 2**-K), 0)``-DP for
+    counts one apart, so (module notes) the histogram is ``(eps, 0)``-DP for the neighbouring
+    relation; ``delta`` is not spent. Accuracy: every count is within
+    :meth:`~privhist.mechanisms.finite.geometric.CountingSampler.half_width` of the (clamped)
+    true count with the stated confidence. Keys of the data outside ``A`` are dropped. The
+    privacy guarantee needs ``A`` fixed independently of the data.
+
+    Running time: ``O(|A|)`` draws of ``M`` plus the mapping of the data onto ``A``; each draw one
+    64-bit word by default, or the strict bound of ``M`` with ``strict_time=True``
+    (``Õ(n log(1/eps))`` for GeoSample, ``Õ((1/eps) log n log(n/gamma))`` for FastSample).
+
+    >>> from privhist import SeededRandom
+    >>> m = BasicHistogram(0.5, domain=["a", "b", "c"], count_bound=100)
+    >>> m.parameters()["K"], m.parameters()["ratio"]
+    (1, '3/2')
+    >>> r = m.release(Counts.from_arrays(["a", "z"], [10, 3]), SeededRandom(0))
+    >>> r.keys.tolist(), bool(((r.values >= 0) & (r.values <= 100)).all())
+    (['a', 'b', 'c'], True)
+    """
+
+    name = "basic-geometric"
+    summary = "bounded geometric count in [0, n] for every key of a public domain (pure DP)"
+    sparse = False
+    needs_domain = True
+    options = (
+        _COUNT_BOUND,
+        Option(
+            "counting",
+            str,
+            "geosample",
+            "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
+            ("geosample", "fastsample"),
+        ),
+        Option("fast_gamma", float, DEFAULT_GAMMA, "FastSample's mixing probability gamma"),
+        _STRICT,
+    )
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float = 0.0,
+        neighbouring: Neighbouring | None = None,
+        *,
+        domain: npt.ArrayLike | None = None,
+        count_bound: int = DEFAULT_COUNT_BOUND,
+        counting: str = "geosample",
+        noise: str | None = None,
+        fast_gamma: float | Fraction | str = DEFAULT_GAMMA,
+        strict_time: bool = False,
+        confidence: float = 0.95,
+    ) -> None:
+        """``noise`` is an alias of ``counting`` (the name ``dense`` uses for its noise)."""
+        super().__init__(epsilon, delta, neighbouring, confidence=confidence)
+        fn = self.function_name()
+        if domain is None:
+            raise ValidationError("domain", fn, "a public list of keys", None)
+        dom = np.asarray(domain)
+        if dom.ndim != 1 or dom.shape[0] == 0:
+            raise ValidationError("domain", fn, "a non-empty one-dimensional list of keys", domain)
+        self.domain = np.unique(dom)
+        self._setup(count_bound, strict_time)
+        kind = counting if noise is None else noise
+        if kind not in ("geosample", "fastsample"):
+            raise ValidationError("counting", fn, "'geosample' or 'fastsample'", kind)
+        self.noise_kind = kind
+        self.delta = 0.0  # pure DP: a requested delta is not spent
+        self.sampler = (
+            GeoSample.from_k(self.n, self.k)
+            if kind == "geosample"
+            else FastSample.from_k(self.n, self.k, _gamma(fast_gamma, fn))
+        )
+        self.width = self._half_width()
+
+    def parameters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "domain_size": int(self.domain.shape[0]),
+            "counting": self.noise_kind,
+            **self._common_parameters(),
+            "half_width": self.width,
+        }
+        if isinstance(self.sampler, FastSample):
+            out["gamma"] = fraction_str(self.sampler.gamma)
+            out["noise_width"] = self.sampler.width
+        return out
+
+    def reporting_probability(self, max_count: int) -> npt.NDArray[np.float64]:
+        return np.ones(max_count + 1, dtype=np.float64)
+
+    def key_distribution(self, units: int, count: int) -> KeyDistribution:
+        probs, tail = self._window(min(count, self.n))
+        return KeyDistribution(dict(probs), tail)
+
+    def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
+        dom = self.domain
+        try:
+            pos = np.searchsorted(dom, counts.keys)
+        except TypeError:
+            raise ValidationError(
+                "domain", self.function_name(), "keys of the same type as the data", dom.dtype
+            ) from None
+        pos_c = np.minimum(pos, dom.shape[0] - 1)
+        inside = (pos < dom.shape[0]) & (dom[pos_c] == counts.keys)
+        true = np.zeros(dom.shape[0], dtype=np.int64)
+        true[pos_c[inside]] = counts.counts[inside]
+        above = int((true > self.n).sum())
+        values = self.sampler.sample(np.minimum(true, self.n), rng, strict=self.strict_time)
+        return dom, {
+            "values": values,
+            "lower": np.maximum(values - self.width, 0),
+            "upper": values + self.width,
+            "info": {"keys_outside_domain": int((~inside).sum()), "counts_above_bound": above},
+        }
+
+    @classmethod
+    def test_instances(cls) -> list[Mechanism]:
+        dom = ["a", "b", "c"]
+        return [
+            cls(0.4, domain=dom, count_bound=12),
+            cls(0.6, 0.0, Neighbouring.user(2, 2), domain=dom, count_bound=9),
+            cls(0.9, 0.0, Neighbouring.replace(), domain=dom, count_bound=10, strict_time=True),
+            cls(0.3, domain=dom, count_bound=15, counting="fastsample", fast_gamma="1/64"),
+            cls(0.45, domain=dom, count_bound=3000),
+        ]
+
+
+@register
+class StabilityGeometricHistogram(_FiniteHistogram):
+    """Stability-based histogram with bounded geometric noise (Theorem 1.3).
+
+    Every key present in the data (count at least 1) gets ``y = GeoSample(min(count, n))``
+    (Theorem 4.5 at the ``K`` of the module notes) and is released, with ``y``, iff ``y >= T``.
+    Keys absent from the data are never released.
+
+    Threshold. A key present in only one of two neighbours has count at most ``c`` there; it is
+    released with probability ``Pr[j + Z >= T] = alpha**(T - j) / (1 + alpha) <= alpha**(T - c) /
+    (1 + alpha)`` for ``j <= c < T <= n`` (``Z`` the bounded geometric noise, ``alpha = 2**K / (2**K
+    + 1)``). ``T`` is the smallest integer ``> c`` with ``alpha**(T - c) / (1 + alpha) <= delta /
+    l0``, found in exact rational arithmetic; ``T <= n`` is required.
+
+    Guarantee ``(eps, delta)`` (Theorem 1.3's argument; the proof of
+    :mod:`privhist.mechanisms.stability` with the bounded geometric noise): per key, counts present
+    on both sides are ``(eps / l0, 0)``-DP (the noisy count's ratio is at most
+    ``(1 + 2**-K)**c``; thresholding is post-processing); a key present on one side only has
+    hockey-stick divergence at most its release probability, ``<= delta / l0`` in both
+    directions; basic composition over the ``l0`` touched keys.
+
+    Accuracy: released counts are within :attr:`width` of the clamped true count with the stated
+    confidence; keys with count at least ``T + width`` are released with at least that
+    probability. Running time: one GeoSample draw per present key.
+
+    >>> from privhist import SeededRandom
+    >>> m = StabilityGeometricHistogram(0.5, 1e-6, count_bound=1000)
+    >>> m.parameters()["threshold"]  # smallest T with (2/3)**T / (5/3) <= 1e-6
+    34
+    >>> r = m.release(Counts.from_arrays(["a", "b"], [400, 1]), SeededRandom(1))
+    >>> r.keys.tolist()
+    ['a']
+    """
+
+    name = "stability-geometric"
+    summary = "bounded geometric counts of present keys, released above a threshold set by delta"
+    requires_delta = True
+    options = (_COUNT_BOUND, _STRICT)
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        neighbouring: Neighbouring | None = None,
+        *,
+        count_bound: int = DEFAULT_COUNT_BOUND,
+        strict_time: bool = False,
+        confidence: float = 0.95,
+    ) -> None:
+        super().__init__(epsilon, delta, neighbouring, confidence=confidence)
+        fn = self.function_name()
+        self._setup(count_bound, strict_time)
+        self.sampler = GeoSample.from_k(self.n, self.k)
+        self.delta_key = Fraction(self.delta) / self.neighbouring.l0_sensitivity
+        self.threshold = self._threshold(fn)
+        self.width = self._half_width()
+
+    def _threshold(self, fn: str) -> int:
+        c = self.neighbouring.linf_sensitivity
+        noise = self.sampler.noise
+        # smallest m >= 1 with tail(m) <= delta_key (tail(m) = 0 beyond n)
+        m = 1 + _gallop(self.n, lambda j: noise.tail(j + 1) > self.delta_key)
+        threshold = c + m
+        if threshold > self.n:
+            raise ValidationError(
+                "count_bound",
+                fn,
+                f">= {threshold} (the threshold for delta={self.delta:g}; with a smaller bound "
+                "no key could ever be released)",
+                self.n,
+            )
+        return threshold
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "threshold": self.threshold,
+            **self._common_parameters(),
+            "half_width": self.width,
+        }
+
+    def reporting_probability(self, max_count: int) -> npt.NDArray[np.float64]:
+        alpha = self.sampler.noise.p / self.sampler.noise.q
+        i = np.minimum(np.arange(max_count + 1, dtype=np.float64), self.n)
+        gap = self.threshold - i  # released iff noise >= gap
+        with np.errstate(over="ignore", under="ignore"):
+            upper = np.power(alpha, np.maximum(gap, 1)) / (1 + alpha)
+            lower = 1 - np.power(alpha, np.maximum(1 - gap, 1)) / (1 + alpha)
+        out = np.where(gap >= 1, upper, lower)
+        out[0] = 0.0
+        return np.asarray(out, dtype=np.float64)
+
+    def key_distribution(self, units: int, count: int) -> KeyDistribution:
+        if count <= 0:
+            return KeyDistribution({NOT_RELEASED: Fraction(1)})
+        c = min(count, self.n)
+        probs, _ = self._window(c)
+        out: dict[Any, Fraction] = {y: p for y, p in probs.items() if y >= self.threshold}
+        not_released = self.sampler.cdf(c, self.threshold - 1)
+        out[NOT_RELEASED] = not_released
+        tail = 1 - sum(out.values(), start=Fraction(0))
+        return KeyDistribution(out, tail)
+
+    def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
+        present = counts.counts > 0
+        keys, c = counts.keys[present], counts.counts[present]
+        above = int((c > self.n).sum())
+        noisy = self.sampler.sample(np.minimum(c, self.n), rng, strict=self.strict_time)
+        keep = noisy >= self.threshold
+        values = noisy[keep]
+        return keys[keep], {
+            "values": values,
+            "lower": np.maximum(values - self.width, 0),
+            "upper": values + self.width,
+            "info": {"counts_above_bound": above},
+        }
+
+    @classmethod
+    def test_instances(cls) -> list[Mechanism]:
+        return [
+            cls(0.5, 1e-3, count_bound=60),
+            cls(1.0, 1e-2, Neighbouring.replace(), count_bound=40),
+            cls(0.8, 1e-3, Neighbouring.user(2, 2), count_bound=80, strict_time=True),
+            cls(0.4, 1e-4, count_bound=5000),
+        ]

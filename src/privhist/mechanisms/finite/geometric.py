@@ -173,14 +173,26 @@ def counting_k(epsilon: Any, function: str = "GeoSample") -> int:
 
 
 def _check_int(value: Any, function: str, name: str, low: int, high: int | None = None) -> int:
+    def expected() -> str:
+        if high is None:
+            return f"an integer >= {low}"
+        top = f"2**{high.bit_length() - 1}" if high > 1 << 20 and high & (high - 1) == 0 else high
+        return f"an integer in [{low}, {top}]"
+
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        expected = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-        raise ValidationError(name, function, expected, value)
+        raise ValidationError(name, function, expected(), value)
     v = int(value)
     if v < low or (high is not None and v > high):
-        expected = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-        raise ValidationError(name, function, expected, value)
+        raise ValidationError(name, function, expected(), value)
     return v
+
+
+def _check_n(n: Any, function: str, high: int) -> int:
+    if isinstance(n, int | np.integer) and not isinstance(n, bool) and n < 1:
+        raise ValidationError(
+            "n", function, "an integer >= 1 (with n = 0 every count is 0: nothing to release)", n
+        )
+    return _check_int(n, function, "n", 1, high)
 
 
 def _lift(limit: int, below: Callable[[int], bool]) -> int:
@@ -367,10 +379,13 @@ class BoundedGeometricNoise:
                 [self.from_uniform(uniform_int(rng, d)) for _ in range(size)], dtype=np.int64
             )
         if self.denominator_bits() < 62 and self.denominator < _SMALL:
-            w = uniform_array(rng, self.denominator, size)
-            found = np.searchsorted(self._exact_thresholds, w, side="right")
-            return found.astype(np.int64) - self.width
+            return self._invert_small(uniform_array(rng, self.denominator, size))
         return self._sample_lazy(size, rng)
+
+    def _invert_small(self, w: I64) -> I64:
+        """Noise for ``w in [0, d)`` when ``d < 2**63``: ``#{k : S(k) <= w} - width``."""
+        found = np.searchsorted(self._exact_thresholds, w, side="right")
+        return found.astype(np.int64) - self.width
 
     def _sample_lazy(self, size: int, rng: RandomSource) -> I64:
         tab = self._table
@@ -593,7 +608,7 @@ class GeoSample(CountingSampler):
         return obj
 
     def _setup(self, n: int, k: int) -> None:
-        self.n = _check_int(n, "GeoSample", "n", 1, 1 << 62)
+        self.n = _check_n(n, "GeoSample", 1 << 62)
         self.k = k
         self.noise = BoundedGeometricNoise(k, self.n)
         bits = self.noise.denominator_bits()
@@ -711,7 +726,7 @@ class FastSample(CountingSampler):
         return obj
 
     def _setup(self, n: int, k: int, gamma: Fraction) -> None:
-        self.n = _check_int(n, "FastSample", "n", 1, (1 << 62) - 1)
+        self.n = _check_n(n, "FastSample", 1 << 62)
         self.k = k
         self.gamma = gamma
         self.width = fast_sample_width(self.n, k, gamma)

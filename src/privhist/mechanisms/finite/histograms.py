@@ -241,11 +241,19 @@ class BasicHistogram(_FiniteHistogram):
             raise ValidationError("counting", fn, "'geosample' or 'fastsample'", kind)
         self.noise_kind = kind
         self.delta = 0.0  # pure DP: a requested delta is not spent
-        self.sampler = (
-            GeoSample.from_k(self.n, self.k)
-            if kind == "geosample"
-            else FastSample.from_k(self.n, self.k, _gamma(fast_gamma, fn))
-        )
+        if kind == "geosample":
+            self.sampler: CountingSampler = GeoSample.from_k(self.n, self.k)
+        else:
+            gamma = _gamma(fast_gamma, fn)
+            if gamma >= Fraction(1 - self.confidence):
+                raise ValidationError(
+                    "fast_gamma",
+                    fn,
+                    f"below 1 - confidence = {1 - self.confidence:g} (a fraction gamma of the "
+                    "counts is uniform on [0, n], so no interval reaches the confidence)",
+                    fast_gamma,
+                )
+            self.sampler = FastSample.from_k(self.n, self.k, gamma)
         self.width = self._half_width()
 
     def parameters(self) -> dict[str, Any]:

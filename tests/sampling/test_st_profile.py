@@ -121,8 +121,9 @@ def test_exact_threshold_is_tight_in_both_directions(p: F, eps: float, delta: fl
 
 
 def test_certificate_bounds_the_rational_divergence_near_a_kink() -> None:
-    # just above eps = ln 2 the ratio 4/3 ... boundaries sit close to e^eps; the certificate
-    # (computed with a rational L <= e^eps) must still bound the exact divergence
+    # with p = 1/4 some released outputs have likelihood ratio 3c / (4 (c - k)) = 2 exactly
+    # (c = 8, k = 5), so just above eps = ln 2 they sit on the boundary of the loss region; the
+    # certificate (computed with a rational L <= e^eps) must still bound the exact divergence
     eps = math.log(2) + 1e-12
     p, tau = F(1, 4), 3
     cert = prof.certified_delta(p, tau, F(eps))

@@ -99,10 +99,13 @@ Running time (strict)
 ``strict=True`` draws ``u`` in full (``ceil(log2 d)`` random bits through the exact uniform
 oracle) and evaluates the deterministic algorithm with every loop run to its public bound:
 GeoSample two ladders of ``bit_length(n)`` steps; FastSample ``bit_length(n)`` lifting steps over
-``z``. The only loop without a fixed count is
-the rejection inside the uniform oracle (acceptance above 1/2 per attempt), which the paper takes
-as one step (Section 2.3). The default (lazy) path costs one 64-bit word per draw except with
-probability about ``2**-56``.
+``z``. The only loop without a fixed count is the rejection inside the uniform oracle (acceptance
+above 1/2 per attempt), which the paper takes as one step (Section 2.3). So the number of
+iterations and the amount of randomness are fixed by ``n``, ``K`` (and ``gamma``): the running-time
+bound depends on public quantities only. Python's integer arithmetic is not constant-time (smaller
+operands are faster), so, as the paper notes, hiding the time itself means padding every call to
+that bound; the library does not pad. The default (lazy) path costs one 64-bit word per draw
+except with probability about ``2**-56``; it is fast, not time-hiding.
 """
 
 from __future__ import annotations
@@ -277,9 +280,13 @@ class BoundedGeometricNoise:
         """``d = q**(width - 1) (2p + 1)`` (computed on first use; ``O(width K)`` bits)."""
         return _denominator(self.k, self.width)
 
+    def log2_denominator(self) -> float:
+        """``log2 d`` without forming ``d`` (float: for size checks and display)."""
+        return (self.width - 1) * math.log2(self.q) + math.log2(2 * self.p + 1)
+
     def denominator_bits(self) -> int:
         """Bit length of ``d`` without forming it, to within one bit (for size checks)."""
-        return math.ceil((self.width - 1) * math.log2(self.q) + math.log2(2 * self.p + 1))
+        return math.ceil(self.log2_denominator())
 
     def tail(self, m: int) -> Fraction:
         """``Pr[Z >= m] = Pr[Z <= -m] = alpha**m / (1 + alpha)`` for ``1 <= m <= width``, else 0."""
@@ -479,6 +486,11 @@ class CountingSampler(ABC):
     def ratio(self) -> Fraction:
         """``e^(eps~/2) = 1 + 2**-K``: the privacy guarantee for counts one apart."""
         return Fraction(self.noise.q, self.noise.p)
+
+    @property
+    def log2_denominator(self) -> float:
+        """``log2 d`` (float, for display; ``d`` itself may have millions of bits)."""
+        return self.noise.log2_denominator()
 
     @property
     def epsilon_tilde(self) -> float:
@@ -746,6 +758,15 @@ class FastSample(CountingSampler):
     def delta_max(self) -> Fraction:
         """The right-hand side of inequality (1) for this sampler."""
         return self.mixture.delta_bound(self.ratio)
+
+    @property
+    def log2_denominator(self) -> float:
+        """``log2 D`` (float, for display)."""
+        return (
+            math.log2(self.gamma.denominator)
+            + math.log2(self.n + 1)
+            + self.noise.log2_denominator()
+        )
 
     @property
     def denominator(self) -> int:

@@ -152,7 +152,7 @@ class _FiniteHistogram(Mechanism):
             "epsilon_tilde": self.sampler.epsilon_tilde,
             # what the per-key ratio (1 + 2**-K)**c composes to over l0 keys (<= epsilon)
             "epsilon_effective": l0 * c * math.log1p(2.0**-self.k),
-            "denominator_bits": self.sampler.noise.denominator_bits(),
+            "log2_denominator": round(self.sampler.log2_denominator, 3),
             "strict_time": self.strict_time,
         }
 

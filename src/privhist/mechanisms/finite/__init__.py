@@ -7,7 +7,11 @@ histograms built on them:
   :mod:`privhist.mechanisms.finite.geometric`;
 * Lemma 3.1's mixing with a uniform output, :mod:`privhist.mechanisms.finite.mixing`;
 * ``basic-geometric`` (Algorithm 3, Theorem 5.1) and ``stability-geometric`` (Theorem 1.3),
-  registered histogram mechanisms in :mod:`privhist.mechanisms.finite.histograms`.
+  registered histogram mechanisms in :mod:`privhist.mechanisms.finite.histograms`, and
+  :func:`~privhist.mechanisms.finite.histograms.keep_heavy` (Algorithm 4 as post-processing).
+
+Not here (yet): ``KH'``/``KH''`` and OrdSample (Algorithms 5-7), SparseHistogram and
+PureSparseHistogram (Theorem 6.5, Algorithm 8), CompactHistogram (Algorithm 9, Theorem 7.2).
 """
 
 from privhist.mechanisms.finite.geometric import (

@@ -54,6 +54,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
+from privhist.core.release import Release
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import ceil_log2, fraction_str
 from privhist.mechanisms.finite.geometric import (
@@ -71,6 +72,7 @@ __all__ = [
     "BasicHistogram",
     "StabilityGeometricHistogram",
     "histogram_k",
+    "keep_heavy",
 ]
 
 #: default public bound on every count (outputs lie in [0, n])
@@ -432,3 +434,53 @@ class StabilityGeometricHistogram(_FiniteHistogram):
             cls(0.8, 1e-3, Neighbouring.user(2, 2), count_bound=80, strict_time=True),
             cls(0.4, 1e-4, count_bound=5000),
         ]
+
+
+def keep_heavy(release: Release, keep: int) -> Release:
+    """Steps 2-3 of ``KeepHeavy`` (Algorithm 4) on a ``basic-geometric`` release over the whole
+    domain: keep the keys whose noisy count is strictly above the ``(keep + 1)``-th largest.
+
+    ``keep`` is the paper's ``n`` (the public number of rows); at most ``keep`` keys remain, and
+    ties at the cut are all dropped, so the result does not depend on how ties are ordered
+    (footnote 3 of Algorithm 5). With at most ``keep`` keys every key is kept. This is
+    post-processing of the release, so its guarantee is unchanged (Theorem 6.1, privacy); the
+    accuracy statements of Theorem 6.1 need the domain to be all of ``X``.
+
+    This is not a registered mechanism: whether a key is kept depends on every other key's noisy
+    count, so it has no per-key output distribution for the mechanism contract; its exact privacy
+    check enumerates the joint output on small domains instead (tests). Running time
+    ``O(|A|)`` (a selection, not a sort).
+
+    >>> from privhist import SeededRandom
+    >>> m = BasicHistogram(0.5, domain=list("abcdefgh"), count_bound=100)
+    >>> r = m.release(Counts.from_arrays(["a", "b"], [90, 60]), SeededRandom(3))
+    >>> keep_heavy(r, 2).keys.tolist()
+    ['a', 'b']
+    """
+    fn = "keep_heavy"
+    if not isinstance(release, Release) or release.values is None:
+        raise ValidationError("release", fn, "a Release with counts (basic-geometric)", release)
+    if isinstance(keep, bool) or not isinstance(keep, int | np.integer) or keep < 1:
+        raise ValidationError("keep", fn, "an integer >= 1", keep)
+    values = release.values
+    if values.shape[0] <= keep:
+        mask = np.ones(values.shape[0], dtype=np.bool_)
+    else:
+        cut = np.partition(values, values.shape[0] - keep - 1)[values.shape[0] - keep - 1]
+        mask = values > cut
+
+    def pick(column: npt.NDArray[Any] | None) -> npt.NDArray[Any] | None:
+        return None if column is None else column[mask]
+
+    meta = dict(release.metadata)
+    meta["post_processing"] = {"keep_heavy": int(keep), "reference": "Algorithm 4"}
+    meta["released_keys"] = int(mask.sum())
+    return Release(
+        keys=release.keys[mask],
+        values=pick(release.values),
+        estimates=pick(release.estimates),
+        lower=pick(release.lower),
+        upper=pick(release.upper),
+        metadata=meta,
+        diagnostics=dict(release.diagnostics),
+    )

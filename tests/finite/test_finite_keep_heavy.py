@@ -1,0 +1,78 @@
+"""KeepHeavy (Algorithm 4) as post-processing of basic-geometric: exact joint privacy check.
+
+The kept set depends on every key's noisy count, so the check enumerates the joint output over a
+small domain (every vector of noisy counts, with its exact product probability) and compares
+neighbouring datasets with ``LogRational`` at the ratio the histogram achieves.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from privhist import Neighbouring, SeededRandom, ValidationError
+from privhist.accounting.profile import LogRational, check_dp
+from privhist.core.data import Counts
+from privhist.core.release import Release
+from privhist.mechanisms.finite.histograms import BasicHistogram, keep_heavy
+
+KEYS = np.array(["a", "b", "c", "d"])
+
+
+def joint_output(m: BasicHistogram, counts: list[int], keep: int) -> dict[object, Fraction]:
+    pmfs = [m.sampler.pmf(min(c, m.n)) for c in counts]
+    out: dict[object, Fraction] = defaultdict(Fraction)
+    for values in itertools.product(range(m.n + 1), repeat=len(counts)):
+        prob = Fraction(1)
+        for pmf, v in zip(pmfs, values, strict=True):
+            prob *= pmf[v]
+        rel = keep_heavy(Release(keys=KEYS, values=np.array(values, dtype=np.int64)), keep)
+        assert rel.values is not None
+        out[tuple(zip(rel.keys.tolist(), rel.values.tolist(), strict=True))] += prob
+    return out
+
+
+@pytest.mark.parametrize("relation", ["add-remove", "replace"])
+def test_keep_heavy_is_exactly_as_private_as_the_histogram(relation: str) -> None:
+    nb = Neighbouring.replace() if relation == "replace" else Neighbouring.add_remove()
+    m = BasicHistogram(0.8, 0.0, nb, domain=KEYS, count_bound=3)
+    ratio = m.ratio**nb.l1_sensitivity
+    base = [2, 1, 0, 0]
+    if relation == "replace":  # one row moves from one key to another
+        neighbours = [[1, 2, 0, 0], [2, 0, 1, 0], [1, 1, 1, 0]]
+    else:
+        neighbours = [[3, 1, 0, 0], [2, 1, 1, 0], [1, 1, 0, 0]]
+    p = joint_output(m, base, keep=2)
+    assert sum(p.values()) == 1
+    for other in neighbours:
+        q = joint_output(m, other, keep=2)
+        assert check_dp(p, q, LogRational(ratio), 0).holds
+        assert not check_dp(p, q, LogRational(ratio - Fraction(1, 10**9)), 0).holds
+
+
+def test_keep_heavy_selection_rules() -> None:
+    rel = Release(keys=KEYS, values=np.array([5, 3, 3, 1]), lower=np.array([1, 1, 1, 0]))
+    assert keep_heavy(rel, 1).keys.tolist() == ["a"]  # above the 2nd largest (3)
+    assert keep_heavy(rel, 2).keys.tolist() == ["a"]  # tie at the cut: both 3s dropped
+    assert keep_heavy(rel, 3).keys.tolist() == ["a", "b", "c"]
+    assert keep_heavy(rel, 4).keys.tolist() == ["a", "b", "c", "d"]  # at most keep keys: all
+    kept = keep_heavy(rel, 3)
+    assert kept.lower is not None and kept.lower.tolist() == [1, 1, 1]
+    assert kept.metadata["post_processing"]["keep_heavy"] == 3
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValidationError, match="parameter 'keep'"):
+            keep_heavy(rel, bad)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="parameter 'release'"):
+        keep_heavy(Release(keys=KEYS), 2)
+
+
+def test_keep_heavy_on_a_real_release_keeps_the_heavy_keys() -> None:
+    m = BasicHistogram(0.5, domain=np.arange(1000), count_bound=500)
+    data = Counts.from_arrays([3, 7, 11], [400, 300, 200])
+    rel = keep_heavy(m.release(data, SeededRandom(4)), 3)
+    assert rel.keys.tolist() == [3, 7, 11]
+    assert rel.metadata["released_keys"] == 3

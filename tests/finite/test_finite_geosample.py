@@ -187,9 +187,10 @@ def _script(z: BoundedGeometricNoise, w: int) -> list[int]:
     tab = _table(z.k, z.width)
     s = tab.shift
     t = w >> s
-    floors = {int(f) for f in tab.floors}
+    floors = [int(f) for f in tab.floors]
     words = [t]
-    needs_low = t == tab.top or (t < tab.top and (t == 0 or t >= tab.top - 1 or t in floors))
+    undecided = t <= floors[0] or t >= floors[-1] or t in set(floors)
+    needs_low = t == tab.top or (t < tab.top and undecided)
     if needs_low and s > 0:
         nwords = (s + 63) // 64
         low = (w & ((1 << s) - 1)) << (nwords * 64 - s)
@@ -198,7 +199,7 @@ def _script(z: BoundedGeometricNoise, w: int) -> list[int]:
     return words
 
 
-LAZY = [(2, 300), (0, 200), (5, 50), (0, 63), (1, 2000), (3, 41)]
+LAZY = [(2, 300), (0, 200), (5, 50), (0, 63), (1, 2000), (3, 41), (1, 60), (9, 30)]
 
 
 @pytest.mark.parametrize(("k", "width"), LAZY)
@@ -340,3 +341,25 @@ def test_half_width_is_exact_and_within_theorem_4_5(n: int, epsilon: object) -> 
         if c - a - 1 >= 0 and c + a + 1 <= n:
             _, rest = g.pmf_window(c, a)
             assert rest == g.error_bound(a)
+
+
+def test_a_capped_table_sends_the_rest_to_the_exact_ladder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tiny eps the table would need about 44 * 2**K floors per side; it stops at TABLE_MAX
+    and draws beyond it use the exact ladder. Simulated here with a cap of 6."""
+    import privhist.mechanisms.finite.geometric as geometric
+
+    k, width = 2, 301
+    geometric._table.cache_clear()
+    monkeypatch.setattr(geometric, "TABLE_MAX", 6)
+    try:
+        z = BoundedGeometricNoise(k, width)
+        tab = _table(k, width)
+        assert tab.m0 == 6
+        for w in range(0, z.denominator, z.denominator // 997):
+            rng = ScriptedRandom(_script(z, w))
+            assert int(z.sample(1, rng)[0]) == z.from_uniform(w)
+            assert rng.words == []
+        g = GeoSample.from_k(width, k)
+        assert_fits(g.sample(np.full(50_000, 150), SeededRandom(6)), _model(g, 150))
+    finally:
+        geometric._table.cache_clear()

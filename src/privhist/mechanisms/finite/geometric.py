@@ -62,12 +62,13 @@ Theorem 4.5).
 
 The vectorised sampler draws the same ``u`` lazily. Let ``R = bit_length(d)``, ``s = R - 64``;
 the top word ``t = w >> s`` of a uniform ``R``-bit ``w`` is one uniform 64-bit word. ``w < d`` is
-decided by ``t`` unless ``t == (d - 1) >> s``. Against the exact floors ``S(k) >> s`` (kept for the
-``2 m0`` central ``k``; outside them ``S(k) < 2**s`` or ``S(k) > d - 2**s``), ``S(k) <= w`` is
-decided by ``t`` unless ``t`` equals the floor; ties, ``t = 0`` and the top two words (probability
-about ``(2 m0 + 3) / 2**64``) draw the remaining ``s`` bits of ``w`` and use the exact ladder. So
-the output equals ``GeoSample(c, u)`` for the ``u`` whose bits were drawn; the floors are exact
-integers (:func:`~privhist.mechanisms.finite._exact.floor_scaled`).
+decided by ``t`` unless ``t == (d - 1) >> s``. A table keeps the exact floors ``S(k) >> s`` for the
+``2 m0`` central ``k`` (``m0`` about ``44 * 2**K``); ``S(k) <= w`` is decided by ``t`` unless ``t``
+equals the floor, and every ``k`` outside the table is decided when ``t`` lies strictly between the
+smallest and the largest stored floor. Otherwise (probability about ``(2 m0 + 4) / 2**64``) the
+remaining ``s`` bits of ``w`` are drawn and the exact ladder decides. So the output equals
+``GeoSample(c, u)`` for the ``u`` whose bits were drawn. The floors are exact integers, built in
+``O(m0)`` steps of interval arithmetic with exact fallbacks (:func:`_table`).
 
 FastSample (Theorem 4.6)
 ------------------------
@@ -416,7 +417,7 @@ class BoundedGeometricNoise:
             idx = np.searchsorted(floors, ti, side="left")
             hit = floors[np.minimum(idx, floors.shape[0] - 1)] == ti
             tie = (idx < floors.shape[0]) & hit
-            undecided = tie | (ti == 0) | (ti >= top - np.uint64(1))
+            undecided = tie | (ti <= floors[0]) | (ti >= floors[-1])
             good = ~undecided
             out[todo[inside[good]]] = idx[good].astype(np.int64) - tab.m0
             for j in np.flatnonzero(undecided).tolist():
@@ -444,27 +445,54 @@ def _denominator(k: int, width: int) -> int:
     return int(q ** (width - 1)) * (2 * (1 << k) + 1)
 
 
+#: most floors kept per side of the table; beyond, draws use the exact ladder (see _table)
+TABLE_MAX = 1 << 20
+#: fractional bits of the interval arithmetic that builds the table
+_WORK = 64
+
+
 @lru_cache(maxsize=8)
 def _table(k: int, width: int) -> _Table:
-    """Exact floors of the central scaled-CDF values at the top 64 bits of ``d``."""
+    """Exact floors ``S(k) >> s`` of the central scaled-CDF values (``s = bit_length(d) - 64``).
+
+    With ``D = d / 2**s`` and ``T_m = alpha**m / (1 + alpha)``, the floors are ``g_m = floor(D
+    T_m)`` (``k = -m``) and ``h_m = floor(D (1 - T_m))`` (``k = m - 1``). An integer interval
+    ``[lo, hi]`` containing ``D T_m 2**64`` is carried from ``m`` to ``m + 1`` by ``* p / q``,
+    rounding outwards (width about ``m`` units of ``2**-64``); a floor is read off when both ends
+    agree, and computed from the exact integers otherwise (probability about ``m 2**-64``). The
+    table stops at the first ``g_m = 0`` (then every later ``G(m) < 2**s``), at ``width``, or after
+    :data:`TABLE_MAX` entries (then draws beyond the table, probability about
+    ``alpha**TABLE_MAX``, take the exact ladder). Cost ``O(m0)`` operations on ~200-bit integers.
+    """
     p, q = 1 << k, (1 << k) + 1
     d = _denominator(k, width)
     shift = max(0, d.bit_length() - 64)
     top = (d - 1) >> shift
+    # D 2**_WORK lies in [dh, dh + inexact]
+    if shift >= _WORK:
+        dh, inexact = d >> (shift - _WORK), 1
+    else:
+        dh, inexact = d << (_WORK - shift), 0
+    lo = dh * p // (2 * p + 1)
+    hi = -(-(dh + inexact) * p // (2 * p + 1))
     lows: list[int] = []
     highs: list[int] = []
     exact = 0
-    b = 2 * p + 1  # G(m) / d = p**m / b with b = q**(m - 1) (2p + 1)
-    for m in range(1, width + 1):
-        a = p**m
-        g, e1 = floor_scaled(d, a, b, shift)
-        if g == 0 and shift > 0:
+    for m in range(1, min(width, TABLE_MAX) + 1):
+        g_lo, g_hi = lo >> _WORK, hi >> _WORK
+        if g_hi == 0 and shift > 0:
             break
-        h, e2 = floor_scaled(d, b - a, b, shift)
-        lows.append(g)
-        highs.append(h)
-        exact += e1 + e2
-        b *= q
+        if g_lo != g_hi:
+            g_lo = floor_scaled(d, p**m, q ** (m - 1) * (2 * p + 1), shift)[0]
+            exact += 1
+        h_lo, h_hi = (dh - hi) >> _WORK, (dh + inexact - lo) >> _WORK
+        if h_lo != h_hi:
+            b = q ** (m - 1) * (2 * p + 1)
+            h_lo = floor_scaled(d, b - p**m, b, shift)[0]
+            exact += 1
+        lows.append(g_lo)
+        highs.append(h_lo)
+        lo, hi = lo * p // q, -(-hi * p // q)
     floors = np.array(lows[::-1] + highs, dtype=np.uint64)
     floors.setflags(write=False)
     return _Table(shift, top, floors, len(lows), exact)

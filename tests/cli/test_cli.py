@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import sqlite3
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import polars as pl
@@ -686,3 +688,30 @@ def test_output_problems_are_found_before_reading(
         str(tmp_path / "x.txt"),
     )
     assert code != 0 and "format" in err
+
+
+def test_plan_bounded_geometric_is_checkable_by_hand(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "bounded-geometric",
+        "--epsilon",
+        "1",
+        "--n",
+        "3",
+        "--true-count",
+        "1",
+        "--json",
+    )
+    assert code == 0
+    rep = json.loads(out)
+    k = rep["parameters"]["K"]
+    assert k == 1  # ceil(log2(2 / eps))
+    d = rep["denominator"]
+    cdf = rep["scaled_cdf"]
+    assert cdf[-1] == d and all(a <= b for a, b in itertools.pairwise(cdf))
+    pmf = [Fraction(x) for x in rep["pmf"]]
+    assert sum(pmf) == 1
+    assert [Fraction(b - a, d) for a, b in itertools.pairwise([0, *cdf])] == pmf
+    code, _, err = run(capsys, "plan", "bounded-geometric", "--epsilon", "1", "--n", "3")
+    assert code != 0 and "--true-count" in err

@@ -105,10 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     h.set_defaults(run=_cmd_histogram)
 
     pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
-    pl.add_argument("mechanism", choices=["default", *registry.names()])
+    pl.add_argument("mechanism", choices=["default", "bounded-geometric", *registry.names()])
     _privacy_args(pl)
     pl.add_argument("--domain", help="public domain file (for dense)")
     pl.add_argument("--max-count", type=int, default=20, help="largest true count to report")
+    pl.add_argument("--n", type=int, help="[bounded-geometric] the public bound n on the count")
+    pl.add_argument("--true-count", type=int, help="[bounded-geometric] the count c to write out")
     pl.add_argument("--json", action="store_true", help="print one JSON object")
     pl.add_argument(
         "--plot",
@@ -241,6 +243,8 @@ def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    if args.mechanism == "bounded-geometric":
+        return _plan_bounded_geometric(args)
     domain = _read_domain(args.domain)
     nb = _neighbouring(args, False)
     if domain is None and registry.get_or_none(args.mechanism) is not None:
@@ -269,6 +273,27 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     step = max(1, len(rp) // 25)
     for i in range(0, len(rp), step):
         print(f"  {i:>5}  {rp[i]:.6g}")
+    return 0
+
+
+def _plan_bounded_geometric(args: argparse.Namespace) -> int:
+    """The bounded geometric counting mechanism written out in integers (Balcer & Vadhan)."""
+    from privhist.planning.finite import plan_bounded_geometric
+
+    for flag, value in (("--n", args.n), ("--true-count", args.true_count)):
+        if value is None:
+            raise ValidationError(flag, "plan bounded-geometric", "an integer", None)
+    report = plan_bounded_geometric(args.epsilon, args.n, args.true_count)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    for key, value in report.items():
+        if isinstance(value, list):
+            print(f"{key}:")
+            for i, v in enumerate(value):
+                print(f"  {i:>5}  {v}")
+        else:
+            print(f"{key:<14} {value}")
     return 0
 
 

@@ -192,6 +192,13 @@ def test_validation_of_bounds_and_options() -> None:
         BasicHistogram(0.5)
     with pytest.raises(ValidationError, match=r"parameter 'count_bound' .* must be >= \d+"):
         StabilityGeometricHistogram(0.5, 1e-9, count_bound=20)  # below the threshold
+    # d = (2**K + 1)**(n - 1) (2**(K + 1) + 1) would have 2**40 * 21 bits: use FastSample
+    with pytest.raises(ValidationError, match=r"parameter 'count_bound' .* FastSample"):
+        BasicHistogram(1e-3, domain=dom, count_bound=2**40)
+    assert BasicHistogram(1e-3, domain=dom, count_bound=2**40, counting="fastsample").k == 10
+    # FastSample's own denominator grows like (1/eps) log(n/gamma): refused when far too large
+    with pytest.raises(ValidationError, match=r"parameter 'epsilon' of FastSample .* 2\*\*25"):
+        BasicHistogram(1e-7, domain=dom, count_bound=2**40, counting="fastsample")
     # pure: a requested delta is not spent
     assert BasicHistogram(0.5, 1e-5, domain=dom).guarantee().delta == 0
 

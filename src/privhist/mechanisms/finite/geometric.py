@@ -769,6 +769,20 @@ class FastSample(CountingSampler):
         self.n = _check_n(n, "FastSample", 1 << 62)
         self.k = k
         self.gamma = gamma
+        # guard (floats, before any big number is formed): log2 d_t ~ t log2 q with
+        # t ~ ln(2 p (n + 1) / gamma) / ln(q / p), about 2**K ln(n / gamma) * (K + 1) bits
+        p, q = 1 << k, (1 << k) + 1
+        est = math.log(2 * p * (self.n + 1) / float(gamma)) / math.log1p(1 / p)
+        bits = min(est, self.n) * math.log2(q)
+        if bits > MAX_DENOMINATOR_BITS:
+            raise ValidationError(
+                "epsilon",
+                "FastSample",
+                f"large enough that the noise denominator fits in 2**25 bits (it would have "
+                f"about {bits:.3g} bits at K={k}: Theorem 4.6's log d grows like "
+                "(1/eps) log(n/gamma))",
+                f"an epsilon giving K={k}",
+            )
         self.width = fast_sample_width(self.n, k, gamma)
         self.noise = BoundedGeometricNoise(k, self.width)
         self.mixture = UniformMixture(gamma, self.n + 1)

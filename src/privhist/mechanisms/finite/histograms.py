@@ -139,6 +139,15 @@ class _FiniteHistogram(Mechanism):
             raise ValidationError("strict_time", fn, "True or False", strict_time)
         self.strict_time = strict_time
 
+    def _geo_sample(self) -> GeoSample:
+        """GeoSample at ``(n, K)``; a denominator too large is reported against ``count_bound``."""
+        try:
+            return GeoSample.from_k(self.n, self.k)
+        except ValidationError as err:
+            raise ValidationError(
+                "count_bound", self.function_name(), err.expected, self.n
+            ) from None
+
     @property
     def ratio(self) -> Fraction:
         """The per-record probability ratio ``1 + 2**-K``."""
@@ -244,7 +253,7 @@ class BasicHistogram(_FiniteHistogram):
         self.noise_kind = kind
         self.delta = 0.0  # pure DP: a requested delta is not spent
         if kind == "geosample":
-            self.sampler: CountingSampler = GeoSample.from_k(self.n, self.k)
+            self.sampler: CountingSampler = self._geo_sample()
         else:
             gamma = _gamma(fast_gamma, fn)
             if gamma >= Fraction(1 - self.confidence):
@@ -362,7 +371,7 @@ class StabilityGeometricHistogram(_FiniteHistogram):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         self._setup(count_bound, strict_time)
-        self.sampler = GeoSample.from_k(self.n, self.k)
+        self.sampler = self._geo_sample()
         self.delta_key = Fraction(self.delta) / self.neighbouring.l0_sensitivity
         self.threshold = self._threshold(fn)
         self.width = self._half_width()

@@ -1,7 +1,7 @@
 """Dense noisy histogram over a public key domain.
 
 Every key of the public domain is released with its count plus independent noise; keys of the data
-outside the domain are dropped (and counted in the metadata). Two noise distributions:
+outside the domain are dropped (and counted in the non-private diagnostics). Two noises:
 
 * ``laplace`` (default, pure DP, delta may be 0): discrete Laplace with scale ``k c / eps``
   rounded up to a rational; the L1 distance between neighbouring count vectors is at most
@@ -30,6 +30,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
+from privhist.mechanisms._domain import check_domain, counts_on_domain
 from privhist.mechanisms._noise import PREC, LaplaceCountNoise
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
@@ -96,13 +97,7 @@ class DenseHistogram(Mechanism):
     ) -> None:
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
-        if domain is None:
-            raise ValidationError("domain", fn, "a public list of keys", None)
-        dom = np.asarray(domain)
-        if dom.ndim != 1 or dom.shape[0] == 0:
-            raise ValidationError("domain", fn, "a non-empty one-dimensional list of keys", domain)
-        dom = np.unique(dom)
-        self.domain = dom
+        self.domain = check_domain(domain, fn)
         if noise not in ("laplace", "gaussian"):
             raise ValidationError("noise", fn, "'laplace' or 'gaussian'", noise)
         self.noise_kind = noise
@@ -176,16 +171,7 @@ class DenseHistogram(Mechanism):
 
     def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
         dom = self.domain
-        try:
-            pos = np.searchsorted(dom, counts.keys)
-        except TypeError:
-            raise ValidationError(
-                "domain", self.function_name(), "keys of the same type as the data", dom.dtype
-            ) from None
-        pos_c = np.minimum(pos, dom.shape[0] - 1)
-        inside = (pos < dom.shape[0]) & (dom[pos_c] == counts.keys)
-        true = np.zeros(dom.shape[0], dtype=np.int64)
-        true[pos_c[inside]] = counts.counts[inside]
+        true, outside = counts_on_domain(dom, counts, self.function_name())
         n = dom.shape[0]
         if self.laplace is not None:
             values = true + self.laplace.sample(n, rng)
@@ -198,7 +184,7 @@ class DenseHistogram(Mechanism):
             "values": values,
             "lower": values - w,
             "upper": values + w,
-            "info": {"keys_outside_domain": int((~inside).sum())},
+            "info": {"keys_outside_domain": outside},
         }
 
     @classmethod

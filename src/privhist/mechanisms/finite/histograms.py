@@ -55,6 +55,7 @@ from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.core.release import Release
+from privhist.mechanisms._domain import check_domain, counts_on_domain
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import ceil_log2, fraction_str
 from privhist.mechanisms.finite.geometric import (
@@ -240,12 +241,7 @@ class BasicHistogram(_FiniteHistogram):
         """``noise`` is an alias of ``counting`` (the name ``dense`` uses for its noise)."""
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
-        if domain is None:
-            raise ValidationError("domain", fn, "a public list of keys", None)
-        dom = np.asarray(domain)
-        if dom.ndim != 1 or dom.shape[0] == 0:
-            raise ValidationError("domain", fn, "a non-empty one-dimensional list of keys", domain)
-        self.domain = np.unique(dom)
+        self.domain = check_domain(domain, fn)
         self._setup(count_bound, strict_time)
         kind = counting if noise is None else noise
         if kind not in ("geosample", "fastsample"):
@@ -288,23 +284,14 @@ class BasicHistogram(_FiniteHistogram):
 
     def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
         dom = self.domain
-        try:
-            pos = np.searchsorted(dom, counts.keys)
-        except TypeError:
-            raise ValidationError(
-                "domain", self.function_name(), "keys of the same type as the data", dom.dtype
-            ) from None
-        pos_c = np.minimum(pos, dom.shape[0] - 1)
-        inside = (pos < dom.shape[0]) & (dom[pos_c] == counts.keys)
-        true = np.zeros(dom.shape[0], dtype=np.int64)
-        true[pos_c[inside]] = counts.counts[inside]
+        true, outside = counts_on_domain(dom, counts, self.function_name())
         above = int((true > self.n).sum())
         values = self.sampler.sample(np.minimum(true, self.n), rng, strict=self.strict_time)
         return dom, {
             "values": values,
             "lower": np.maximum(values - self.width, 0),
             "upper": values + self.width,
-            "info": {"keys_outside_domain": int((~inside).sum()), "counts_above_bound": above},
+            "info": {"keys_outside_domain": outside, "counts_above_bound": above},
         }
 
     @classmethod

@@ -53,6 +53,7 @@ small examples.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import numbers
 from collections.abc import Hashable, Iterable, Mapping
@@ -64,7 +65,7 @@ import mpmath
 from mpmath import libmp
 
 from privhist.core.errors import ValidationError
-from privhist.core.validation import check_delta
+from privhist.core.validation import check_delta, exact_fraction
 
 __all__ = [
     "NOT_RELEASED",
@@ -149,25 +150,8 @@ Epsilon: TypeAlias = Any
 # exact conversions and rounding
 
 
-def _to_fraction(value: Any, function: str, name: str, expected: str) -> Fraction:
-    """Return the exact rational value of a finite real, rejecting bools and non-numbers."""
-    if isinstance(value, bool):
-        raise ValidationError(name, function, expected, value)
-    if isinstance(value, Fraction | int):
-        return Fraction(value)
-    if isinstance(value, mpmath.mpf):
-        if not mpmath.isfinite(value):
-            raise ValidationError(name, function, expected, value)
-        p, q = libmp.to_rational(value._mpf_)
-        return Fraction(p, q)
-    if isinstance(value, numbers.Rational):
-        return Fraction(int(value.numerator), int(value.denominator))
-    if isinstance(value, numbers.Real):
-        x = float(value)
-        if not math.isfinite(x):
-            raise ValidationError(name, function, expected, value)
-        return Fraction(x)
-    raise ValidationError(name, function, expected, value)
+#: exact rational value of a finite real (probabilities, epsilons); strings are not numbers here
+_to_fraction = functools.partial(exact_fraction, allow_str=False)
 
 
 def _round_up(x: Fraction) -> Any:

@@ -57,13 +57,44 @@ def check_positive_int(value: Any, function: str, name: str, *, minimum: int = 1
     return v
 
 
+def exact_fraction(
+    value: Any, function: str, name: str, expected: str, *, allow_str: bool = True
+) -> Fraction:
+    """``value`` as its exact rational value: ints, Fractions, other rationals, finite floats
+    (their exact binary value), mpmath ``mpf`` numbers and, when ``allow_str``, strings such as
+    ``"1/10"``. Bools, NaN, infinities and anything else raise :class:`ValidationError`."""
+    if isinstance(value, bool):
+        raise ValidationError(name, function, expected, value)
+    if isinstance(value, Fraction | int):
+        return Fraction(value)
+    raw = getattr(value, "_mpf_", None)  # an mpmath number: exact binary value
+    if raw is not None:
+        import mpmath
+        from mpmath import libmp
+
+        if not mpmath.isfinite(value):
+            raise ValidationError(name, function, expected, value)
+        p, q = libmp.to_rational(raw)
+        return Fraction(int(p), int(q))
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator))
+    if isinstance(value, numbers.Real):
+        x = float(value)
+        if not math.isfinite(x):
+            raise ValidationError(name, function, expected, value)
+        return Fraction(x)
+    if allow_str and isinstance(value, str):
+        try:
+            return Fraction(value.strip())
+        except (ValueError, ZeroDivisionError):
+            raise ValidationError(name, function, expected, value) from None
+    raise ValidationError(name, function, expected, value)
+
+
 def check_positive_fraction(value: Any, function: str, name: str) -> Fraction:
     """Return ``value`` as an exact Fraction > 0 (ints, Fractions, finite floats, 'a/b' strings)."""
     expected = "a finite rational number > 0"
-    try:
-        f = Fraction(value)
-    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
-        raise ValidationError(name, function, expected, value) from None
+    f = exact_fraction(value, function, name, expected)
     if f <= 0:
         raise ValidationError(name, function, expected, value)
     return f

@@ -25,7 +25,8 @@ from fractions import Fraction
 from typing import Any
 
 from privhist.core.errors import ValidationError
-from privhist.mechanisms.finite._exact import exact_fraction, fraction_str
+from privhist.core.validation import exact_fraction
+from privhist.mechanisms.finite._exact import fraction_str
 from privhist.mechanisms.finite.geometric import GeoSample, counting_k
 
 __all__ = ["MAX_DIGITS", "MAX_TABLE_DIGITS", "plan_bounded_geometric"]

@@ -10,8 +10,6 @@ oracle is one step.
 
 from __future__ import annotations
 
-import math
-import numbers
 from fractions import Fraction
 from typing import Any
 
@@ -41,28 +39,6 @@ def ceil_log2(numerator: int, denominator: int = 1) -> int:
     if numerator < 1 or denominator < 1:
         raise ValueError("ceil_log2 needs positive integers")
     return max(0, (-(-numerator // denominator) - 1).bit_length())
-
-
-def exact_fraction(value: Any, function: str, name: str, expected: str) -> Fraction:
-    """``value`` as an exact Fraction: ints, Fractions, finite floats (their exact binary value)
-    and strings such as ``"1/10"``; bools, NaN and infinities are refused."""
-    if isinstance(value, bool):
-        raise ValidationError(name, function, expected, value)
-    if isinstance(value, Fraction | int):
-        return Fraction(value)
-    if isinstance(value, numbers.Rational):
-        return Fraction(int(value.numerator), int(value.denominator))
-    if isinstance(value, numbers.Real):
-        x = float(value)
-        if not math.isfinite(x):
-            raise ValidationError(name, function, expected, value)
-        return Fraction(x)
-    if isinstance(value, str):
-        try:
-            return Fraction(value.strip())
-        except (ValueError, ZeroDivisionError):
-            raise ValidationError(name, function, expected, value) from None
-    raise ValidationError(name, function, expected, value)
 
 
 def fraction_str(x: Fraction) -> str:

@@ -124,9 +124,9 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
+from privhist.core.validation import exact_fraction
 from privhist.mechanisms.finite._exact import (
     ceil_log2,
-    exact_fraction,
     floor_scaled,
     random_bits,
     uniform_array,

@@ -47,6 +47,7 @@ other processes wait (up to ``timeout`` seconds) rather than race.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -472,6 +473,21 @@ class Ledger:
         except sqlite3.Error as e:
             raise LedgerError(f"ledger {self.path}: {action} failed: {e}") from e
 
+    @staticmethod
+    @contextlib.contextmanager
+    def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` (the write lock), COMMIT on normal exit unless the body already
+        ended the transaction, ROLLBACK on any exception."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
     def _ensure_schema(self, create: bool) -> None:
         conn = self._connect(create=create)
         try:
@@ -485,44 +501,30 @@ class Ledger:
                     f"no ledger at {self.path} (the file holds no tables); create one with "
                     f"{_init_hint(self.path)}"
                 )
-            with self._errors("create the schema"):
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if self._tables(conn):  # another process created it meanwhile
-                        conn.execute("ROLLBACK")
-                        if self._verify_schema(conn) != SCHEMA_VERSION:
-                            self._migrate(conn)
-                        return
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                        (str(SCHEMA_VERSION),),
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+            with self._errors("create the schema"), self._write_transaction(conn):
+                if self._tables(conn):  # another process created it meanwhile
+                    conn.execute("ROLLBACK")
+                    if self._verify_schema(conn) != SCHEMA_VERSION:
+                        self._migrate(conn)
+                    return
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
         finally:
             conn.close()
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """Migrate a version-1 file to version 2 in one transaction (or not at all)."""
-        with self._errors("migrate the schema from version 1 to 2"):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                # re-read under the write lock: another process may have migrated meanwhile
-                if self._verify_schema(conn) == 1:
-                    for statement in _MIGRATE_1_TO_2:
-                        conn.execute(statement)
-                    if self._verify_schema(conn) != SCHEMA_VERSION:  # pragma: no cover
-                        raise LedgerError(f"ledger {self.path}: the migration to version 2 failed")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._errors("migrate the schema from version 1 to 2"), self._write_transaction(conn):
+            # re-read under the write lock: another process may have migrated meanwhile
+            if self._verify_schema(conn) == 1:
+                for statement in _MIGRATE_1_TO_2:
+                    conn.execute(statement)
+                if self._verify_schema(conn) != SCHEMA_VERSION:  # pragma: no cover
+                    raise LedgerError(f"ledger {self.path}: the migration to version 2 failed")
 
     @staticmethod
     def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -594,42 +596,35 @@ class Ledger:
         unit = _check_unit(unit, function)
         conn = self._connect()
         try:
-            with self._errors("register a dataset"):
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    row = conn.execute(
-                        "SELECT epsilon_total, delta_total, unit FROM datasets WHERE id = ?",
-                        (dataset,),
-                    ).fetchone()
-                    if row is not None:
-                        conn.execute("ROLLBACK")
-                        existing = Budget(float(row[0]), float(row[1]))
-                        if existing != total:
-                            raise LedgerError(
-                                f"dataset '{dataset}' is already in the ledger {self.path} with "
-                                f"total {existing}; a total, once set, is not changed"
-                            )
-                        if str(row[2]) != unit.value:
-                            raise LedgerError(
-                                f"dataset '{dataset}' is already in the ledger {self.path} with "
-                                f"privacy unit '{row[2]}'; a unit, once set, is not changed"
-                            )
-                        if not exist_ok:
-                            raise LedgerError(
-                                f"dataset '{dataset}' is already in the ledger {self.path} "
-                                f"(total {existing}, unit '{unit.value}')"
-                            )
-                        return
-                    conn.execute(
-                        "INSERT INTO datasets (id, epsilon_total, delta_total, created, unit) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (dataset, total.epsilon, total.delta, _now(), unit.value),
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+            with self._errors("register a dataset"), self._write_transaction(conn):
+                row = conn.execute(
+                    "SELECT epsilon_total, delta_total, unit FROM datasets WHERE id = ?",
+                    (dataset,),
+                ).fetchone()
+                if row is not None:
+                    conn.execute("ROLLBACK")
+                    existing = Budget(float(row[0]), float(row[1]))
+                    if existing != total:
+                        raise LedgerError(
+                            f"dataset '{dataset}' is already in the ledger {self.path} with "
+                            f"total {existing}; a total, once set, is not changed"
+                        )
+                    if str(row[2]) != unit.value:
+                        raise LedgerError(
+                            f"dataset '{dataset}' is already in the ledger {self.path} with "
+                            f"privacy unit '{row[2]}'; a unit, once set, is not changed"
+                        )
+                    if not exist_ok:
+                        raise LedgerError(
+                            f"dataset '{dataset}' is already in the ledger {self.path} "
+                            f"(total {existing}, unit '{unit.value}')"
+                        )
+                    return
+                conn.execute(
+                    "INSERT INTO datasets (id, epsilon_total, delta_total, created, unit) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (dataset, total.epsilon, total.delta, _now(), unit.value),
+                )
         finally:
             conn.close()
 

@@ -87,6 +87,28 @@ def open_ledger(args: argparse.Namespace, guarantee: Any, function: str) -> Any:
     return ledger
 
 
+def session_for(args: argparse.Namespace, function: str) -> Any:
+    """The :class:`~privhist.session.Session` a command's ``--ledger``/``--dataset`` describe.
+
+    ``--ledger`` needs ``--dataset``; without ``--dataset`` nothing is charged. The ledger must
+    exist (``privhist budget init`` creates it) and hold the dataset.
+    """
+    from privhist.accounting.ledger import default_ledger_path
+    from privhist.core.errors import ValidationError
+    from privhist.session import Session
+
+    dataset = getattr(args, "dataset", None)
+    if dataset is None:
+        if getattr(args, "ledger", None) is not None:
+            raise ValidationError("--dataset", function, "a dataset id with --ledger", None)
+        return Session(progress=not getattr(args, "no_progress", True))
+    return Session(
+        args.ledger or default_ledger_path(),
+        dataset,
+        progress=not getattr(args, "no_progress", True),
+    )
+
+
 @contextlib.contextmanager
 def charged(
     ledger: Any, args: argparse.Namespace, guarantee: Any, mechanism: str, neighbouring: Any = None

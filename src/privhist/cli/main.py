@@ -23,6 +23,7 @@ from privhist.core.errors import InputDataError, PrivhistError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import default_source
 from privhist.planning.plan import build, choose_default, plan
+from privhist.session import DryRun
 
 EXIT_ERROR = 2
 
@@ -44,15 +45,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PrivhistError, OSError) as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"privhist: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"privhist: error: {_one_line(_as_flag(exc, parser))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("privhist: interrupted", file=sys.stderr)
         return 130
 
 
-def _one_line(exc: BaseException) -> str:
+def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
+    """The error's text; a library error naming a Python parameter (``max_partitions``) that the
+    command line spells as a flag also names the flag (``'max_partitions' (--max-partitions)``)."""
     text = str(exc) or type(exc).__name__
+    if not isinstance(exc, ValidationError) or exc.parameter.startswith("-"):
+        return text
+    flag = "--" + exc.parameter.replace("_", "-")
+    if flag not in _flags(parser):
+        return text
+    named = f"parameter '{exc.parameter}'"
+    return text.replace(named, f"{named} ({flag})", 1)
+
+
+def _flags(parser: argparse.ArgumentParser) -> set[str]:
+    out = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _flags(sub)
+    return out
+
+
+def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
@@ -98,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--domain", help="file with the public key domain, one key per line")
     h.add_argument("--output", "-o", help="output file (default: CSV on stdout)")
     h.add_argument("--format", choices=["csv", "json", "parquet"], help="output format")
+    h.add_argument(
+        "--no-csv-escape",
+        action="store_true",
+        help="write keys to CSV as they are (by default a key starting with = + - @, tab or CR "
+        "gets a leading ' so that spreadsheets do not run it as a formula)",
+    )
     h.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
     h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
@@ -325,85 +353,36 @@ def _plot(args: argparse.Namespace, mech: Any, nb: Neighbouring, domain: Any) ->
 
 
 def _cmd_histogram(args: argparse.Namespace) -> int:
-    from privhist.cli.common import charged, open_ledger
-    from privhist.engines import count
-    from privhist.io import check_destination, stage_release
+    from privhist.cli.common import session_for
     from privhist.io.writers import release_to_csv
 
-    fimi = args.input_format == "fimi" or (args.input_format is None and _is_fimi(args.input))
-    fmt = args.input_format or ("text" if args.text else None)
-    if args.key is None and not (fmt == "text" or fimi):
-        raise ValidationError("--key", "histogram", "a column name", None)
-    # FIMI baskets are users by the format's definition; text lines are users with --user
-    user: Any = args.user
-    if fimi and user is None:
-        user = True
-    if user is None:
-        for flag, value in (
-            ("--max-partitions", args.max_partitions),
-            ("--max-per-partition", args.max_per_partition),
-        ):
-            if value is not None:
-                raise ValidationError(flag, "histogram", "given together with --user", value)
-    # everything that does not need the data is checked before the data is read
-    domain = _read_domain(args.domain)
-    nb = _neighbouring(args, user is not None)
-    mech = _mechanism_for(args, nb, domain)
-    formats = getattr(mech, "output_formats", None)  # e.g. compact: a polynomial, not rows
-    if args.output:
-        _, out_format = check_destination(args.output, args.format, "histogram")
-        if formats is not None and out_format not in formats:
-            raise ValidationError(
-                "--format", f"histogram --mechanism {mech.name}", " or ".join(formats), out_format
-            )
-    elif formats is not None:
-        raise ValidationError(
-            "--output",
-            f"histogram --mechanism {mech.name}",
-            f"a {' or '.join(formats)} file (CSV rows cannot hold this release)",
-            None,
-        )
-    elif args.format not in (None, "csv"):
+    if args.output is None and args.format not in (None, "csv"):
         raise ValidationError("--format", "histogram", "csv when writing to stdout", args.format)
-    ledger = open_ledger(args, mech.guarantee(), "histogram")  # fail fast; re-checked below
-    rng = default_source(args.seed)
-    counts = count(
+    session = session_for(args, "histogram")
+    release = session.histogram(
         args.input,
-        key=args.key or "key",
-        user=user,
-        format=fmt,
-        **({"key_type": args.key_type} if args.key_type else {}),
-        max_partitions_contributed=nb.max_partitions_contributed if user is not None else None,
-        max_contributions_per_partition=(
-            nb.max_contributions_per_partition if user is not None else None
-        ),
-        rng=rng,
-        progress=not args.no_progress,
+        key=args.key,
+        user=args.user,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        mechanism=args.mechanism,
+        max_partitions=args.max_partitions,
+        max_per_partition=args.max_per_partition,
+        domain=args.domain,
+        confidence=args.confidence,
+        input_format=args.input_format or ("text" if args.text else None),
+        key_type=args.key_type,
+        options=_options(args),
+        output=args.output,
+        output_format=args.format,
+        escape_formulas=not args.no_csv_escape,
+        seed=args.seed,
     )
-
-    # Draw the release and make it ready to publish (a complete hidden file, or the CSV text);
-    # charge the ledger; only then let it out. A failure before the charge leaves nothing behind;
-    # once charged, the spend stands even if publishing fails (the noise may have escaped).
-    def stage() -> tuple[Any, Any]:
-        release = mech.release(counts, rng)
-        if args.output:
-            return release, stage_release(release, args.output, args.format, function="histogram")
-        return release, release_to_csv(release)
-
-    staged: Any = None
-    try:
-        with charged(ledger, args, mech.guarantee(), mech.name, nb):
-            release, staged = stage()
-        if isinstance(staged, str):
-            sys.stdout.write(staged)
-            sys.stdout.flush()
-        else:
-            staged.publish()
-            staged = None
-    finally:
-        if staged is not None and not isinstance(staged, str):
-            staged.discard()
-    _summary(release, counts)
+    assert not isinstance(release, DryRun)
+    if args.output is None:
+        sys.stdout.write(release_to_csv(release, escape_formulas=not args.no_csv_escape))
+        sys.stdout.flush()
+    _summary(release)
     return 0
 
 
@@ -411,7 +390,7 @@ def _is_fimi(path: str) -> bool:
     return path.endswith((".dat", ".fimi"))
 
 
-def _summary(release: Any, counts: Any) -> None:
+def _summary(release: Any) -> None:
     """One line on stderr for the data holder: what was released, under which guarantee, and
     (marked as such) exact facts about the input, which are not part of the release."""
     info = release.diagnostics
@@ -426,7 +405,7 @@ def _summary(release: Any, counts: Any) -> None:
     ]
     if "warning" in release.metadata:
         parts.append(release.metadata["warning"])
-    facts = [f"{len(counts)} distinct keys"]
+    facts = [f"{info.get('distinct_keys_counted', 0)} distinct keys"]
     if info.get("null_keys"):
         facts.append(f"{info['null_keys']} records with a null key were dropped")
     if info.get("null_users"):

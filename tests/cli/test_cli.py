@@ -318,7 +318,10 @@ def test_failed_write_records_nothing(
         (["--epsilon", "1", "--delta", "1"], "parameter 'delta'"),
         (["--epsilon", "1", "--delta", "-0.5"], "parameter 'delta'"),
         (["--epsilon", "1"], "parameter 'delta'"),  # sparse release needs delta > 0
-        (["--epsilon", "1", "--delta", "1e-8", "--max-partitions", "3"], "(--max-partitions) of histogram must be given together with a user column"),
+        (
+            ["--epsilon", "1", "--delta", "1e-8", "--max-partitions", "3"],
+            "(--max-partitions) of histogram must be given together with a user",
+        ),
         (
             ["--epsilon", "1", "--delta", "1e-8", "--user", "user", "--max-partitions", "0"],
             "max_partitions",

@@ -21,7 +21,6 @@ import privhist.mechanisms.registry as registry
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, PrivhistError, ValidationError
 from privhist.core.neighbouring import Neighbouring
-from privhist.core.random import default_source
 from privhist.planning.plan import build, choose_default, plan
 from privhist.session import DryRun
 

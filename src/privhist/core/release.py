@@ -90,13 +90,11 @@ class Release:
     ) -> Any:
         """Write the release atomically as CSV, JSON or Parquet (format from the name when
         None); see :mod:`privhist.io.writers`. Returns the path written."""
-        from privhist.io.writers import encode_release, write_bytes_atomic
-        from privhist.io.writers import check_destination
+        from privhist.io.writers import check_destination, encode_release, write_bytes_atomic
 
         _, fmt = check_destination(path, format, "Release.write")
-        return write_bytes_atomic(
-            path, encode_release(self, fmt, escape_formulas=escape_formulas, function="Release.write")
-        )
+        data = encode_release(self, fmt, escape_formulas=escape_formulas, function="Release.write")
+        return write_bytes_atomic(path, data)
 
     def lookup(self, key: Any) -> int | None:
         """The released count of ``key`` (None when the key was not released)."""

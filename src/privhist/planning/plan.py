@@ -32,6 +32,9 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms.base import Mechanism
 
+#: the largest true count a plan reports (one probability per count is computed and printed)
+MAX_PLAN_COUNT = 1_000_000
+
 
 def build(
     name: str,
@@ -77,6 +80,10 @@ def count_at(probabilities: np.ndarray[Any, Any], level: float) -> int | None:
 def plan(mechanism: Mechanism, max_count: int) -> dict[str, Any]:
     """The plan of a constructed mechanism as a JSON-friendly dict."""
     n = check_positive_int(max_count, "plan", "max_count", minimum=0)
+    if n > MAX_PLAN_COUNT:
+        raise ValidationError(
+            "max_count", "plan", f"<= {MAX_PLAN_COUNT} (the largest accepted)", max_count
+        )
     rp = mechanism.reporting_probability(n)
     g = mechanism.guarantee()
     std = mechanism.noise_std()

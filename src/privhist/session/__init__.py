@@ -7,9 +7,9 @@ argparse plus one call here):
 
 1. **validate** every parameter, build the mechanism, check the output destination and the
    remaining budget: all before any data is read;
-2. **scan** the source (a file path, or a pandas, Polars or pyarrow table), **drop nulls** (counted),
-   **bound** each user's contribution with cryptographic priorities and **count** per key (the
-   engine);
+2. **scan** the source (a file path, or a pandas, Polars or pyarrow table), **drop nulls**
+   (counted), **bound** each user's contribution with cryptographic priorities and **count** per
+   key (the engine);
 3. **draw** the release and encode the output in memory, inside one ledger transaction that
    **charges** the dataset: the budget is re-checked and taken atomically with the draw, and if
    anything raises, nothing is spent;
@@ -57,8 +57,9 @@ from privhist.core.budget import Budget
 from privhist.core.data import Counts
 from privhist.core.errors import BudgetExceededError, InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
-from privhist.core.random import RandomSource, default_source
+from privhist.core.random import default_source
 from privhist.core.release import Release
+from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
 from privhist.engines.base import CountRequest, Engine, check_engine
 from privhist.engines.local import LocalEngine
 from privhist.io.writers import check_destination, encode_release, write_bytes_atomic
@@ -343,6 +344,8 @@ class Session:
             The :class:`~privhist.core.release.Release` (or a :class:`DryRun`).
         """
         fn = "histogram"
+        check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
+        check_delta(delta, fn)
         path = source if isinstance(source, str | os.PathLike) else None
         fimi = path is not None and (
             input_format == "fimi" or (input_format is None and _is_fimi(path))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -44,7 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PrivhistError, OSError) as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"privhist: error: {_one_line(_as_flag(exc, parser))}", file=sys.stderr)
+        print(
+            f"privhist: error: {_one_line(_as_flag(exc, _command(parser, args)))}", file=sys.stderr
+        )
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("privhist: interrupted", file=sys.stderr)
@@ -61,7 +64,24 @@ def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
     if flag not in _flags(parser):
         return text
     named = f"parameter '{exc.parameter}'"
-    return text.replace(named, f"{named} ({flag})", 1)
+    text = text.replace(named, f"{named} ({flag})", 1)
+    # other parameters named in the expectation ("without domain_from_data") as flags too
+    flags = _flags(parser)
+    expected = exc.expected
+    for word in set(re.findall(r"(?<![\w'-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", expected)):
+        if "--" + word.replace("_", "-") in flags:
+            expected = re.sub(rf"(?<![\w'-]){word}\b", "--" + word.replace("_", "-"), expected)
+    return text.replace(exc.expected, expected, 1)
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The sub-parser of the command that ran (its flags name the parameters)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(args, "command", None) or "")
+            if isinstance(sub, argparse.ArgumentParser):
+                return sub
+    return parser
 
 
 def _flags(parser: argparse.ArgumentParser) -> set[str]:

@@ -368,7 +368,9 @@ class Session:
                 ("max_per_partition", max_per_partition),
             ):
                 if value is not None:
-                    raise ValidationError(name, fn, "given together with a user column", value)
+                    raise ValidationError(
+                        name, fn, "given together with a user column (user-level data)", value
+                    )
         if not isinstance(escape_formulas, bool):
             raise ValidationError("escape_formulas", fn, "True or False", escape_formulas)
         dom = read_domain(domain, fn)
@@ -407,6 +409,41 @@ class Session:
             output=output,
         )
         return release
+
+    def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:
+        """TrieHH++ heavy hitters (or ``one_shot=True``: one sample-and-threshold histogram of
+        whole items) over one item per client; see :func:`privhist.session.analyses.heavy_hitters`
+        for the parameters. Returns a :class:`~privhist.session.analyses.HeavyHittersResult`."""
+        from privhist.session.analyses import heavy_hitters
+
+        return heavy_hitters(self, source, **kwargs)
+
+    def quantiles(self, source: Any, **kwargs: Any) -> Any:
+        """Private quantiles of a numeric column; see
+        :func:`privhist.session.analyses.quantiles`."""
+        from privhist.session.analyses import quantiles
+
+        return quantiles(self, source, **kwargs)
+
+    def range_counts(self, source: Any, **kwargs: Any) -> Any:
+        """Private range counts of a numeric column; see
+        :func:`privhist.session.analyses.range_counts`."""
+        from privhist.session.analyses import range_counts
+
+        return range_counts(self, source, **kwargs)
+
+    def weighted_sample(self, source: Any, **kwargs: Any) -> Any:
+        """A private weighted sample; see :func:`privhist.session.analyses.weighted_sample`."""
+        from privhist.session.analyses import weighted_sample
+
+        return weighted_sample(self, source, **kwargs)
+
+    def federated_frequency(self, source: Any, **kwargs: Any) -> Any:
+        """User-level federated frequency estimation (TFFE/MFFE); see
+        :func:`privhist.session.analyses.federated_frequency`."""
+        from privhist.session.analyses import federated_frequency
+
+        return federated_frequency(self, source, **kwargs)
 
     def count(
         self,

@@ -13,14 +13,13 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import privhist.mechanisms.registry as registry
 from privhist.core.budget import Budget
-from privhist.core.errors import InputDataError, PrivhistError, ValidationError
+from privhist.core.errors import PrivhistError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.planning.plan import build, choose_default, plan
 from privhist.session import DryRun
@@ -151,23 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--no-progress", action="store_true", help="no progress display")
     h.set_defaults(run=_cmd_histogram)
 
-    planners = _planners()
-    pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
-    pl.add_argument(
-        "mechanism", choices=sorted({"default", *registry.names(), *planners}, key=_plan_order)
-    )
-    _privacy_args(pl)
-    pl.add_argument("--domain", help="public domain file (for dense)")
-    pl.add_argument("--max-count", type=int, default=20, help="largest true count to report")
-    pl.add_argument("--json", action="store_true", help="print one JSON object")
-    for planner in planners.values():
-        planner.add_arguments(pl)
-    pl.add_argument(
-        "--plot",
-        metavar="FILE",
-        help="also draw Pr[released] by true count for every applicable mechanism (PNG/SVG/PDF)",
-    )
-    pl.set_defaults(run=_cmd_plan)
+    _plan_parsers(sub)
 
     b = sub.add_parser("budget", help="the budget ledger")
     bsub = b.add_subparsers(
@@ -207,6 +190,65 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _plan_parsers(sub: Any) -> None:
+    """``privhist plan MECHANISM``: one sub-parser per mechanism with only its own options.
+
+    Registered mechanisms (and ``default``) take the privacy flags, the options of that
+    mechanism, ``--max-count``, ``--json`` and ``--plot``; a planner plug-in takes the shared flags
+    it declares in ``COMMON`` (default: epsilon, delta, max_count), with ``--epsilon`` optional
+    where the planner computes it (``EPSILON_OPTIONAL``), plus its own.
+    """
+    planners = _planners()
+    pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
+    psub = pl.add_subparsers(
+        dest="mechanism", metavar="MECHANISM", required=True, parser_class=_Parser
+    )
+    for name in sorted({"default", *registry.names()} - set(planners), key=_plan_order):
+        cls = registry.get_or_none(name)
+        p = psub.add_parser(
+            name,
+            help="the planner's choice for the request"
+            if cls is None
+            else (cls.__doc__ or name).strip().splitlines()[0].replace("``", ""),
+        )
+        _privacy_args(p, None if cls is None else [cls])
+        if cls is None or cls.needs_domain or _takes_domain(cls):
+            p.add_argument("--domain", help="public domain file (one key per line)")
+        p.add_argument("--max-count", type=int, default=20, help="largest true count to report")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument(
+            "--plot",
+            metavar="FILE",
+            help="also draw Pr[released] by true count for every applicable mechanism "
+            "(PNG/SVG/PDF)",
+        )
+        p.set_defaults(run=_cmd_plan)
+    for name, planner in sorted(planners.items()):
+        p = psub.add_parser(name, help=(planner.__doc__ or name).strip().splitlines()[0])
+        common = getattr(planner, "COMMON", ("epsilon", "delta", "max_count"))
+        if "epsilon" in common:
+            optional = bool(getattr(planner, "EPSILON_OPTIONAL", False))
+            p.add_argument(
+                "--epsilon",
+                type=float,
+                required=not optional,
+                help="target epsilon (optional: computed)" if optional else None,
+            )
+        if "delta" in common:
+            p.add_argument("--delta", type=float, default=0.0)
+        if "max_count" in common:
+            p.add_argument("--max-count", type=int, default=20, help="largest count to report")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        planner.add_arguments(p)
+        p.set_defaults(run=planner.run)
+
+
+def _takes_domain(cls: Any) -> bool:
+    from privhist.planning.plan import accepts_domain
+
+    return accepts_domain(cls)
+
+
 def _plugins(package: str) -> list[Any]:
     """The modules of a plug-in package, in name order.
 
@@ -231,14 +273,14 @@ def _plan_order(name: str) -> tuple[int, str]:
     return (0 if name == "default" else 1, name)
 
 
-def _privacy_args(p: argparse.ArgumentParser) -> None:
+def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, default=0.0)
     p.add_argument("--max-partitions", type=int, help="max keys per user (user-level)")
     p.add_argument("--max-per-partition", type=int, help="max records per user and key")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
     seen: set[str] = set()
-    for cls in registry.registry().values():
+    for cls in registry.registry().values() if classes is None else classes:
         for opt in cls.options:
             if opt.name in seen:
                 continue
@@ -280,18 +322,9 @@ def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
 
 
 def _read_domain(path: str | None) -> np.ndarray[Any, Any] | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if not p.is_file():
-        raise InputDataError(f"domain file '{path}' does not exist")
-    lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    if not lines:
-        raise InputDataError(f"domain file '{path}' is empty")
-    try:
-        return np.array([int(x) for x in lines], dtype=np.int64)
-    except ValueError:
-        return np.array(lines, dtype=object)
+    from privhist.session import read_domain
+
+    return read_domain(path, "plan")
 
 
 def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain: Any) -> Any:
@@ -320,11 +353,7 @@ def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    planner = _planners().get(args.mechanism)
-    if planner is not None:
-        result: int = planner.run(args)
-        return result
-    domain = _read_domain(args.domain)
+    domain = _read_domain(getattr(args, "domain", None))
     nb = _neighbouring(args, False)
     if domain is None and registry.get_or_none(args.mechanism) is not None:
         cls = registry.get(args.mechanism)

@@ -58,14 +58,14 @@ def build(
             options[unknown[0]],
         )
     kwargs = {k: v for k, v in options.items() if k in known and v is not None}
-    if cls.needs_domain or (domain is not None and _accepts_domain(cls)):
+    if cls.needs_domain or (domain is not None and accepts_domain(cls)):
         kwargs["domain"] = domain  # required, or optional (pure-sparse: a domain, not B bits)
     elif domain is not None:
         raise ValidationError("domain", name, "absent: this mechanism takes no domain", "a file")
     return cls(epsilon, delta, neighbouring, confidence=confidence, **kwargs)
 
 
-def _accepts_domain(cls: type[Mechanism]) -> bool:
+def accepts_domain(cls: type[Mechanism]) -> bool:
     import inspect
 
     return "domain" in inspect.signature(cls.__init__).parameters
@@ -134,7 +134,7 @@ def rank_candidates(
                 continue
             opts["keys_only"] = True
         try:
-            given = domain if (cls.needs_domain or _accepts_domain(cls)) else None
+            given = domain if (cls.needs_domain or accepts_domain(cls)) else None
             m = build(name, epsilon, delta, neighbouring, domain=given, **opts)
         except ValidationError:
             continue

@@ -1,7 +1,7 @@
 """How the local engine scales: time and peak memory of counting Parquet files of 10^6 .. 10^9
 records, record-level and user-level, each measured in a fresh process.
 
-    python benchmarks/bench_scale.py                    # 10^6, 10^7, 10^8 (both levels), 10^9 record
+    python benchmarks/bench_scale.py                    # 10^6 .. 10^9 (user level to 10^8)
     python benchmarks/bench_scale.py --sizes 1e6 1e7    # a quick run
     python benchmarks/bench_scale.py --dir /big/disk    # where the generated files go
 
@@ -108,7 +108,10 @@ def main() -> int:
     folder = Path(args.dir or tempfile.gettempdir()) / "privhist-bench-scale"
     folder.mkdir(parents=True, exist_ok=True)
     goals = {("user", 10**8): (15.0, 3e9), ("record", 10**9): (60.0, 4e9)}
-    print(f"{'level':<7} {'records':>14} {'seconds':>9} {'peak GB':>8} {'exp(t)':>7} {'goal':>22}")
+    print(
+        f"{'level':<7} {'records':>14} {'seconds':>9} {'peak GB':>8} {'exp(t)':>7} {'goal':>22}",
+        flush=True,
+    )
     for level in args.levels:
         prev: tuple[int, float] | None = None
         for size in args.sizes:
@@ -133,10 +136,8 @@ def main() -> int:
                 t_goal, m_goal = goals[(level, n)]
                 met = r["seconds"] <= t_goal and r["rss"] <= m_goal
                 goal = f"<= {t_goal:g} s, {m_goal / 1e9:g} GB: {'met' if met else 'NOT met'}"
-            print(
-                f"{level:<7} {n:>14,} {r['seconds']:>9.2f} {r['rss'] / 1e9:>8.2f} {exp:>7} {goal:>22}",
-                flush=True,
-            )
+            gb = r["rss"] / 1e9
+            print(f"{level:<7} {n:>14,} {r['seconds']:>9.2f} {gb:>8.2f} {exp:>7} {goal:>22}")
             prev = (n, r["seconds"])
     return 0
 

@@ -25,9 +25,20 @@ what one user can change (PipelineDP's names, also used by
 The choice for one user depends only on that user's records and on fresh randomness, so removing
 or adding a user leaves everyone else's bounded data with the same distribution, and each user
 changes at most ``k`` counts by at most ``c`` each: the sensitivity recorded as
-``Neighbouring.user(k, c)``. Only users holding more than ``k`` keys draw randomness; their pairs
-are sorted by (user, key) first, so a :class:`~privhist.core.random.SeededRandom` gives the same
-result on every run.
+``Neighbouring.user(k, c)``. Only users holding more than ``k`` keys draw randomness. With a
+:class:`~privhist.core.random.SeededRandom` their pairs are sorted by (user, key) first, so a
+seeded run gives the same result every time; with private randomness they are only grouped by
+user (the order priorities are drawn in is fixed before the draw, so they are i.i.d. whatever it
+is).
+
+Scale
+-----
+A user-level count holds the distinct (user, key) pairs in memory (records are aggregated by the
+streaming engine as they are read). For Parquet files of more than
+:data:`ROWS_PER_USER_PARTITION` rows the users are split into parts by a hash of the user id and
+each part is read and bounded in its own pass, so memory holds one part at a time (the file is
+read once per part). Integer user columns of files stay integers (equal as integers exactly when
+equal as text), which avoids converting every user id to a string.
 
 Key types
 ---------
@@ -74,6 +85,13 @@ Source = str | os.PathLike[str] | pl.LazyFrame | pl.DataFrame
 #: bounds used when a user column is given without them (recorded in ``info``)
 DEFAULT_MAX_PARTITIONS_CONTRIBUTED: Final[int] = 1
 DEFAULT_MAX_CONTRIBUTIONS_PER_PARTITION: Final[int] = 1
+
+#: user-level Parquet files of more (user, key) records than this are counted in several passes
+#: over disjoint sets of users (see :func:`_count_users`), so memory holds one pass's pairs
+ROWS_PER_USER_PARTITION: Final[int] = 25_000_000
+
+#: seed of the (non-cryptographic) hash that assigns users to passes
+_PARTITION_SEED: Final[int] = 0x5EED
 
 #: integer keys whose range is at most ``2 * records + _DENSE_SLACK`` are counted with
 #: ``np.bincount``; wider ranges are sorted
@@ -177,7 +195,8 @@ def count(
 
     with status(f"Counting {label}", enabled=progress):
         if with_user:
-            result = _count_users(lf, k, c, rng or SecureRandom(), label)
+            parts = _user_partitions(path, fmt)
+            result = _count_users(lf, k, c, rng or SecureRandom(), label, parts)
         else:
             result = _count_records(lf, label)
     if with_user:
@@ -256,6 +275,18 @@ def count_array(
 # -- internals ----------------------------------------------------------------------------
 
 
+def _user_partitions(path: str | os.PathLike[str] | None, fmt: str | None) -> int:
+    """How many passes a user-level count takes: one per :data:`ROWS_PER_USER_PARTITION` rows of
+    a Parquet file (its row count is in its metadata); one for every other source."""
+    if path is None or fmt != "parquet":
+        return 1
+    try:
+        rows = int(pl.scan_parquet(path).select(pl.len()).collect().item())
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return 1  # the scan itself reports the problem
+    return max(1, -(-rows // ROWS_PER_USER_PARTITION))
+
+
 def _bounds(with_user: bool, k: int | None, c: int | None, fn: str) -> tuple[int, int, list[str]]:
     if not with_user:
         for name, value in (
@@ -312,23 +343,47 @@ def _count_records(lf: pl.LazyFrame, label: str) -> Counts:
     )
 
 
-def _count_users(lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str) -> Counts:
-    pairs = _collect(lf.group_by("user", "key").agg(pl.len().alias("n")), label)
-    pairs = pairs.with_columns(pl.col("n").cast(pl.Int64))
-    null_key = pairs["key"].is_null()
-    null_user = pairs["user"].is_null()
-    records = int(pairs["n"].sum())
-    null_keys = int(pairs["n"].filter(null_key).sum())
-    null_users = int(pairs["n"].filter(null_user).sum())
-    pairs = pairs.filter(~null_key & ~null_user)
+def _count_users(
+    lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str, partitions: int = 1
+) -> Counts:
+    """Bounded per-key counts and units, over ``partitions`` disjoint sets of users.
 
-    kept, users, users_bounded = _bound(pairs, k, c, rng)
-    table = (
-        kept.group_by("key")
-        .agg(
-            pl.col("n").sum().alias("count"),
-            pl.len().alias("units"),
+    With ``partitions > 1`` the users are split by a hash of the user id and each part is read,
+    bounded and counted on its own, so memory holds one part's (user, key) pairs at a time. A
+    user's records all fall in one part, and each user's choice depends only on their own records
+    and fresh priorities, so the bounded dataset, and the counts, have the same distribution for
+    any number of parts (the hash only decides which pass a user is counted in; it is no source
+    of randomness of the release).
+    """
+    records = null_keys = null_users = users = users_bounded = 0
+    partials: list[pl.DataFrame] = []
+    keys_seen: list[pl.DataFrame] = []
+    for part in range(partitions):
+        query = lf
+        if partitions > 1:
+            bucket = pl.col("user").hash(seed=_PARTITION_SEED) % partitions
+            query = lf.filter(bucket == part)
+        pairs = _collect(query.group_by("user", "key").agg(pl.len().alias("n")), label)
+        pairs = pairs.with_columns(pl.col("n").cast(pl.Int64))
+        null_key = pairs["key"].is_null()
+        null_user = pairs["user"].is_null()
+        records += int(pairs["n"].sum())
+        null_keys += int(pairs["n"].filter(null_key).sum())
+        null_users += int(pairs["n"].filter(null_user).sum())
+        pairs = pairs.filter(~null_key & ~null_user)
+        keys_seen.append(pairs.select(pl.col("key").unique()))
+        kept, part_users, part_bounded = _bound(pairs, k, c, rng)
+        del pairs
+        users += part_users
+        users_bounded += part_bounded
+        partials.append(
+            kept.group_by("key").agg(pl.col("n").sum().alias("count"), pl.len().alias("units"))
         )
+        del kept
+    table = (
+        pl.concat(partials)
+        .group_by("key")
+        .agg(pl.col("count").sum(), pl.col("units").sum())
         .sort("key")
     )
     counts = _int64(table["count"])
@@ -337,12 +392,14 @@ def _count_users(lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str
         "null_keys": null_keys,
         "null_users": null_users,
         "users": users,
-        "distinct_keys": pairs["key"].n_unique(),
+        "distinct_keys": pl.concat(keys_seen)["key"].n_unique(),
         "users_bounded": users_bounded,
         "records_kept": int(counts.sum()),
         "max_partitions_contributed": k,
         "max_contributions_per_partition": c,
     }
+    if partitions > 1:
+        info["user_partitions"] = partitions
     return Counts(
         keys=_keys(table["key"]),
         counts=counts,
@@ -369,8 +426,8 @@ def bound_contributions(
         rng: the source of the priorities (drawn only for users holding more than ``k`` keys).
 
     Returns:
-        The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), sorted by
-        (user, key).
+        The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), grouped by user
+        (sorted by (user, key) for a seeded source).
 
     Example:
         >>> from privhist.core.random import SeededRandom
@@ -393,11 +450,14 @@ def bound_contributions(
 def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.DataFrame, int, int]:
     """:func:`bound_contributions`, also returning the number of users and of bounded users.
 
-    The pairs are sorted by (user, key): that fixes the order in which priorities are drawn
-    (so seeded runs are reproducible) and makes each user's pairs one contiguous run, so per-user
-    sizes and ranks come from run boundaries in linear time instead of hashing.
+    The pairs are sorted by user (by (user, key) for a seeded source, which fixes the order the
+    priorities are drawn in, so seeded runs are reproducible): each user's pairs are then one
+    contiguous run, and per-user sizes and ranks come from run boundaries in linear time.
     """
-    pairs = pairs.select("user", "key", pl.col("n").cast(pl.Int64)).sort("user", "key")
+    # private randomness needs no reproducible draw order: any order fixed before the draw
+    # gives i.i.d. priorities, and grouping users together is all the sort must do
+    order = ["user"] if rng.private else ["user", "key"]
+    pairs = pairs.select("user", "key", pl.col("n").cast(pl.Int64)).sort(order)
     m = pairs.height
     if m == 0:
         return pairs, 0, 0

@@ -281,7 +281,7 @@ def _user_partitions(path: str | os.PathLike[str] | None, fmt: str | None) -> in
     if path is None or fmt != "parquet":
         return 1
     try:
-        rows = int(pl.scan_parquet(path).select(pl.len()).collect().item())
+        rows = int(pl.scan_parquet(os.fspath(path)).select(pl.len()).collect().item())
     except (pl.exceptions.PolarsError, OSError, ValueError):
         return 1  # the scan itself reports the problem
     return max(1, -(-rows // ROWS_PER_USER_PARTITION))

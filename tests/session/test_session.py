@@ -263,6 +263,9 @@ def test_cli_refuses_to_overwrite_its_input(data_csv: Path, capsys: Any) -> None
         (["--epsilon", "1e308"], "'epsilon' (--epsilon) of histogram must be <= 100"),
         (["--epsilon", "1e6"], "must be <= 100 (the largest accepted)"),
         (["--epsilon", "1", "--format", "csv", "-o", "OUT.json"], "as the file name"),
+        (["--epsilon", "1", "--delta", "1e-320"], "(the smallest accepted)"),
+        (["--epsilon", "1e-300"], "noise scale 1/epsilon is at most 2**40"),
+        (["--epsilon", "1", "--user", "w", "--max-partitions", "10" * 10], "at most 2**40"),
     ],
 )
 def test_absurd_numbers_are_typed_errors(
@@ -318,3 +321,23 @@ def test_a_seeded_release_is_never_charged(data_csv: Path, ledger: Ledger) -> No
     with pytest.raises(ValidationError, match="'seed'"):
         Session(ledger.path, "d").histogram(data_csv, key="word", epsilon=1, delta=1e-8, seed=1)
     assert _spends(ledger) == 0
+
+
+@pytest.mark.parametrize("delta", [1e-45, 1e-120, 1e-300])
+def test_stability_threshold_for_tiny_delta(delta: float) -> None:
+    """Deltas below 2**-128 once looped forever (the bounds had 128 bits); the threshold is now
+    the smallest T with Pr[1 + Z >= T] <= delta, checked with 600-digit arithmetic."""
+    from fractions import Fraction
+
+    import mpmath
+
+    from privhist.mechanisms.stability import stability_threshold
+
+    t = stability_threshold(Fraction(1), 1, Fraction(delta))
+    with mpmath.workdps(600):
+        d = mpmath.mpf(Fraction(delta).numerator) / Fraction(delta).denominator
+
+        def tail(m: int) -> Any:  # Pr[Z >= m], discrete Laplace of scale 1
+            return mpmath.exp(-m) / (1 + mpmath.exp(-1))
+
+        assert tail(t - 1) <= d < tail(t - 2)

@@ -11,6 +11,9 @@ from privhist.core.data import Counts
 from privhist.core.release import Release
 from privhist.session import Session
 
+#: the demo generates its records in memory (8 bytes each, and as much again while drawing)
+MAX_DEMO_RECORDS = 200_000_000
+
 
 def zipf_records(records: int, distinct: int, exponent: float, seed: int) -> np.ndarray:
     """``records`` keys drawn i.i.d. with Pr[key = j] proportional to j**-exponent, j=1..distinct.

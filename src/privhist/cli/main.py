@@ -510,7 +510,16 @@ def _cmd_budget_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from privhist.cli.demo import run_demo
+    from privhist.cli.demo import MAX_DEMO_RECORDS, run_demo
+    from privhist.core.validation import check_positive_int
+
+    records = check_positive_int(args.records, "demo", "--records")
+    if records > MAX_DEMO_RECORDS:
+        raise ValidationError(
+            "--records", "demo", f"<= {MAX_DEMO_RECORDS} (the largest accepted)", records
+        )
+    check_positive_int(args.distinct, "demo", "--distinct")
+    check_positive_int(args.top, "demo", "--top", minimum=0)
 
     run_demo(
         records=args.records,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from fractions import Fraction
 from typing import Any
 
@@ -35,6 +36,11 @@ def check_delta(value: Any, function: str, name: str = "delta", *, positive: boo
     x = _real(value, function, name, expected)
     if not math.isfinite(x) or x < 0 or x >= 1 or (positive and x == 0):
         raise ValidationError(name, function, expected, value)
+    if 0 < x < sys.float_info.min:
+        # a subnormal float: too small to compute with (its reciprocal overflows)
+        raise ValidationError(
+            name, function, f"0 or >= {sys.float_info.min!r} (the smallest accepted)", value
+        )
     return x
 
 

@@ -575,9 +575,18 @@ def _build(
     from privhist.planning.plan import build, choose_default
 
     if name == "default":
-        name = choose_default(
-            epsilon, delta, nb, domain=domain, keys_only=bool(options.get("keys_only"))
-        )
+        keys_only = bool(options.get("keys_only"))
+        try:
+            name = choose_default(epsilon, delta, nb, domain=domain, keys_only=keys_only)
+        except ValidationError as exc:
+            if exc.parameter != "mechanism":
+                raise
+            # no mechanism applies: building the one that would be chosen says why
+            preferred = (
+                "dense" if domain is not None else "optimal-selection" if keys_only else "stability"
+            )
+            build(preferred, epsilon, delta, nb, domain=domain, confidence=confidence, **options)
+            raise
     return build(name, epsilon, delta, nb, domain=domain, confidence=confidence, **options)
 
 

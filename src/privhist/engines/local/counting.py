@@ -38,7 +38,11 @@ streaming engine as they are read). For Parquet files of more than
 :data:`ROWS_PER_USER_PARTITION` rows the users are split into parts by a hash of the user id and
 each part is read and bounded in its own pass, so memory holds one part at a time (the file is
 read once per part). Integer user columns of files stay integers (equal as integers exactly when
-equal as text), which avoids converting every user id to a string.
+equal as text), which avoids converting every user id to a string. When both users and keys are
+integers, each record becomes one integer code ``(user - u0) * R + (key - k0)``; one sort of the
+codes groups records into (user, key) pairs in (user, key) order (the passes then split users by
+id ranges). Bounded users are ranked by one sort of a word packing the user's index with the top
+bits of its priorities.
 
 Key types
 ---------
@@ -94,6 +98,13 @@ ROWS_PER_USER_PARTITION: Final[int] = 25_000_000
 #: batches pile up before they are merged
 _BATCH_ROWS: Final[int] = 4_000_000
 _MERGE_EVERY: Final[int] = 16
+
+#: bounded users are ranked by one sort of a packed (user, priority) word while their number
+#: needs at most this many bits (else by a two-column sort)
+_PACKED_GROUP_BITS: Final[int] = 24
+
+#: key ranges up to this size are counted with dense arrays in the integer user-level path
+_DENSE_KEYS: Final[int] = 1 << 26
 
 #: seed of the (non-cryptographic) hash that assigns users to passes
 _PARTITION_SEED: Final[int] = 0x5EED
@@ -421,6 +432,15 @@ def _count_users(
     any number of parts (the hash only decides which pass a user is counted in; it is no source
     of randomness of the release).
     """
+    try:
+        schema = lf.collect_schema()
+        integer_ids = schema["user"] == pl.Int64 and schema["key"] == pl.Int64
+    except (pl.exceptions.PolarsError, OSError):
+        integer_ids = False  # the read below reports the problem
+    if integer_ids:
+        fast = _count_user_codes(lf, k, c, rng, label, partitions)
+        if fast is not None:
+            return fast
     records = null_keys = null_users = users = users_bounded = 0
     partials: list[pl.DataFrame] = []
     keys_seen: list[pl.DataFrame] = []
@@ -531,6 +551,18 @@ def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.D
     boundary = (user != user.shift(1)).fill_null(True).to_numpy()
     starts = np.flatnonzero(boundary)
     sizes = np.diff(np.append(starts, m))  # distinct keys held by each user
+    keep, users_bounded = _keep_mask(sizes, k, rng)
+    kept = pairs.filter(pl.Series(keep)).with_columns(pl.col("n").clip(upper_bound=c))
+    return kept, int(starts.size), users_bounded
+
+
+def _keep_mask(
+    sizes: npt.NDArray[np.int64], k: int, rng: RandomSource
+) -> tuple[npt.NDArray[np.bool_], int]:
+    """Which pairs the users keep, for pairs grouped by user in runs of ``sizes``: all of a user
+    holding at most ``k`` keys, else the ``k`` of smallest priority; and how many users were
+    bounded. Priorities are drawn in row order, for the bounded users' rows only."""
+    m = int(sizes.sum())
     bounded = sizes > k
     users_bounded = int(bounded.sum())
     keep = np.ones(m, dtype=np.bool_)
@@ -540,28 +572,162 @@ def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.D
         big_sizes = sizes[bounded]
         group = np.repeat(np.arange(users_bounded, dtype=np.int64), big_sizes)
         # i.i.d. uniform priorities, whatever the row order: each user keeps the k smallest,
-        # a uniform k-subset of their keys, independently of every other user. A stable sort
-        # breaks (probability < 2**-64) ties by key order.
-        ranked = (
-            pl.DataFrame(
-                {
-                    "group": group,
-                    "priority": pl.Series(rng.uint64(group.size), dtype=pl.UInt64),
-                    "row": big_rows,
-                }
+        # a uniform k-subset of their keys, independently of every other user
+        priority = rng.uint64(group.size)
+        bits = max(1, users_bounded.bit_length())
+        if bits <= _PACKED_GROUP_BITS:
+            # one sort of (group, top 64 - bits bits of the priority) packed in a word; a
+            # stable sort breaks ties of those bits (probability below s**2 * 2**(bits - 65)
+            # for a user holding s keys: 2**-41 at 2**23 users) by key order
+            packed = (group.astype(np.uint64) << np.uint64(64 - bits)) | (
+                priority >> np.uint64(bits)
             )
-            .sort("group", "priority", maintain_order=True)
-            .get_column("row")
-            .to_numpy()
-        )
+            order = (
+                pl.DataFrame({"packed": packed})
+                .with_row_index("i")
+                .sort("packed", maintain_order=True)
+                .get_column("i")
+                .to_numpy()
+            )
+            ranked = big_rows[order]
+        else:
+            # a stable sort breaks (probability < 2**-64) ties by key order
+            ranked = (
+                pl.DataFrame(
+                    {
+                        "group": group,
+                        "priority": pl.Series(priority, dtype=pl.UInt64),
+                        "row": big_rows,
+                    }
+                )
+                .sort("group", "priority", maintain_order=True)
+                .get_column("row")
+                .to_numpy()
+            )
         # sorting by group first keeps every group's block where it was, so the position of
         # a row inside its block is its rank among the user's priorities
         block_start = np.repeat(np.cumsum(big_sizes) - big_sizes, big_sizes)
         rank = np.arange(group.size, dtype=np.int64) - block_start
         keep[big_rows] = False
         keep[ranked[rank < k]] = True
-    kept = pairs.filter(pl.Series(keep)).with_columns(pl.col("n").clip(upper_bound=c))
-    return kept, int(starts.size), users_bounded
+    return keep, users_bounded
+
+
+def _count_user_codes(
+    lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str, partitions: int
+) -> Counts | None:
+    """:func:`_count_users` for integer users and keys, by sorting one integer per record.
+
+    Each record becomes the code ``(user - u0) * R + (key - k0)`` (``R`` the key range), so one
+    sort of a single integer column groups records by (user, key) in (user, key) order, and runs
+    of equal codes are the pairs with their record counts. The draw order, and so a seeded
+    result, is the one :func:`_bound` gives. With ``partitions > 1`` the users are split into
+    ranges of ids, one pass each. Returns None when the codes would not fit in 63 bits (the
+    general path then counts).
+    """
+    stats = _collect(
+        lf.select(
+            pl.len().alias("records"),
+            pl.col("key").null_count().alias("null_keys"),
+            pl.col("user").null_count().alias("null_users"),
+            pl.col("user").min().alias("u0"),
+            pl.col("user").max().alias("u1"),
+            pl.col("key").min().alias("k0"),
+            pl.col("key").max().alias("k1"),
+        ),
+        label,
+    ).row(0, named=True)
+    info: dict[str, Any] = {
+        "records": int(stats["records"]),
+        "null_keys": int(stats["null_keys"]),
+        "null_users": int(stats["null_users"]),
+        "users": 0,
+        "distinct_keys": 0,
+        "users_bounded": 0,
+        "records_kept": 0,
+        "max_partitions_contributed": k,
+        "max_contributions_per_partition": c,
+    }
+    empty = np.zeros(0, dtype=np.int64)
+    if stats["u0"] is None or stats["k0"] is None:
+        return Counts(empty, empty, empty, Neighbouring.user(k, c), info)
+    u0, u1, k0, k1 = (int(stats[x]) for x in ("u0", "u1", "k0", "k1"))
+    width = k1 - k0 + 1
+    if (u1 - u0 + 1) * width >= 1 << 62 or width > 1 << 40:
+        return None
+    valid = lf.filter(pl.col("user").is_not_null() & pl.col("key").is_not_null())
+    code = ((pl.col("user") - u0) * width + (pl.col("key") - k0)).alias("code")
+    span = u1 - u0 + 1
+    count_sum = np.zeros(0, dtype=np.int64)
+    unit_sum = np.zeros(0, dtype=np.int64)
+    keys_all: list[npt.NDArray[np.int64]] = []
+    count_all: list[npt.NDArray[np.int64]] = []
+    unit_all: list[npt.NDArray[np.int64]] = []
+    seen: list[npt.NDArray[np.int64]] = []
+    dense = width <= _DENSE_KEYS
+    present = np.zeros(width if dense else 0, dtype=np.bool_)
+    count_dense = np.zeros(width if dense else 0, dtype=np.int64)
+    unit_dense = np.zeros(width if dense else 0, dtype=np.int64)
+    for part in range(partitions):
+        lo = u0 + span * part // partitions
+        hi = u0 + span * (part + 1) // partitions
+        query = (
+            valid if partitions == 1 else valid.filter(pl.col("user").is_between(lo, hi, "left"))
+        )
+        codes = _collect(query.select(code), label)["code"].sort().to_numpy()
+        if codes.size == 0:
+            continue
+        first = np.empty(codes.size, dtype=np.bool_)
+        first[0] = True
+        np.not_equal(codes[1:], codes[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        del first
+        pair = codes[starts]
+        n = np.diff(np.append(starts, codes.size)).astype(np.int64)
+        del codes, starts
+        users = pair // width
+        new_user = np.empty(pair.size, dtype=np.bool_)
+        new_user[0] = True
+        np.not_equal(users[1:], users[:-1], out=new_user[1:])
+        del users
+        user_starts = np.flatnonzero(new_user)
+        del new_user
+        sizes = np.diff(np.append(user_starts, pair.size)).astype(np.int64)
+        keep, bounded = _keep_mask(sizes, k, rng)
+        info["users"] += int(user_starts.size)
+        info["users_bounded"] += bounded
+        keys = pair % width
+        kept_counts = np.minimum(n[keep], c)
+        if dense:
+            present |= np.bincount(keys, minlength=width).astype(np.bool_)
+            count_dense += np.bincount(keys[keep], weights=kept_counts, minlength=width).astype(
+                np.int64
+            )
+            unit_dense += np.bincount(keys[keep], minlength=width)
+        else:
+            seen.append(np.unique(keys))
+            part_keys, inverse = np.unique(keys[keep], return_inverse=True)
+            keys_all.append(part_keys)
+            count_all.append(np.bincount(inverse, weights=kept_counts).astype(np.int64))
+            unit_all.append(np.bincount(inverse).astype(np.int64))
+        del pair, n, keys, keep
+    if dense:
+        held = np.flatnonzero(unit_dense)
+        count_sum, unit_sum = count_dense[held], unit_dense[held].astype(np.int64)
+        info["distinct_keys"] = int(present.sum())
+        out_keys = held.astype(np.int64) + k0
+    elif keys_all:
+        merged, inverse = np.unique(np.concatenate(keys_all), return_inverse=True)
+        count_sum = np.bincount(inverse, weights=np.concatenate(count_all)).astype(np.int64)
+        unit_sum = np.bincount(inverse, weights=np.concatenate(unit_all)).astype(np.int64)
+        info["distinct_keys"] = int(np.unique(np.concatenate(seen)).size)
+        out_keys = merged.astype(np.int64) + k0
+    else:
+        out_keys = empty
+    info["records_kept"] = int(count_sum.sum())
+    if partitions > 1:
+        info["user_partitions"] = partitions
+    return Counts(out_keys, count_sum, unit_sum, Neighbouring.user(k, c), info)
 
 
 def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:

@@ -341,3 +341,35 @@ def test_stability_threshold_for_tiny_delta(delta: float) -> None:
             return mpmath.exp(-m) / (1 + mpmath.exp(-1))
 
         assert tail(t - 1) <= d < tail(t - 2)
+
+
+def test_every_release_method_has_a_dry_run(ledger: Ledger, tmp_path: Path) -> None:
+    s = Session(ledger.path, "d")
+    missing = tmp_path / "never-read.csv"
+    hh = s.heavy_hitters(missing, key="w", epsilon=1, delta=1e-8, dry_run=True)
+    assert isinstance(hh, DryRun) and 0.9 < hh.cost.epsilon <= 1.0  # composed over levels
+    curve = hh.reporting_curve(200)
+    assert curve[0] == 0.0 and max(curve) > 0.5  # one trie level's sample-and-threshold
+    q = s.quantiles(missing, column="x", q=[0.5], lo=0, hi=1, epsilon=1, delta=1e-8, dry_run=True)
+    assert isinstance(q, DryRun) and q.reporting_curve() == [] and q.allowed
+    r = s.range_counts(
+        missing, column="x", queries=[(0, 0.5)], lo=0, hi=1, epsilon=3, delta=1e-8, dry_run=True
+    )
+    assert isinstance(r, DryRun) and not r.allowed  # more than the dataset's total
+    w = s.weighted_sample(missing, key="k", epsilon=1, delta=1e-6, tau=2.0, dry_run=True)
+    assert isinstance(w, DryRun) and w.cost == Budget(1.0, 1e-6)
+    assert _spends(ledger) == 0 and not missing.exists()
+
+
+def test_heavy_hitters_and_quantiles_from_tables() -> None:
+    words = ["hello"] * 3000 + ["hey"] * 2000 + ["hi"] * 1000 + ["zz"]
+    hh = Session().heavy_hitters(pl.DataFrame({"w": words}), key="w", epsilon=1, delta=1e-8, seed=4)
+    assert not isinstance(hh, DryRun)
+    assert set(hh.release.keys.tolist()) == {"hello", "hey", "hi"} and not hh.private
+    values = pd.DataFrame({"x": np.linspace(0, 1000, 50_001)})
+    out = Session().quantiles(
+        values, column="x", q=[0.5], lo=0, hi=1000, epsilon=1, delta=1e-8, seed=2
+    )
+    assert not isinstance(out, DryRun)
+    result, facts = out
+    assert facts["rows"] == 50_001 and abs(result.answers[0].value - 500) < 50

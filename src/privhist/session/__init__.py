@@ -75,14 +75,16 @@ class DryRun:
     """What a release would cost and give, computed without data or budget.
 
     Attributes:
-        mechanism: the mechanism the release would run, constructed from parameters only.
+        mechanism: the mechanism the release would run (for releases built from several
+            mechanisms, the one each key or node goes through), constructed from parameters
+            only; None where no single reporting curve describes the release.
         cost: the budget it would charge.
         neighbouring: the relation its guarantee is for.
         remaining: the dataset's remaining budget now (None without a ledger).
         allowed: whether the ledger would accept the charge (True without a ledger).
     """
 
-    mechanism: Mechanism
+    mechanism: Mechanism | None
     cost: Budget
     neighbouring: Neighbouring
     remaining: BudgetAmount | None
@@ -90,9 +92,12 @@ class DryRun:
     details: dict[str, Any] = field(default_factory=dict)
 
     def reporting_curve(self, max_count: int = 40) -> list[float]:
-        """Pr[a key is released] for a key of true count 0..max_count."""
+        """Pr[a key is released] for a key of true count 0..max_count (empty when the release
+        has no single reporting curve)."""
         from privhist.planning.plan import plan
 
+        if self.mechanism is None:
+            return []
         return list(plan(self.mechanism, max_count)["reporting_probability"])
 
     def to_dict(self, max_count: int = 40) -> dict[str, Any]:
@@ -106,7 +111,7 @@ class DryRun:
             else {"epsilon": self.remaining.epsilon, "delta": self.remaining.delta},
             "allowed": self.allowed,
             **self.details,
-            "plan": plan(self.mechanism, max_count),
+            "plan": None if self.mechanism is None else plan(self.mechanism, max_count),
         }
 
 
@@ -235,7 +240,7 @@ class Session:
 
     def _dry_run(
         self,
-        mechanism: Mechanism,
+        mechanism: Mechanism | None,
         cost: Budget,
         neighbouring: Neighbouring,
         details: dict[str, Any] | None = None,

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
+from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, default_source
 from privhist.core.release import Release
 from privhist.io.writers import encode_release
@@ -29,7 +30,7 @@ from privhist.io.writers import encode_release
 if TYPE_CHECKING:
     import polars as pl
 
-    from privhist.session import Session
+    from privhist.session import DryRun, Session
 
 #: table formats a numeric column can be read from
 TABULAR = ("csv", "tsv", "parquet", "ndjson")
@@ -101,7 +102,8 @@ def heavy_hitters(
     output: str | os.PathLike[str] | None = None,
     output_format: str | None = None,
     seed: int | None = None,
-) -> HeavyHittersResult:
+    dry_run: bool = False,
+) -> HeavyHittersResult | DryRun:
     """TrieHH++ (or one sample-and-threshold histogram of whole items) over one item per client.
 
     See :class:`privhist.federated.triehh.TrieHH` (Bharadwaj & Cormode 2022, Section 4.1).
@@ -148,6 +150,10 @@ def heavy_hitters(
         )
         cost = hh.composition.guarantee
         name = f"{fn} (TrieHH++)"
+    if dry_run:
+        comp = None if hh is None else hh.composition
+        level = mech if comp is None else SampleAndThreshold(comp.level.epsilon, comp.level.delta)
+        return session._dry_run(level, cost, Neighbouring.add_remove(), {"one_shot": one_shot})
     session._check_budget(cost, None, seed, fn)
     rng = default_source(seed)
     counts = session.engine.count(
@@ -278,8 +284,9 @@ def quantiles(
     clamp: bool = False,
     input_format: str | None = None,
     seed: int | None = None,
+    dry_run: bool = False,
     **options: Any,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any]] | DryRun:
     """Private quantiles (Bharadwaj & Cormode 2022, Section 4.2); returns the answers and exact,
     NOT private facts about the input (rows read, dropped, clamped)."""
     from privhist.analytics.quantiles import answer_quantiles, check_levels, quantile_method
@@ -303,6 +310,8 @@ def quantiles(
         **{k: v for k, v in options.items() if v is not None},
     )
     cost = estimator.composition().basic
+    if dry_run:
+        return session._dry_run(None, cost, Neighbouring.add_remove(), {"method": method})
     session._check_budget(cost, None, seed, fn)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)
@@ -332,8 +341,9 @@ def range_counts(
     clamp: bool = False,
     input_format: str | None = None,
     seed: int | None = None,
+    dry_run: bool = False,
     **options: Any,
-) -> tuple[Any, list[Any], dict[str, Any]]:
+) -> tuple[Any, list[Any], dict[str, Any]] | DryRun:
     """Private range counts from one hierarchical release (Bharadwaj & Cormode 2022, Section
     4.2); returns the release, the answers in query order, and exact NOT private input facts."""
     from privhist.analytics.range_query import HierarchicalHistogram
@@ -356,6 +366,8 @@ def range_counts(
         if a > b:
             raise ValidationError("query", fn, "A <= B", f"{a:g} {b:g}")
     cost = hh.composition().basic
+    if dry_run:
+        return session._dry_run(None, cost, Neighbouring.add_remove(), {"levels": levels})
     session._check_budget(cost, None, seed, fn)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)
@@ -459,7 +471,8 @@ def weighted_sample(
     aggregate: bool = False,
     output: str | os.PathLike[str] | None = None,
     seed: int | None = None,
-) -> WeightedSample:
+    dry_run: bool = False,
+) -> WeightedSample | DryRun:
     """A private weighted sample (Cohen, Geri, Sarlos & Stemmer, Algorithm 2), sanitised by the
     certified keys-and-frequencies sanitiser (or the keys sanitiser with ``keys_only``).
 
@@ -515,6 +528,8 @@ def weighted_sample(
         out_format = _output(session, output, out_path.suffix.lower()[1:], source, fn)
     budget = Budget(epsilon, delta)
     _check_source(session, source, fn)
+    if dry_run:
+        return session._dry_run(None, budget, Neighbouring.add_remove(), {"scheme": scheme})
     session._check_budget(budget, None, seed, fn)
     keys, weights = _read_weighted(source, key, weight, fn)
     if weights is None:

@@ -366,7 +366,7 @@ def test_heavy_hitters_and_quantiles_from_tables() -> None:
     hh = Session().heavy_hitters(pl.DataFrame({"w": words}), key="w", epsilon=1, delta=1e-8, seed=4)
     assert not isinstance(hh, DryRun)
     assert set(hh.release.keys.tolist()) == {"hello", "hey", "hi"} and not hh.private
-    values = pd.DataFrame({"x": np.linspace(0, 1000, 50_001)})
+    values = pd.DataFrame({"x": np.linspace(0, 999, 50_001)})
     out = Session().quantiles(
         values, column="x", q=[0.5], lo=0, hi=1000, epsilon=1, delta=1e-8, seed=2
     )

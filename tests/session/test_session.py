@@ -373,3 +373,14 @@ def test_heavy_hitters_and_quantiles_from_tables() -> None:
     assert not isinstance(out, DryRun)
     result, facts = out
     assert facts["rows"] == 50_001 and abs(result.answers[0].value - 500) < 50
+
+
+def test_cli_dry_run(ledger: Ledger, tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "never.csv"
+    argv = ["histogram", str(tmp_path / "absent.csv"), "--key", "w", "--epsilon", "0.5"]
+    argv += ["--delta", "1e-8", "--ledger", str(ledger.path), "--dataset", "d", "--dry-run"]
+    assert main([*argv, "-o", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cost"] == {"epsilon": 0.5, "delta": 1e-8} and report["allowed"]
+    assert report["remaining"]["epsilon"] == 2.0 and report["plan"]["mechanism"] == "stability"
+    assert not out.exists() and _spends(ledger) == 0

@@ -148,6 +148,12 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     h.add_argument("--no-progress", action="store_true", help="no progress display")
+    h.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print (JSON) the cost, the remaining budget and Pr[released] by true count; read "
+        "no data, spend nothing",
+    )
     h.set_defaults(run=_cmd_histogram)
 
     _plan_parsers(sub)
@@ -425,8 +431,11 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
         output_format=args.format,
         escape_formulas=not args.no_csv_escape,
         seed=args.seed,
+        dry_run=args.dry_run,
     )
-    assert not isinstance(release, DryRun)
+    if isinstance(release, DryRun):
+        print(json.dumps(release.to_dict()))
+        return 0
     if args.output is None:
         sys.stdout.write(release_to_csv(release, escape_formulas=not args.no_csv_escape))
         sys.stdout.flush()

@@ -1,1 +1,1 @@
-"""The test suite (a regular package, so that no installed top-level ``tests`` package shadows it)."""
+"""The test suite: a regular package, so that no installed top-level ``tests`` shadows it."""

@@ -11,25 +11,24 @@ what one user can change (PipelineDP's names, also used by
 :class:`~privhist.core.neighbouring.Neighbouring`):
 
 * ``max_partitions_contributed`` (``k``): each user keeps at most ``k`` of their distinct keys,
-  a uniformly random ``k``-subset when they hold more. Every (user, key) pair gets an
-  independent uniform 64-bit priority from the :class:`~privhist.core.random.RandomSource` and
-  each user keeps the ``k`` pairs of smallest priority. Ranks come from one sort by (user,
-  priority) over the users holding more than ``k`` keys, read off as positions inside each
-  user's contiguous block (linear time; faster than a hashed window ``rank().over("user")``).
-  Two priorities tie with probability ``2**-64``; a tie is broken by key order.
+  a uniformly random ``k``-subset when they hold more. Every (user, key) pair gets a
+  pseudorandom 64-bit priority, a keyed function of the pair under a 256-bit secret drawn from
+  the :class:`~privhist.core.random.RandomSource` (:mod:`privhist.engines.priorities`: the
+  same priorities in every engine, whatever the partitioning), and each user keeps the ``k``
+  pairs of smallest priority. Ranks come from one sort by (user, priority) over the users
+  holding more than ``k`` keys, read off as positions inside each user's contiguous block
+  (linear time; faster than a hashed window ``rank().over("user")``). A tie is broken by key
+  order.
 * ``max_contributions_per_partition`` (``c``): each kept (user, key) pair keeps at most ``c`` of
   its ``n`` records. Records of one pair are interchangeable for counting, so keeping a uniform
   random ``c``-subset of them and keeping ``min(n, c)`` give the same count; no randomness is
   needed.
 
-The choice for one user depends only on that user's records and on fresh randomness, so removing
-or adding a user leaves everyone else's bounded data with the same distribution, and each user
-changes at most ``k`` counts by at most ``c`` each: the sensitivity recorded as
-``Neighbouring.user(k, c)``. Only users holding more than ``k`` keys draw randomness. With a
-:class:`~privhist.core.random.SeededRandom` their pairs are sorted by (user, key) first, so a
-seeded run gives the same result every time; with private randomness they are only grouped by
-user (the order priorities are drawn in is fixed before the draw, so they are i.i.d. whatever it
-is).
+The choice for one user depends only on that user's records and on the secret, so removing
+or adding a user leaves everyone else's bounded data unchanged, and each user changes at most
+``k`` counts by at most ``c`` each: the sensitivity recorded as ``Neighbouring.user(k, c)``.
+The secret is drawn only when some user holds more than ``k`` keys (one draw for all passes), so
+a seeded run gives the same result every time, in every engine.
 
 Scale
 -----
@@ -64,6 +63,7 @@ integers.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
@@ -76,6 +76,7 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import check_positive_int
 from privhist.engines.local.progress import status
+from privhist.engines.priorities import LazyPriorities
 from privhist.io.readers import (
     check_key_type,
     default_key_type,
@@ -437,8 +438,9 @@ def _count_users(
         integer_ids = schema["user"] == pl.Int64 and schema["key"] == pl.Int64
     except (pl.exceptions.PolarsError, OSError):
         integer_ids = False  # the read below reports the problem
+    prio = LazyPriorities(rng)
     if integer_ids:
-        fast = _count_user_codes(lf, k, c, rng, label, partitions)
+        fast = _count_user_codes(lf, k, c, prio, label, partitions)
         if fast is not None:
             return fast
     records = null_keys = null_users = users = users_bounded = 0
@@ -458,7 +460,7 @@ def _count_users(
         null_users += int(pairs["n"].filter(null_user).sum())
         pairs = pairs.filter(~null_key & ~null_user)
         keys_seen.append(pairs.select(pl.col("key").unique()))
-        kept, part_users, part_bounded = _bound(pairs, k, c, rng)
+        kept, part_users, part_bounded = _bound(pairs, k, c, prio)
         del pairs
         users += part_users
         users_bounded += part_bounded
@@ -529,21 +531,22 @@ def bound_contributions(
     c = check_positive_int(
         max_contributions_per_partition, "bound_contributions", "max_contributions_per_partition"
     )
-    kept, _, _ = _bound(pairs, k, c, rng)
+    kept, _, _ = _bound(pairs, k, c, LazyPriorities(rng))
     return kept
 
 
-def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.DataFrame, int, int]:
+def _bound(
+    pairs: pl.DataFrame, k: int, c: int, prio: LazyPriorities
+) -> tuple[pl.DataFrame, int, int]:
     """:func:`bound_contributions`, also returning the number of users and of bounded users.
 
     The pairs are sorted by user (by (user, key) for a seeded source, which fixes the order the
     priorities are drawn in, so seeded runs are reproducible): each user's pairs are then one
     contiguous run, and per-user sizes and ranks come from run boundaries in linear time.
     """
-    # private randomness needs no reproducible draw order: any order fixed before the draw
-    # gives i.i.d. priorities, and grouping users together is all the sort must do
-    order = ["user"] if rng.private else ["user", "key"]
-    pairs = pairs.select("user", "key", pl.col("n").cast(pl.Int64)).sort(order)
+    # priorities are a function of the pair, so only grouping users together matters; the key
+    # order inside a user breaks ties (equal priorities) reproducibly
+    pairs = pairs.select("user", "key", pl.col("n").cast(pl.Int64)).sort("user", "key")
     m = pairs.height
     if m == 0:
         return pairs, 0, 0
@@ -551,17 +554,26 @@ def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.D
     boundary = (user != user.shift(1)).fill_null(True).to_numpy()
     starts = np.flatnonzero(boundary)
     sizes = np.diff(np.append(starts, m))  # distinct keys held by each user
-    keep, users_bounded = _keep_mask(sizes, k, rng)
+    users = pairs["user"].to_numpy()
+    keys = pairs["key"].to_numpy()
+
+    def priorities(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+        return prio(users[rows], keys[rows])
+
+    keep, users_bounded = _keep_mask(sizes, k, priorities)
     kept = pairs.filter(pl.Series(keep)).with_columns(pl.col("n").clip(upper_bound=c))
     return kept, int(starts.size), users_bounded
 
 
 def _keep_mask(
-    sizes: npt.NDArray[np.int64], k: int, rng: RandomSource
+    sizes: npt.NDArray[np.int64],
+    k: int,
+    priorities: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.uint64]],
 ) -> tuple[npt.NDArray[np.bool_], int]:
     """Which pairs the users keep, for pairs grouped by user in runs of ``sizes``: all of a user
     holding at most ``k`` keys, else the ``k`` of smallest priority; and how many users were
-    bounded. Priorities are drawn in row order, for the bounded users' rows only."""
+    bounded. ``priorities(rows)`` gives the priorities of those rows; it is asked only for the
+    rows of bounded users."""
     m = int(sizes.sum())
     bounded = sizes > k
     users_bounded = int(bounded.sum())
@@ -571,9 +583,10 @@ def _keep_mask(
         big_rows = np.flatnonzero(np.repeat(bounded, sizes))
         big_sizes = sizes[bounded]
         group = np.repeat(np.arange(users_bounded, dtype=np.int64), big_sizes)
-        # i.i.d. uniform priorities, whatever the row order: each user keeps the k smallest,
-        # a uniform k-subset of their keys, independently of every other user
-        priority = rng.uint64(group.size)
+        # pseudorandom priorities of the pairs themselves (engines/priorities.py), whatever the
+        # row order: each user keeps the k smallest, a uniform k-subset of their keys,
+        # independently of every other user
+        priority = priorities(big_rows)
         bits = max(1, users_bounded.bit_length())
         if bits <= _PACKED_GROUP_BITS:
             # one sort of (group, top 64 - bits bits of the priority) packed in a word; a
@@ -614,7 +627,7 @@ def _keep_mask(
 
 
 def _count_user_codes(
-    lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str, partitions: int
+    lf: pl.LazyFrame, k: int, c: int, prio: LazyPriorities, label: str, partitions: int
 ) -> Counts | None:
     """:func:`_count_users` for integer users and keys, by sorting one integer per record.
 
@@ -693,7 +706,14 @@ def _count_user_codes(
         user_starts = np.flatnonzero(new_user)
         del new_user
         sizes = np.diff(np.append(user_starts, pair.size)).astype(np.int64)
-        keep, bounded = _keep_mask(sizes, k, rng)
+
+        def priorities(
+            rows: npt.NDArray[np.int64], pair: npt.NDArray[np.int64] = pair
+        ) -> npt.NDArray[np.uint64]:
+            chosen = pair[rows]
+            return prio(chosen // width + u0, chosen % width + k0)
+
+        keep, bounded = _keep_mask(sizes, k, priorities)
         info["users"] += int(user_starts.size)
         info["users_bounded"] += bounded
         keys = pair % width

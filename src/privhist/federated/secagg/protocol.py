@@ -77,11 +77,10 @@ STAGES = ("advertise", "shares", "masked", "ack", "unmask")
 
 
 def default_neighbours(n: int) -> int:
-    """SecAgg+'s default degree: the even number at least ``3 ceil(log2 n)`` (capped at the
-    complete graph)."""
+    """SecAgg+'s default degree: the even number at least ``3 ceil(log2 n)`` (a degree of
+    ``n - 1`` or more is the complete graph)."""
     k = 3 * max(1, math.ceil(math.log2(max(n, 2))))
-    k += k % 2
-    return min(k, n - 1 if (n - 1) % 2 == 0 else n)
+    return k + k % 2
 
 
 def default_threshold(n: int, neighbours: int) -> int:
@@ -310,6 +309,7 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: forwarded shares from non-neighbours")
         if len(senders) + 1 < self.config.threshold:
             raise ProtocolError(f"client {self.id}: fewer than t clients shared keys")
+        held: dict[int, tuple[int, int]] = {}
         for v, ct in msg.body["ciphertexts"]:
             key = crypto.encryption_key(self._c.private_bytes, self._keys[v][0], rid)
             plain = crypto.decrypt(key, ct, _associated(rid, v, self.id))
@@ -324,7 +324,8 @@ class SecAggClient:
             bs = int.from_bytes(plain[8 + shamir.SHARE_BYTES :], "big")
             if ks >= shamir.PRIME or bs >= shamir.PRIME:
                 raise ProtocolError(f"client {self.id}: share outside the field")
-            self._held[v] = (ks, bs)
+            held[v] = (ks, bs)
+        self._held.update(held)
         self._u2 = senders | {self.id}
         y = (self._x + crypto.prg_uniform(self._b, q, d)) % q
         for v in sorted(senders):

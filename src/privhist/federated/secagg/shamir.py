@@ -62,12 +62,17 @@ def reconstruct(points: Sequence[tuple[int, int]], threshold: int) -> int:
         )
     if any(not 0 < x < PRIME or not 0 <= y < PRIME for x, y in pts):
         raise ProtocolError("shamir.reconstruct: a share lies outside the field")
-    secret = 0
+    return _interpolate_at(pts, 0)
+
+
+def _interpolate_at(pts: Sequence[tuple[int, int]], at: int) -> int:
+    """The value at ``at`` of the polynomial of degree ``len(pts) - 1`` through ``pts``."""
+    value = 0
     for i, (xi, yi) in enumerate(pts):
         num, den = 1, 1
         for j, (xj, _) in enumerate(pts):
             if i != j:
-                num = num * xj % PRIME
+                num = num * (xj - at) % PRIME
                 den = den * (xj - xi) % PRIME
-        secret = (secret + yi * num * pow(den, -1, PRIME)) % PRIME
-    return secret
+        value = (value + yi * num * pow(den, -1, PRIME)) % PRIME
+    return value

@@ -77,6 +77,7 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--secure-sum", choices=["ideal", "secagg", "secagg+"], default="ideal")
     p.set_defaults(run=run)
 
 
@@ -138,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     show = not args.no_progress and not args.json and sys.stderr.isatty()
     from rich.progress import Progress
 
+    from privhist.federated.secagg.aggregator import aggregator_factory
+
     with Progress(disable=not show, transient=True) as bar:
         if args.protocol == "tffe":
             cal = ffe.calibrate_tffe(eps, delta, n, frame.D, bits=bits, theta=theta)
@@ -151,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 max_items=max_items,
                 theta=theta,
                 bits=bits,
+                aggregator=aggregator_factory(args.secure_sum),
                 progress=lambda k: bar.advance(task, k),
             )
         else:
@@ -167,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
                 rounds=rounds,
                 theta=theta,
                 eta=args.eta,
+                aggregator=aggregator_factory(args.secure_sum),
                 progress=lambda k: bar.advance(task, k),
             )
     spent = result.epsilon(delta)

@@ -43,6 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", help="write the items here (.csv, .json, .parquet)")
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--secure-sum", choices=["ideal", "secagg", "secagg+"], default="ideal")
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 
@@ -97,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             args.input, key=args.key or "key", format=fmt, progress=not args.no_progress
         )
         with charged(ledger, args, hh.composition.guarantee, f"{FN} (TrieHH++)"):
-            result = hh.run(pop, rng)
+            from privhist.federated.secagg.aggregator import secure_sum_option
+
+            result = hh.run(pop, rng, secure_sum=secure_sum_option(args.secure_sum))
         release = result.release()
         dropped = result.diagnostics["dropped_for_alphabet"]
         comp = hh.composition

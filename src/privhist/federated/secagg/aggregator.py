@@ -219,6 +219,18 @@ class SecAggregator(SecureAggregator):
         return server.result
 
 
+class NamedFactory:
+    """``(modulus, dimension) -> SecAggregator`` with the protocol's name (for metadata)."""
+
+    def __init__(self, name: str, rng: RandomSource, options: dict[str, Any]) -> None:
+        self.name = name
+        self.rng = rng
+        self.options = options
+
+    def __call__(self, modulus: int, dimension: int) -> SecureAggregator:
+        return SecAggregator(modulus, dimension, variant=self.name, rng=self.rng, **self.options)
+
+
 def aggregator_factory(
     name: str, rng: RandomSource | None = None, **options: Any
 ) -> Callable[[int, int], SecureAggregator]:
@@ -235,9 +247,14 @@ def aggregator_factory(
         raise ValidationError(
             "secure_sum", "aggregator_factory", "one of ['ideal', 'secagg', 'secagg+']", name
         )
-    source = SecureRandom() if rng is None else rng
+    return NamedFactory(name, SecureRandom() if rng is None else rng, dict(options))
 
-    def make(modulus: int, dimension: int) -> SecureAggregator:
-        return SecAggregator(modulus, dimension, variant=name, rng=source, **options)
 
-    return make
+def secure_sum_option(name: str) -> Callable[[int, int], SecureAggregator] | None:
+    """The CLI's ``--secure-sum``: None for ``ideal`` (the protocols' aggregated, in-process
+    path), else the protocol's factory with ``SecureRandom`` keys."""
+    return None if name == "ideal" else aggregator_factory(name)
+
+
+#: the choices of ``--secure-sum``
+SECURE_SUM_CHOICES = ("ideal", *VARIANTS)

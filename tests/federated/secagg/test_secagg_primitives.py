@@ -65,31 +65,59 @@ def test_shamir_any_t_shares_reconstruct_and_fewer_do_not() -> None:
     assert shamir.reconstruct(forged, t) != secret
 
 
+def _share_cells(
+    secret: int, t: int, bits: int, rng: SeededRandom, coefficient_bits: int | None
+) -> list[int]:
+    """Joint top-bit cells of the first t - 1 shares; ``coefficient_bits`` draws the polynomial's
+    coefficients below 2**coefficient_bits instead of on the whole field (a broken sharer)."""
+    cells = []
+    for _ in range(6000):
+        if coefficient_bits is None:
+            shares = shamir.split(secret, t, list(range(1, t + 1)), rng)[: t - 1]
+        else:
+            coeffs = [secret] + [rng.randbelow(1 << coefficient_bits) for _ in range(t - 1)]
+            shares = [
+                sum(c * x**i for i, c in enumerate(coeffs)) % shamir.PRIME for x in range(1, t)
+            ]
+        cell = 0
+        for y in shares:
+            cell = (cell << bits) | min(y >> (256 - bits), (1 << bits) - 1)
+        cells.append(cell)
+    return cells
+
+
+def _share_cell_law(t: int, bits: int) -> np.ndarray:
+    # the top bits of a uniform field element: 2**(256 - bits) values per cell, the last
+    # cell also holding the 297 elements at or above 2**256
+    per = np.full(1 << bits, float(1 << (256 - bits)))
+    per[-1] = shamir.PRIME - ((1 << bits) - 1) * (1 << (256 - bits))
+    p1 = per / shamir.PRIME
+    p = p1
+    for _ in range(t - 2):
+        p = np.outer(p, p1).reshape(-1)
+    return p / p.sum()
+
+
 @pytest.mark.parametrize("t", [2, 3])
 def test_shamir_t_minus_1_shares_are_uniform_whatever_the_secret(t: int) -> None:
     # perfect secrecy: the t - 1 shares a coalition holds are jointly uniform on the field for
     # every secret; their top bits (jointly binned) are tested for secrets 0 and 2**256 - 1
     rng = SeededRandom(11)
     bits = 8 if t == 2 else 4
+    law = _share_cell_law(t, bits)
     for secret in (0, (1 << 256) - 1):
-        cells = []
-        for _ in range(6000):
-            shares = shamir.split(secret, t, list(range(1, t + 1)), rng)[: t - 1]
-            cell = 0
-            for y in shares:
-                cell = (cell << bits) | min(y >> (256 - bits), (1 << bits) - 1)
-            cells.append(cell)
-        # the top bits of a uniform field element: 2**(256 - bits) values per cell, the last
-        # cell also holding the 297 elements at or above 2**256
-        per = np.full(1 << bits, float(1 << (256 - bits)))
-        per[-1] = shamir.PRIME - ((1 << bits) - 1) * (1 << (256 - bits))
-        p1 = per / shamir.PRIME
-        p = p1
-        for _ in range(t - 2):
-            p = np.outer(p, p1).reshape(-1)
-        counts = np.bincount(np.asarray(cells), minlength=p.size)
-        assert counts.size == p.size
-        assert stats.chisquare(counts, p / p.sum() * len(cells)).pvalue > ALPHA
+        counts = np.bincount(
+            np.asarray(_share_cells(secret, t, bits, rng, None)), minlength=law.size
+        )
+        assert stats.chisquare(counts, law * counts.sum()).pvalue > ALPHA
+
+
+def test_power_shares_of_a_sharer_with_short_coefficients_are_rejected() -> None:
+    # coefficients below 2**250 leave the top bits of the shares near those of the secret
+    rng = SeededRandom(12)
+    law = _share_cell_law(2, 8)
+    counts = np.bincount(np.asarray(_share_cells(0, 2, 8, rng, 250)), minlength=law.size)
+    assert stats.chisquare(counts, law * counts.sum()).pvalue < ALPHA
 
 
 def _biased(seed: bytes, q: int, n: int) -> np.ndarray:

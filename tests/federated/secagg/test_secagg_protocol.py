@@ -257,3 +257,15 @@ def test_clients_reject_inconsistent_server_messages() -> None:
     replies = server.close_stage()
     with pytest.raises(ProtocolError, match="U4"):
         c0.handle(Message("unmask_req", 11, -1, {"ids": [0, 1, 2, 3, 4, 7]}))
+
+
+def test_a_client_whose_neighbourhood_lost_too_many_refuses_and_the_round_aborts() -> None:
+    from privhist.federated.secagg.graph import harary_graph
+
+    n, d, q, k, t = 10, 3, 1 << 20, 4, 4
+    config = RoundConfig(5, q, d, tuple(range(n)), t, k)
+    graph = harary_graph(list(range(n)), k, SeededRandom(7))  # what the server will draw
+    lost = sorted(graph[0])[:2]
+    out = _run(config, _inputs(n, d, q), {"masked": set(lost)})
+    assert 0 in out.refusals and "fewer than t" in out.refusals[0]
+    assert not out.ok and out.server.stage is Stage.ABORTED

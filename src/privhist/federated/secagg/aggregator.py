@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privhist.core.errors import ProtocolAbort, ValidationError
+from privhist.core.errors import ProtocolAbort, ProtocolError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.federated.secagg.protocol import (
     STAGES,
@@ -54,6 +54,8 @@ class RoundOutcome:
         server_cpu: CPU seconds of the server's computation.
         bytes_sent: Bytes each client sent (by id).
         bytes_received: Bytes each client received (by id).
+        refusals: Clients that stopped because a server message failed their checks (e.g.
+            fewer than ``t`` of their neighbours survived), with the reason.
     """
 
     server: SecAggServer
@@ -62,6 +64,7 @@ class RoundOutcome:
     server_cpu: float = 0.0
     bytes_sent: dict[int, int] = field(default_factory=dict)
     bytes_received: dict[int, int] = field(default_factory=dict)
+    refusals: dict[int, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -131,7 +134,12 @@ def run_in_process(
             if u in gone:
                 continue
             recv[u] += len(data)
-            reply = out.clients[u].handle(data)
+            try:
+                reply = out.clients[u].handle(data)
+            except ProtocolError as exc:  # the client refuses to go on: for the server, a dropout
+                out.refusals[u] = str(exc)
+                gone.add(u)
+                continue
             if reply is not None:
                 outbox[u] = reply.encode()
         client_cpu += time.process_time() - c0

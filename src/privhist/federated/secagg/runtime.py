@@ -368,7 +368,7 @@ class ClientResult:
     """How a client process ended."""
 
     client: int
-    status: str  # "finished", "dropped", "excluded", "aborted"
+    status: str  # "finished", "dropped", "excluded", "aborted", "refused"
     release: dict[str, Any] | None = None
     rounds: int = 0
     bytes_sent: int = 0
@@ -429,7 +429,11 @@ def run_client(
                     return ClientResult(client, "dropped", None, rounds, sent, drop_at)
                 data = msg.encode()
                 sent += len(data)
-                msg = proto.handle(call("Exchange", data))
+                reply = call("Exchange", data)
+                try:
+                    msg = proto.handle(reply)
+                except ProtocolError as exc:  # refuse to go on (e.g. too few neighbours left)
+                    return ClientResult(client, "refused", None, rounds, sent, str(exc))
             if proto.aborted_reason is not None:
                 return ClientResult(client, "aborted", None, rounds, sent, proto.aborted_reason)
 

@@ -109,3 +109,48 @@ def test_bad_messages_over_the_wire_are_refused_and_the_round_completes() -> Non
     ref = run_task_in_process(make_task("sum", params), "secagg", 3)
     assert release == ref
     assert all(r.status == "finished" and r.release == ref for r in results.values())
+
+
+def test_serve_and_client_commands(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    from privhist.cli import federated_client
+
+    cert = tmp_path / "server.pem"
+    log = tmp_path / "rounds.jsonl"
+    argv = [sys.executable, "-m", "privhist", "federated", "serve", "--task", "sum"]
+    argv += ["--clients", "3", "--dimension", "4", "--modulus", "97", "--secure-sum", "secagg"]
+    argv += ["--write-cert", str(cert), "--log", str(log), "--json", "--stage-timeout", "20"]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        assert line.startswith("listening on 127.0.0.1:"), line
+        target = line.split()[-1]
+        codes: list[int] = []
+
+        def client(u: int) -> None:
+            codes.append(
+                federated_client.main(
+                    ["--server", target, "--cert", str(cert), "--id", str(u), "--json"]
+                )
+            )
+
+        threads = [threading.Thread(target=client, args=(u,)) for u in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        out, err = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    assert codes == [0, 0, 0]
+    params = {"clients": 3, "dimension": 4, "modulus": 97, "data_seed": 0}
+    params.update(epsilon=1.0, delta=1e-6)
+    ref = run_task_in_process(make_task("sum", params), "secagg", None)
+    assert json.loads(out)["release"] == ref
+    stages = [json.loads(r).get("stage") for r in log.read_text().splitlines()]
+    assert stages == [None, "advertise", "shares", "masked", "ack", "unmask"]

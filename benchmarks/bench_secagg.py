@@ -36,6 +36,8 @@ def one_round(variant: str, n: int, d: int, drop: float, seed: int) -> dict[str,
 
     k = 0 if variant == "secagg" else default_neighbours(n)
     t = default_threshold(n, k)
+    if k and drop > 0:
+        t = min(t, dropout_threshold(n, k, drop))
     config = RoundConfig(seed, Q, d, tuple(range(n)), t, k)
     rng = SeededRandom(seed)
     x = rng.uniform_below(Q, n * d).reshape(n, d)
@@ -66,6 +68,20 @@ def one_round(variant: str, n: int, d: int, drop: float, seed: int) -> dict[str,
         "kib_sent": sum(out.bytes_sent.values()) / n / 1024,
         "wall": wall,
     }
+
+
+def dropout_threshold(n: int, k: int, drop: float) -> int:
+    """The largest ``t`` for which, with each client dropping independently at rate ``drop``,
+    the expected number of closed neighbourhoods (size ``k + 1``) left with fewer than ``t``
+    survivors is at most 1e-3 (so the round completes); at high dropout rates this is below
+    the majority default, and the round then tolerates only ``t - 1`` colluding neighbours."""
+    from scipy import stats
+
+    size = k + 1
+    t = 2
+    while t < size and n * stats.binom.cdf(t, size, 1 - drop) <= 1e-3:
+        t += 1
+    return t
 
 
 def flower_available() -> str | None:

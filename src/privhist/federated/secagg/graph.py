@@ -1,7 +1,7 @@
 """Who shares secrets and masks with whom: the complete graph (SecAgg) or a random Harary graph
 (SecAgg+).
 
-Bonawitz et al. (CCS 2017), Section 4, pair every two clients. Bell et al. (CCS 2020), Section 3,
+Bonawitz et al. (CCS 2017), Section 4, pair every two clients. Bell et al. (CCS 2020)
 replace the complete graph by a sparse ``k``-regular graph: each client masks with, and secret-
 shares to, only its ``k`` neighbours, so per-client work is ``O(k)`` instead of ``O(n)``. As in
 their construction the graph is a Harary graph ``H(k, n)`` (position ``i`` adjacent to positions

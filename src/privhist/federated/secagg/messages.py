@@ -8,7 +8,7 @@ and range; anything else raises :class:`~privhist.core.errors.ProtocolError`. Wh
 is expected *now* (stage, sender, replay) is the state machines' check
 (:mod:`privhist.federated.secagg.server`).
 
-The message flow is that of Bonawitz et al. (CCS 2017), Figure 4 (rounds 0-4):
+The message flow is that of Bonawitz et al. (CCS 2017), Section 4 (rounds 0-4):
 
 =============  =========  ============================================================
 type           direction  content

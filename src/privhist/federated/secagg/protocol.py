@@ -1,13 +1,14 @@
 """Client and server state machines of SecAgg / SecAgg+, independent of any transport.
 
 Protocol: Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving Machine
-Learning" (CCS 2017), Section 4 and Figure 4 (the semi-honest variant, rounds 0-4, with the
-consistency check of round 3), on the complete graph; with ``neighbours = k`` the sparse-graph
-variant of Bell et al., "Secure Single-Server Aggregation with (Poly)Logarithmic Overhead"
-(CCS 2020), Section 3: keys, shares and pairwise masks only between neighbours of a random
-Harary graph, threshold ``t`` counted in each client's closed neighbourhood.
+Learning" (CCS 2017), Section 4 (the protocol's rounds 0-4: advertise keys, share keys, masked
+input collection, consistency check, unmasking), on the complete graph; with
+``neighbours = k`` the sparse-graph variant of Bell et al., "Secure Single-Server Aggregation
+with (Poly)Logarithmic Overhead" (CCS 2020), their semi-honest construction: keys, shares and
+pairwise masks only between neighbours of a random Harary graph, threshold ``t`` counted in
+each client's closed neighbourhood.
 
-Double masking (Bonawitz et al., Section 3.3). Client ``u`` with input ``x_u`` in ``Z_q^d`` sends
+Double masking (Bonawitz et al., Section 3). Client ``u`` with input ``x_u`` in ``Z_q^d`` sends
 
     ``y_u = x_u + PRG(b_u) + sum_{v in N(u) cap U_2} sign(u, v) PRG(s_{u,v})  (mod q)``
 
@@ -24,14 +25,14 @@ Threat model (what the tests check, and what they do not):
 * **Server**: honest-but-curious. It follows the protocol and may try to learn from everything it
   receives (its transcript). The output reveals only the sum over ``U_3``; the transcript of a
   round, even with dropouts, never holds ``t`` shares of both ``b_u`` and ``s_u^SK`` for any
-  client, so no single ``x_u`` is determined (Bonawitz et al., Theorem 6.2 for the semi-honest
+  client, so no single ``x_u`` is determined (Bonawitz et al., Section 6, honest-but-curious
   setting). A *malicious* server (one that lies about who dropped to different clients) is not
   covered: there are no signatures and no PKI here, the consistency check only makes clients
   agree on a digest of ``U_3``.
-* **Clients**: up to ``t - 1`` clients (in SecAgg+ up to ``t - 1`` in any one neighbourhood) may
-  pool their views with each other; with the server, the guarantee of Bonawitz et al. holds
-  against fewer than ``t`` corrupt clients when ``t > n / 2`` (the default ``t = floor(n/2) + 1``).
-  For SecAgg+ the graph degree ``k`` and threshold must be set from Bell et al.'s bounds for the
+* **Clients**: the server together with fewer than ``t`` honest-but-curious clients (in SecAgg+,
+  fewer than ``t`` in any one closed neighbourhood) learns nothing beyond the sum of the other
+  inputs (Bonawitz et al., Section 6); the default ``t = floor(n/2) + 1`` is a majority. For
+  SecAgg+ the degree ``k`` and threshold ``t`` must be set from Bell et al.'s bounds for the
   corruption and dropout fractions of the deployment; the defaults here (``k`` the even number
   at least ``3 ceil(log2 n)``, ``t`` a majority of the closed neighbourhood) are a convenience,
   not their calibration.

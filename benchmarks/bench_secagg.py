@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/bench_secagg.py [--n 100 500 1000] [--d 2048 16384]
        [--drop 0 0.1 0.3] [--variants secagg secagg+] [--secagg-max-n 100] [--network 20]
+       (``--variants`` with no names skips the in-process grid)
 
 Every round runs the whole protocol (all five stages, real X25519 / AES-GCM / Shamir / mask
 PRG, every message through its wire encoding) among n simulated clients in this process; the
@@ -120,7 +121,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, nargs="+", default=[100, 500, 1000])
     ap.add_argument("--d", type=int, nargs="+", default=[2048, 16384])
     ap.add_argument("--drop", type=float, nargs="+", default=[0.0, 0.1, 0.3])
-    ap.add_argument("--variants", nargs="+", default=["secagg+", "secagg"])
+    ap.add_argument("--variants", nargs="*", default=["secagg+", "secagg"])
     ap.add_argument("--secagg-max-n", type=int, default=100)
     ap.add_argument("--network", type=int, default=0, help="clients of a network round (0: no)")
     ap.add_argument("--seed", type=int, default=1)

@@ -137,6 +137,9 @@ def secure_histogram(
     members of a fixed-size cohort) send all-zero vectors. The modulus is the number of clients
     plus one, so the sum never wraps. The domain must be public (a dictionary known before the
     round), as in Bharadwaj & Cormode (2022), Section 2, where the aggregator sees a histogram.
+    With no client at all no protocol runs (an all-zero histogram); a single client is refused
+    by a real secure sum (:class:`~privhist.core.errors.ProtocolAbort`), since the sum would be
+    its input.
 
     >>> secure_histogram([2, 0, 1], IdealSecureSum).tolist()
     [2, 0, 1]
@@ -155,6 +158,8 @@ def secure_histogram(
             f"{fn}: {clients} clients x {dim} keys is too large to run the secure sum "
             "in-process; use the ideal secure sum"
         )
+    if clients == 0:  # nobody sends: the histogram is empty and no protocol needs to run
+        return np.zeros(dim, dtype=np.int64)
     owner = np.repeat(pos, c)
 
     def batches() -> Iterator[I64]:

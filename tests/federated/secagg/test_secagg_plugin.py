@@ -97,6 +97,9 @@ def test_secure_histogram_is_exact_and_bounded() -> None:
         [3, 0, 2], aggregator_factory("secagg", SeededRandom(1)), positions=[4, 0, 1], dimension=6
     )
     assert got.tolist() == [0, 2, 0, 0, 3, 0]
+    assert secure_histogram([0, 0], aggregator_factory("secagg")).tolist() == [0, 0]
+    with pytest.raises(ProtocolAbort):
+        secure_histogram([0, 1], aggregator_factory("secagg", SeededRandom(1)))
     with pytest.raises(UnsupportedError):
         secure_histogram([1 << 20], IdealSecureSum, dimension=1 << 10, positions=[0])
     with pytest.raises(ValidationError):

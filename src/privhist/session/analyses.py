@@ -103,6 +103,7 @@ def heavy_hitters(
     output_format: str | None = None,
     seed: int | None = None,
     dry_run: bool = False,
+    secure_sum: str = "ideal",
 ) -> HeavyHittersResult | DryRun:
     """TrieHH++ (or one sample-and-threshold histogram of whole items) over one item per client.
 
@@ -184,7 +185,9 @@ def heavy_hitters(
         found: list[Any] = []
 
         def draw() -> Release:
-            result = trie.run(pop, rng)
+            from privhist.federated.secagg.aggregator import secure_sum_option
+
+            result = trie.run(pop, rng, secure_sum=secure_sum_option(secure_sum))
             found.append(result)
             return result.release()
 
@@ -622,6 +625,7 @@ def federated_frequency(
     frame: Any = None,
     seed: int | None = None,
     progress: Any = None,
+    secure_sum: str = "ideal",
 ) -> tuple[Any, Any, Any, dict[str, Any]]:
     """User-level federated frequency estimation, TFFE or MFFE (the federated-frequency paper,
     Section 5): returns the result, the users read, the frame, and its report fields.
@@ -634,6 +638,7 @@ def federated_frequency(
     from privhist.federated.cpbm_accounting import check_theta
     from privhist.federated.dht import check_bits
     from privhist.federated.kashin import uniform01
+    from privhist.federated.secagg.aggregator import aggregator_factory
     from privhist.federated.user_data import from_file, from_frame, read_domain
 
     fn = "federated-frequency"
@@ -696,6 +701,7 @@ def federated_frequency(
                 max_items=max_items,
                 theta=theta,
                 bits=bits,
+                aggregator=aggregator_factory(secure_sum),
                 progress=tick("TFFE", 2 * n),
             )
 
@@ -714,6 +720,7 @@ def federated_frequency(
                 rounds=rounds,
                 theta=theta,
                 eta=eta,
+                aggregator=aggregator_factory(secure_sum),
                 progress=tick("MFFE", n),
             )
 

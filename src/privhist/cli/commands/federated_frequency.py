@@ -75,6 +75,12 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--secure-sum",
+        choices=["ideal", "secagg", "secagg+"],
+        default="ideal",
+        help="the secure sum: the ideal functionality or the SecAgg(+) protocol",
+    )
     p.set_defaults(run=run)
 
 
@@ -118,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
             top_d=args.top_d,
             frame=lambda d, rng: _frame(args.frame, d, rng),
             seed=args.seed,
+            secure_sum=args.secure_sum,
             progress=progress,
         )
     rng = default_source(args.seed)  # its description only: seeded or secure

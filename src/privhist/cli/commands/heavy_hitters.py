@@ -44,6 +44,12 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", help="write the items here (.csv, .json, .parquet)")
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument(
+        "--secure-sum",
+        choices=["ideal", "secagg", "secagg+"],
+        default="ideal",
+        help="how trie levels are summed: the ideal functionality or the SecAgg(+) protocol",
+    )
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         one_shot=args.one_shot,
         output=args.output,
         seed=args.seed,
+        secure_sum=args.secure_sum,
     )
     release, details = result.release, result.details
     if args.one_shot:

@@ -55,9 +55,7 @@ def _same(a: Counts, b: Counts) -> None:
         assert a.info.get(name) == b.info.get(name), name
 
 
-@pytest.mark.parametrize(
-    ("text", "k", "c"), [(False, None, None), (False, 2, 1), (True, 3, 4), (True, None, None)]
-)
+@pytest.mark.parametrize(("text", "k", "c"), [(False, None, None), (False, 2, 1), (True, 3, 4)])
 def test_same_counts_as_the_local_engine(spark: Any, text: bool, k: Any, c: Any) -> None:
     frame = _records(7, 4000, 150, 60, text)
     user = None if k is None else "user"
@@ -116,10 +114,10 @@ def test_uniform_subsets_on_spark(spark: Any) -> None:
     sdf = spark.createDataFrame(pd.DataFrame({"user": [1] * 4, "key": ["a", "b", "c", "d"]}))
     eng = SparkEngine(spark)
     request = CountRequest(key="key", user="user", max_partitions=1)
-    chosen = [eng.count(sdf, request, SeededRandom(s)).keys[0] for s in range(8)]
+    chosen = [eng.count(sdf, request, SeededRandom(s)).keys[0] for s in range(4)]
     local = [
         LocalEngine().count(pl.from_pandas(sdf.toPandas()), request, SeededRandom(s)).keys[0]
-        for s in range(8)
+        for s in range(4)
     ]
     assert chosen == local  # the same priorities, run by run
     many = [

@@ -509,9 +509,11 @@ def bound_contributions(
         pairs: columns ``user``, ``key`` and ``n`` (records of that pair), one row per distinct
             non-null (user, key) pair.
         max_partitions_contributed: ``k``; a user holding more than ``k`` keys keeps a uniformly
-            random ``k`` of them (the ``k`` smallest of i.i.d. 64-bit priorities).
+            random ``k`` of them (the ``k`` smallest of their pairs' pseudorandom priorities,
+            :mod:`privhist.engines.priorities`).
         max_contributions_per_partition: ``c``; each kept pair keeps ``min(n, c)`` records.
-        rng: the source of the priorities (drawn only for users holding more than ``k`` keys).
+        rng: the source of the priorities' secret (drawn only when a user holds more than ``k``
+            keys).
 
     Returns:
         The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), grouped by user

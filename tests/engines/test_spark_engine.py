@@ -128,3 +128,27 @@ def test_uniform_subsets_on_spark(spark: Any) -> None:
     ]
     observed = [many.count(x) for x in "abcd"]
     assert stats.chisquare(observed).pvalue > 1e-6
+
+
+def test_cli_engine_spark_gives_the_local_release(spark: Any, tmp_path: Path) -> None:
+    """``privhist histogram FILE --engine spark`` (the test's Spark session is reused) and the
+    local engine release the same rows for the same seed, from CSV and Parquet."""
+    import json
+
+    from privhist.cli.main import main
+
+    frame = _records(13, 12000, 600, 25, True).dropna()
+    for suffix in ("csv", "parquet"):
+        src = tmp_path / f"visits.{suffix}"
+        if suffix == "csv":
+            frame.to_csv(src, index=False)
+        else:
+            pl.from_pandas(frame).write_parquet(src)
+        outs = []
+        for engine in ("local", "spark"):
+            out = tmp_path / f"{engine}-{suffix}.json"
+            argv = ["histogram", str(src), "--key", "key", "--user", "user", "--max-partitions"]
+            argv += ["2", "--epsilon", "1", "--delta", "1e-6", "--seed", "8", "-o", str(out)]
+            assert main([*argv, "--engine", engine, "--no-progress"]) == 0
+            outs.append(json.loads(out.read_text())["rows"])
+        assert outs[0] == outs[1] and len(outs[0]) > 0

@@ -66,13 +66,20 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
     from privhist.core.errors import ValidationError
     from privhist.session import Session
 
+    engine: Any = getattr(args, "engine", None) or "local"
+    if engine == "spark":
+        from pyspark.sql import SparkSession
+
+        from privhist.engines.spark import SparkEngine
+
+        master = getattr(args, "spark_master", None) or "local[*]"
+        engine = SparkEngine(SparkSession.builder.master(master).getOrCreate())
+    elif getattr(args, "spark_master", None) is not None:
+        raise ValidationError("--spark-master", function, "given with --engine spark", None)
     dataset = getattr(args, "dataset", None)
+    progress = not getattr(args, "no_progress", True)
     if dataset is None:
         if getattr(args, "ledger", None) is not None:
             raise ValidationError("--dataset", function, "a dataset id with --ledger", None)
-        return Session(progress=not getattr(args, "no_progress", True))
-    return Session(
-        args.ledger or default_ledger_path(),
-        dataset,
-        progress=not getattr(args, "no_progress", True),
-    )
+        return Session(engine=engine, progress=progress)
+    return Session(args.ledger or default_ledger_path(), dataset, engine=engine, progress=progress)

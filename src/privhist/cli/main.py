@@ -149,6 +149,14 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     h.add_argument("--no-progress", action="store_true", help="no progress display")
     h.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        default="local",
+        help="where records are counted: this process (local) or Apache Spark (pip install "
+        "'privhist[spark]'; CSV/TSV, Parquet and NDJSON inputs)",
+    )
+    h.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
+    h.add_argument(
         "--dry-run",
         action="store_true",
         help="print (JSON) the cost, the remaining budget and Pr[released] by true count; read "

@@ -125,7 +125,10 @@ class Session:
             :meth:`in_memory` makes a session with a private ledger of its own.
         dataset: the dataset id every release of this session is charged to. With a ledger and
             no dataset, releases are not charged.
-        engine: where counting happens (default :class:`~privhist.engines.local.LocalEngine`).
+        engine: where counting happens: an :class:`~privhist.engines.base.Engine`, or
+            ``"local"`` (the default, :class:`~privhist.engines.local.LocalEngine`) or
+            ``"spark"`` (:class:`~privhist.engines.spark.SparkEngine` on the active Spark
+            session, or a new ``local[*]`` one).
         progress: allow progress displays on stderr (shown only when stderr is a terminal).
 
     Raises:
@@ -138,7 +141,7 @@ class Session:
         ledger: Ledger | str | os.PathLike[str] | None = None,
         dataset: str | None = None,
         *,
-        engine: Engine | None = None,
+        engine: Engine | str | None = None,
         progress: bool = False,
     ) -> None:
         fn = "Session"
@@ -150,7 +153,7 @@ class Session:
             ledger = Ledger(ledger, create=False)
         self.ledger: Ledger | None = ledger
         self.dataset = dataset
-        self.engine: Engine = LocalEngine() if engine is None else check_engine(engine, fn)
+        self.engine: Engine = _engine(engine, fn)
         self.progress = bool(progress)
         self._tempdir: str | None = None
         if self.ledger is not None and dataset is not None:
@@ -163,7 +166,7 @@ class Session:
         *,
         unit: PrivacyUnit | str = PrivacyUnit.RECORD,
         dataset: str = "data",
-        engine: Engine | None = None,
+        engine: Engine | str | None = None,
         progress: bool = False,
     ) -> Session:
         """A session with a ledger of its own holding one dataset with budget ``total``.
@@ -593,6 +596,18 @@ def _build(
             build(preferred, epsilon, delta, nb, domain=domain, confidence=confidence, **options)
             raise
     return build(name, epsilon, delta, nb, domain=domain, confidence=confidence, **options)
+
+
+def _engine(engine: Engine | str | None, function: str) -> Engine:
+    if engine is None or engine == "local":
+        return LocalEngine()
+    if engine == "spark":
+        from privhist.engines.spark import SparkEngine
+
+        return SparkEngine()
+    if isinstance(engine, str):
+        raise ValidationError("engine", function, "'local', 'spark' or an Engine", engine)
+    return check_engine(engine, function)
 
 
 def _with_counts_info(release: Release, counts: Counts, engine: str) -> Release:

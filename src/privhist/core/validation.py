@@ -30,13 +30,16 @@ def check_epsilon(
     return x
 
 
-def check_delta(value: Any, function: str, name: str = "delta", *, positive: bool = False) -> float:
-    """Return ``value`` as a float in [0, 1) (or (0, 1) when ``positive``)."""
+def check_delta(
+    value: Any, function: str, name: str = "delta", *, positive: bool = False, normal: bool = False
+) -> float:
+    """Return ``value`` as a float in [0, 1) (or (0, 1) when ``positive``); with ``normal``, a
+    subnormal float (too small to compute with: its reciprocal overflows) is refused too."""
     expected = "in (0, 1)" if positive else "in [0, 1)"
     x = _real(value, function, name, expected)
     if not math.isfinite(x) or x < 0 or x >= 1 or (positive and x == 0):
         raise ValidationError(name, function, expected, value)
-    if 0 < x < sys.float_info.min:
+    if normal and 0 < x < sys.float_info.min:
         # a subnormal float: too small to compute with (its reciprocal overflows)
         raise ValidationError(
             name, function, f"0 or >= {sys.float_info.min!r} (the smallest accepted)", value

@@ -96,7 +96,7 @@ class Mechanism(ABC):
     ) -> None:
         fn = self.function_name()
         self.epsilon = check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
-        self.delta = check_delta(delta, fn, positive=self.requires_delta)
+        self.delta = check_delta(delta, fn, positive=self.requires_delta, normal=True)
         if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
             raise ValidationError("neighbouring", fn, "a Neighbouring", neighbouring)
         self.neighbouring = neighbouring or Neighbouring.add_remove()

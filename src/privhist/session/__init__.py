@@ -353,7 +353,7 @@ class Session:
         """
         fn = "histogram"
         check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
-        check_delta(delta, fn)
+        check_delta(delta, fn, normal=True)
         path = source if isinstance(source, str | os.PathLike) else None
         fimi = path is not None and (
             input_format == "fimi" or (input_format is None and _is_fimi(path))

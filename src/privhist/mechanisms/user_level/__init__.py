@@ -12,5 +12,10 @@ The certified (epsilon, delta) of every one of them is explained in
 """
 
 from privhist.mechanisms.user_level.gaussian_threshold import GaussianThresholdHistogram
+from privhist.mechanisms.user_level.selectors import (
+    DPSIPS,
+    WeightedGaussianSelection,
+    WeightedSelector,
+)
 
-__all__ = ["GaussianThresholdHistogram"]
+__all__ = ["DPSIPS", "GaussianThresholdHistogram", "WeightedGaussianSelection", "WeightedSelector"]

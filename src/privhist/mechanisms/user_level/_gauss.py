@@ -19,15 +19,19 @@ never by the continuous analytic-Gaussian formula:
    used by ``dp_accounting``'s RDP accountant). :func:`zcdp_delta` evaluates it at one
    numerically optimised ``alpha`` in 60-digit arithmetic and rounds up.
 3. **Keys only one user holds (threshold).** Let ``F`` be the event that some key held by the
-   added user alone is released, in any round. Coupling the two runs on the same noise, the run
-   on ``D + u`` and the run in which ``u``'s private keys are never released agree outside
-   ``F``, so their total variation distance is at most ``Pr[F]``. With ``Q_A`` that second run,
-   for every output set ``E``: ``P'(E) <= Q_A(E) + Pr[F] <= e^eps P(E) + delta_z + Pr[F]`` and
-   ``P(E) <= e^eps Q_A(E) + delta_z <= e^eps P'(E) + delta_z + e^eps Pr[F]``. Hence the whole
-   mechanism is ``(epsilon, delta_z + e^epsilon Pr[F])``-DP for adding or removing one user.
-   ``Pr[F]`` is bounded by the union over rounds of
-   ``max_t 1 - (1 - Pr[Z >= T - w_t])**t``, the chance that one of ``t`` private keys of weight
-   ``w_t`` crosses ``T`` (Gopi et al. 2020, Theorem 5.1, for one round).
+   added user alone is released, in any round. Let ``Q_A`` be the run on ``D + u`` in which
+   ``u``'s private keys are never released (their noise is still drawn). Coupling the two runs on
+   the same noise, the run on ``D + u`` (law ``P'``) and ``Q_A`` agree outside ``F``, so for
+   every output set ``E``: ``P'(E) <= Q_A(E) + Pr[F] <= e^eps P(E) + delta_z(eps) + Pr[F]``.
+   Conversely, in ``Q_A`` an event ``E`` about the released keys does not depend on the private
+   keys' noise, and given the history of earlier rounds round ``r`` releases none of them with
+   probability at least ``1 - p_r``; so ``P'(E) >= Q_A(E and not F) >= (1 - p_F) Q_A(E)`` with
+   ``p_F = sum_r p_r``, and ``P(E) <= e^eps' Q_A(E) + delta_z(eps') <= e^eps P'(E) +
+   delta_z(eps')`` for ``eps' = eps + ln(1 - p_F)``. Hence the whole mechanism is
+   ``(epsilon, delta_z(epsilon + ln(1 - p_F)) + p_F)``-DP for adding or removing one user.
+   ``p_r`` is ``max_t 1 - (1 - Pr[Z_r >= T_r - w_t])**t``, the largest chance that one of ``t``
+   private keys of weight ``w_t`` crosses ``T_r`` (Gopi et al. 2020, Theorem 5.1, for one
+   round).
 4. **Discrete tails.** ``Pr[Z >= m]`` is bounded from above rigorously (:func:`tail_upper`):
    ``sum_{j >= m} f(j) <= sum_{m <= j < M} f(j) + f(M) + int_M^inf f`` for the decreasing
    ``f(j) = exp(-j**2 / (2 s2))``, over the normaliser's lower bound ``sqrt(2 pi s2)`` (Poisson
@@ -197,3 +201,23 @@ def unit_weights(scale: int, max_keys: int) -> list[int]:
     """``w_t = floor(scale / sqrt(t))`` for ``t = 1..max_keys``: the integer weight each of a
     user's ``t`` kept keys receives (``t w_t**2 <= scale**2``: L2 norm at most one unit)."""
     return [math.isqrt(scale * scale // t) for t in range(1, max_keys + 1)]
+
+
+def certified_delta(rho: Fraction, epsilon: float, p_f: float) -> float:
+    """``delta_z(epsilon + ln(1 - p_F)) + p_F`` (item 3): a proven bound on the delta achieved by
+    noise of zCDP parameter ``rho`` and a threshold that releases a private key with probability
+    at most ``p_F``."""
+    if p_f >= 1:
+        return 1.0
+    eps_z = epsilon + math.log1p(-p_f) * (1 + 1e-12)
+    if eps_z <= 0:
+        return 1.0
+    return min(1.0, zcdp_delta(rho, eps_z) + p_f * (1 + 1e-12))
+
+
+def calibrate(epsilon: float, delta: float, threshold_share: float) -> tuple[Fraction, float]:
+    """``(rho, p_F target)``: ``threshold_share delta`` for the threshold and the rest for the
+    noise, at the slightly smaller epsilon item 3 asks for."""
+    p_f = delta * threshold_share
+    eps_z = epsilon + math.log1p(-p_f) * (1 + 1e-12)
+    return calibrate_rho(eps_z, delta * (1 - threshold_share) * (1 - 1e-9)), p_f

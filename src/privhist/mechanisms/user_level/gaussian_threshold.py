@@ -18,16 +18,14 @@ most ``c`` records each; add/remove and replace of records as the special cases 
 * Keys only the added user holds have count at most ``c``; the chance that one of its at most
   ``l0`` such keys is released is ``Pr[F] <= 1 - (1 - Pr[c + Z >= T])**l0``, bounded rigorously
   (:func:`~privhist.mechanisms.user_level._gauss.tail_upper`).
-* Together (``_gauss``, item 3): ``(epsilon, delta_z + e^epsilon Pr[F])``-DP.
+* Together (``_gauss``, item 3): ``(epsilon, delta_z(epsilon + ln(1 - Pr[F])) + Pr[F])``-DP.
 
-Calibration: ``delta_z`` gets ``(1 - threshold_share) delta``, ``rho`` is the largest with
-``delta_z(rho) <= (1 - threshold_share) delta``; ``T`` is the smallest integer with
-``e^epsilon Pr[F] <= threshold_share delta``. :meth:`GaussianThresholdHistogram.certified_delta`
-recomputes the sum with the rounded parameters (at most ``delta``). The guarantee is not the
-composition of per-key guarantees (the zCDP bound is joint over the touched keys), so
-``per_key_composable`` is False and the contract tests check the joint distribution of the touched
-keys exactly.
-"""
+Calibration: ``rho`` is the largest with ``delta_z(rho) <= (1 - threshold_share) delta`` (at the
+epsilon of item 3); ``T`` is the smallest integer with ``Pr[F] <= threshold_share delta``.
+:meth:`GaussianThresholdHistogram.certified_delta` recomputes the sum with the rounded parameters
+(at most ``delta``). The guarantee is not the composition of per-key guarantees (the zCDP bound is
+joint over the touched keys), so ``per_key_composable`` is False and the contract tests check the
+joint distribution of the touched keys exactly."""
 
 from __future__ import annotations
 
@@ -49,21 +47,16 @@ from privhist.mechanisms._noise import PREC
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
 from privhist.mechanisms.user_level._gauss import (
-    calibrate_rho,
+    calibrate,
     calibrate_threshold,
+    certified_delta,
     release_bound,
     sigma2_for,
-    zcdp_delta,
 )
 from privhist.noise import DiscreteGaussian, discrete_gaussian
 
 #: share of delta spent on keys only the added user holds (the threshold); the rest on the noise
 DEFAULT_THRESHOLD_SHARE = 0.5
-
-
-def exp_up(epsilon: float) -> float:
-    """An upper bound on ``e^epsilon`` in floating point."""
-    return math.exp(epsilon) * (1 + 1e-12)
 
 
 def dg_table(sigma2: Fraction, radius_sigmas: int = 14) -> tuple[dict[int, Any], Any]:
@@ -124,24 +117,23 @@ class GaussianThresholdHistogram(Mechanism):
         )
         nb = self.neighbouring
         l0, c = nb.l0_sensitivity, nb.linf_sensitivity
-        self.rho = calibrate_rho(self.epsilon, self.delta * (1 - self.threshold_share))
+        self.rho, target = calibrate(self.epsilon, self.delta, self.threshold_share)
         self.sigma2 = sigma2_for(self.rho, l0 * c * c)
         if self.sigma2 > 2**40:
             raise ValidationError(
                 "epsilon", fn, "large enough for a noise variance <= 2**40", epsilon
             )
-        target = self.delta * self.threshold_share / exp_up(self.epsilon)
         self.threshold = calibrate_threshold(self.sigma2, [c] * l0, target)
         self._dist = DiscreteGaussian(self.sigma2)
 
     def certified_delta(self) -> float:
-        """``delta_z(rho) + e^epsilon Pr[F]`` for the rounded ``sigma2`` and ``T`` (a proven
-        upper bound on the delta actually achieved)."""
+        """``delta_z(epsilon + ln(1 - Pr[F])) + Pr[F]`` for the rounded ``sigma2`` and ``T``
+        (a proven upper bound on the delta actually achieved)."""
         nb = self.neighbouring
         l0, c = nb.l0_sensitivity, nb.linf_sensitivity
         rho = Fraction(l0 * c * c) / (2 * self.sigma2)
         p_f = release_bound(self.sigma2, self.threshold, [c] * l0)
-        return zcdp_delta(rho, self.epsilon) + exp_up(self.epsilon) * p_f
+        return certified_delta(rho, self.epsilon, p_f)
 
     @property
     def per_key_composable(self) -> bool:

@@ -15,7 +15,10 @@ most ``scale`` units). The aggregate is the per-key sum of these integer weights
   *before* each user chooses its kept keys (multi-round selectors ask again after every round),
   and ``unit_counts(keys, max_keys)`` gives, for public ``keys`` (already released), the number of
   distinct users holding each of them after every user keeps at most ``max_keys`` of its keys
-  among ``keys`` (the input of a second, count-releasing step). The local engine implements it
+  among ``keys`` (the input of a second, count-releasing step), and
+  ``degree_histogram(bounds)`` the number of users whose number of distinct keys falls in each
+  bucket ``(bounds[i-1], bounds[i]]`` (the input of a DP cap, :mod:`privhist.mechanisms.user_level
+  .caps`; each user is in exactly one bucket). The local engine implements it
   in :class:`privhist.engines.local.weighting.LocalWeightedSource`; a distributed engine
   implements the same two methods.
 """
@@ -107,4 +110,10 @@ class WeightedSource(Protocol):
         """Distinct users per key of ``keys`` after each user keeps a uniformly random subset of
         at most ``max_keys`` of its keys among ``keys``, as user-level ``Counts``
         (``Neighbouring.user(max_keys, 1)``); keys nobody holds have count 0."""
+        ...
+
+    def degree_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Users per bucket of distinct-key counts: entry ``i`` counts the users holding more
+        than ``bounds[i - 1]`` (0 for ``i = 0``) and at most ``bounds[i]`` keys; the last entry
+        (index ``len(bounds)``) those holding more than ``bounds[-1]``."""
         ...

@@ -242,6 +242,14 @@ class LocalWeightedSource:
     def unit_counts(self, keys: npt.ArrayLike, max_keys: int) -> Counts:
         return unit_counts(self.pairs, keys, max_keys, self.rng)
 
-    def degrees(self) -> npt.NDArray[np.int64]:
-        """Distinct keys per user (exact, non-private: input of the DP cap quantile)."""
-        return _int64(self.pairs.group_by("user").len()["len"])
+    def degree_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Users per bucket of distinct-key counts (see
+        :meth:`privhist.core.weighted.WeightedSource.degree_histogram`)."""
+        b = np.asarray(bounds, dtype=np.int64)
+        if b.ndim != 1 or b.size == 0 or (np.diff(b) <= 0).any() or int(b[0]) < 1:
+            raise ValidationError(
+                "bounds", "degree_histogram", "increasing positive integers", bounds
+            )
+        degrees = _int64(self.pairs.group_by("user").len()["len"])
+        bucket = np.searchsorted(b, degrees, side="left")
+        return np.bincount(bucket, minlength=b.size + 1).astype(np.int64)

@@ -155,8 +155,14 @@ class GaussianThresholdHistogram(Mechanism):
         return math.sqrt(float(self._dist.var()))
 
     def reporting_probability(self, max_count: int) -> npt.NDArray[np.float64]:
-        i = np.arange(max_count + 1, dtype=np.int64)
-        p = np.array([float(self._dist.sf_mp(int(self.threshold - j))) for j in i])
+        # Pr[i + Z >= T] = sf(T - i), from a float pmf table on |z| <= 40 sigma (planning only)
+        radius = math.ceil(40 * math.sqrt(float(self.sigma2))) + 2
+        z = np.arange(-radius, radius + 1, dtype=np.int64)
+        pmf = np.asarray(self._dist.pmf(z), dtype=np.float64)
+        sf = np.cumsum(pmf[::-1])[::-1]  # sf[j] = Pr[Z >= z[j]]
+        m = self.threshold - np.arange(max_count + 1, dtype=np.int64)
+        idx = np.clip(m + radius, 0, 2 * radius)
+        p = np.where(m > radius, 0.0, np.where(m < -radius, 1.0, np.minimum(sf[idx], 1.0)))
         p[0] = 0.0
         return p
 

@@ -29,7 +29,7 @@ def selector_curve(
 
     >>> from privhist.mechanisms.user_level import WeightedGaussianSelection
     >>> c = selector_curve(WeightedGaussianSelection(1.0, 1e-6), 60)
-    >>> c["probability"][0] < 1e-6 < 0.99 < c["probability"][60]
+    >>> bool(c["probability"][0] < 1e-6 < 0.99 < c["probability"][60])
     True
     """
     fn = "selector_curve"

@@ -96,6 +96,8 @@ def _cases(m: WeightedSelector) -> list[tuple[list[frozenset[str]], frozenset[st
         ([f({"a"})], f({"p"})),  # one private key
         ([f({"a"})], f({"a", "p"})),  # shared and private
         ([f({"a"}), f({"a", "b"}), f({"b"})], f({"a", "b", "p"})),  # more keys than a cap of 2
+        # "c" is kept by the other user in only some draws: then only u's weight carries it
+        ([f({"a", "b", "c"})], f({"c", "p"})),
         (heavy, f({"h"})),  # a shared key near the threshold
         (heavy, f({"h", "p", "q"})),
         ([], f({"p", "q"})),  # two private keys, nobody else

@@ -18,9 +18,15 @@ never by the continuous analytic-Gaussian formula:
    *every* ``alpha > 1`` (CKS, Corollary 13; Asoodeh et al. 2021, Proposition 12 in the form
    used by ``dp_accounting``'s RDP accountant). :func:`zcdp_delta` evaluates it at one
    numerically optimised ``alpha`` in 60-digit arithmetic and rounds up.
-3. **Keys only one user holds (threshold).** Let ``F`` be the event that some key held by the
-   added user alone is released, in any round. Let ``Q_A`` be the run on ``D + u`` in which
-   ``u``'s private keys are never released (their noise is still drawn). Coupling the two runs on
+3. **Keys only one user holds (threshold).** Call a key of the added user ``u`` *private* in a
+   round when no other user kept it in that round (its aggregate without ``u`` is zero, so the
+   run without ``u`` never considers it; in particular every key only ``u`` holds). ``u`` keeps
+   at most ``t`` keys in a round, each of weight ``w_t``, so at most ``t`` are private. Let ``F``
+   be the event that a private key is released in some round, and ``Q_A`` the run on ``D + u``
+   in which private keys are never released (their noise is still drawn). Conditionally on the
+   other users' choices (the same on both sides; a mixture over them keeps every bound below by
+   the joint quasi-convexity of ``exp((alpha - 1) D_alpha)``), ``Q_A`` and the run on ``D`` add
+   noise to the same keys and differ by ``u``'s weights on them. Coupling the two runs on
    the same noise, the run on ``D + u`` (law ``P'``) and ``Q_A`` agree outside ``F``, so for
    every output set ``E``: ``P'(E) <= Q_A(E) + Pr[F] <= e^eps P(E) + delta_z(eps) + Pr[F]``.
    Conversely, in ``Q_A`` an event ``E`` about the released keys does not depend on the private

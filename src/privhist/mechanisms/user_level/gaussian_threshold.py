@@ -15,9 +15,10 @@ most ``c`` records each; add/remove and replace of records as the special cases 
   ``sigma2 >= l0 c**2 / (2 rho)`` their noisy counts are ``rho``-zCDP (CKS, Theorem 14), hence
   ``(epsilon, delta_z)``-DP with ``delta_z`` from CKS Corollary 13
   (:func:`~privhist.mechanisms.user_level._gauss.zcdp_delta`).
-* Keys only the added user holds have count at most ``c``; the chance that one of its at most
-  ``l0`` such keys is released is ``Pr[F] <= 1 - (1 - Pr[c + Z >= T])**l0``, bounded rigorously
-  (:func:`~privhist.mechanisms.user_level._gauss.tail_upper`).
+* Keys whose count without the added user is zero (only that user holds them after bounding;
+  the run without it never considers them) have count at most ``c``; the chance that one of its
+  at most ``l0`` such keys is released is ``Pr[F] <= 1 - (1 - Pr[c + Z >= T])**l0``, bounded
+  rigorously (:func:`~privhist.mechanisms.user_level._gauss.tail_upper`).
 * Together (``_gauss``, item 3): ``(epsilon, delta_z(epsilon + ln(1 - Pr[F])) + Pr[F])``-DP.
 
 Calibration: ``rho`` is the largest with ``delta_z(rho) <= (1 - threshold_share) delta`` (at the

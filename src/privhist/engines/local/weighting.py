@@ -14,8 +14,8 @@ For a table of distinct (user, key) pairs, :func:`weighted_sums`
    :func:`privhist.engines.local.counting.bound_contributions`);
 3. gives each of a user's ``t`` kept keys the integer weight ``floor(scale / sqrt(t))``
    (``isqrt(scale**2 // t)``, exact), so the user's weight vector has L2 norm at most ``scale``
-   units: Gopi et al. (2020), "Differentially Private Set Union", Algorithm 2 (weighted
-   Gaussian), with the weights ``1 / sqrt(|S|)`` scaled to integers and rounded down;
+   units: Gopi et al. (2020), "Differentially Private Set Union" (the weighted Gaussian), with
+   the weights ``1 / sqrt(|S|)`` scaled to integers and rounded down;
 4. sums the weights per key.
 
 What one user contributes depends only on its own pairs and fresh randomness, so adding or

@@ -15,9 +15,10 @@ never by the continuous analytic-Gaussian formula:
    keeps) stays ``rho``-zCDP by the joint quasi-convexity of ``exp((alpha - 1) D_alpha)``.
 2. **zCDP to (epsilon, delta).** A ``rho``-zCDP mechanism is ``(epsilon, delta_z)``-DP with
    ``delta_z = exp((alpha - 1)(alpha rho - epsilon)) (1 - 1/alpha)**(alpha - 1) / alpha`` for
-   *every* ``alpha > 1`` (CKS, Corollary 13; Asoodeh et al. 2021, Proposition 12 in the form
-   used by ``dp_accounting``'s RDP accountant). :func:`zcdp_delta` evaluates it at one
-   numerically optimised ``alpha`` in 60-digit arithmetic and rounds up.
+   *every* ``alpha > 1`` (CKS, Proposition 12 of arXiv:2004.00010v4 for Renyi DP, Corollary 13
+   for zCDP; the same bound ``dp_accounting``'s RDP accountant uses in ``compute_delta``).
+   :func:`zcdp_delta` evaluates it at one numerically optimised ``alpha`` in 60-digit
+   arithmetic and rounds up.
 3. **Keys only one user holds (threshold).** Call a key of the added user ``u`` *private* in a
    round when no other user kept it in that round (its aggregate without ``u`` is zero, so the
    run without ``u`` never considers it; in particular every key only ``u`` holds). ``u`` keeps
@@ -43,8 +44,10 @@ never by the continuous analytic-Gaussian formula:
    ``f(j) = exp(-j**2 / (2 s2))``, over the normaliser's lower bound ``sqrt(2 pi s2)`` (Poisson
    summation: ``sum_j f(j) = sqrt(2 pi s2) sum_k exp(-2 pi**2 s2 k**2)``, every term positive).
 
-The reading of CKS's Corollary 13 chosen here is the one implemented in ``dp_accounting`` (its
-``compute_delta``); both are the same expression.
+The reading of CKS's conversion chosen here is the expression implemented in ``dp_accounting``
+(``compute_delta``: ``log delta = (alpha - 1)(r - epsilon + log(1 - 1/alpha)) - log alpha`` with
+``r = alpha rho``). The theorem and proposition numbers of the papers cited in this package were
+not checked against the papers themselves (they are not in the project's paper folder).
 """
 
 from __future__ import annotations

@@ -15,21 +15,21 @@ selector adds discrete Gaussian noise ``N_Z(0, sigma2_r)`` (CKS 2020, Algorithm 
 key's weight sum and releases the keys whose noisy sum reaches the integer threshold ``T_r``.
 
 * **WGM** (``wgm``): one round. Gopi, Gulhane, Kulkarni, Shen, Shokouhi & Yekhanin (2020),
-  "Differentially Private Set Union", ICML, Algorithm 2 with the Gaussian update and Theorem 5.1:
+  "Differentially Private Set Union", ICML, the weighted Gaussian algorithm and its Theorem 5.1:
   threshold ``rho = max_{t <= Delta0} 1/sqrt(t) + sigma Phi^{-1}((1 - delta_T)^{1/t})``. Here the
   threshold is the integer version of the same rule: the smallest integer ``T`` with
   ``max_t 1 - (1 - Pr[Z >= T - w_t])**t <= delta_T`` for the *discrete* noise and the *rounded*
   weights, with a rigorous upper bound on the discrete tail (outward rounding).
 * **DP-SIPS** (``dp-sips``): Swanberg, Desfontaines & Haney (2023), "DP-SIPS: A simpler, more
-  scalable mechanism for differentially private partition selection" (PoPETs 2024),
-  Section 3: ``R`` rounds of the weighted Gaussian selection, removing the keys released so far
-  from every user before the next round so that lighter keys receive the weight; the budget grows
-  from round to round. Budget split used here (stated, tested): round ``r`` of ``R`` receives the
-  zCDP fraction ``f_r = q**(r - 1) / sum_j q**(j - 1)`` with ratio ``q = 6`` (``R = 3``: 1/43, 6/43,
-  36/43), and every round the same share ``delta_T / R`` of the threshold delta. The ratio was
-  chosen by measurement at (1, 1e-8), ``Delta0 = 50``, mean of 3 runs (retail / msweb keys):
-  ``R = 3``: q = 2: 1,564 / 134, q = 4: 1,708 / 140, q = 6: 1,731 / 142, q = 10: 1,718 / 144;
-  ``R = 2``, q = 6: 1,735 / 140; one round (WGM): 1,420 / 118.
+  scalable mechanism for differentially private partition selection" (arXiv:2301.01998), the
+  iterated algorithm of its title: ``R`` rounds of the weighted Gaussian selection, removing the
+  keys released so far from every user before the next round so that lighter keys receive the
+  weight; the budget grows from round to round. Budget split used here (stated, tested): round ``r``
+  of ``R`` receives the zCDP fraction ``f_r = q**(r - 1) / sum_j q**(j - 1)`` with ratio ``q = 6``
+  (``R = 3``: 1/43, 6/43, 36/43), and every round the same share ``delta_T / R`` of the threshold
+  delta. The ratio was chosen by measurement at (1, 1e-8), ``Delta0 = 50``, mean of 3 runs (retail /
+  msweb keys): ``R = 3``: q = 2: 1,564 / 134, q = 4: 1,708 / 140, q = 6: 1,731 / 142, q = 10: 1,718
+  / 144; ``R = 2``, q = 6: 1,735 / 140; one round (WGM): 1,420 / 118.
 
 Guarantee (add or remove one user), from :mod:`privhist.mechanisms.user_level._gauss`: round ``r``
 changes the weight sums of keys other users also hold by a vector of L2 norm at most ``scale``, so
@@ -376,7 +376,8 @@ class WeightedGaussianSelection(WeightedSelector):
 @register_weighted
 class DPSIPS(WeightedSelector):
     """DP-SIPS: rounds of weighted Gaussian selection, released keys removed between rounds
-    (Swanberg, Desfontaines & Haney 2023, Section 3; budget split in the module docstring)."""
+    (Swanberg, Desfontaines & Haney 2023, arXiv:2301.01998; budget split in the module
+    docstring)."""
 
     name = "dp-sips"
     summary = "iterated weighted Gaussian selection, released keys removed between rounds"

@@ -27,7 +27,13 @@ from privhist import SeededRandom, ValidationError
 from privhist.accounting.profile import NOT_RELEASED, check_dp, product_distribution
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Relation
-from privhist.mechanisms import DenseHistogram, OptimalSelection, StabilityHistogram, registry
+from privhist.mechanisms import (
+    DenseHistogram,
+    GaussianThresholdHistogram,
+    OptimalSelection,
+    StabilityHistogram,
+    registry,
+)
 from privhist.mechanisms.base import KeyDistribution, Mechanism
 
 INSTANCES = [
@@ -119,11 +125,15 @@ def test_exact_joint_privacy(mech: Mechanism) -> None:
     l0 = mech.neighbouring.l0_sensitivity
     c = mech.neighbouring.max_contributions_per_partition
     g = mech.guarantee()
+    worst = 0.0
     for n in (0, 3):
         p, q = mech.key_distribution(n, n), mech.key_distribution(n + 1, n + c)
         res = _check_joint(p, q, l0, g.epsilon, g.delta)
         assert res.holds, f"{mech.name}: {res}"
-        assert float(res.worst) > g.delta * 0.05
+        worst = max(worst, float(res.worst))
+    # not wildly loose: some pair comes close to delta (for a thresholded mechanism that is the
+    # key only the added user holds; counts far below the threshold are rarely released at all)
+    assert worst > g.delta * 0.05
 
 
 #: mechanisms whose release has no rows; their law and encoding are tested in their own files
@@ -150,6 +160,14 @@ def _weaken(mech: Mechanism) -> Mechanism:
         m._nums = nums
     elif isinstance(m, registry.get("sample-and-threshold")):
         m.threshold -= 1  # type: ignore[attr-defined]  # the exact threshold is the smallest
+    elif isinstance(m, GaussianThresholdHistogram):
+        # the threshold set for twice the stated delta (all of it on keys one user holds alone)
+        from privhist.mechanisms.user_level._gauss import calibrate_threshold
+
+        c = m.neighbouring.linf_sensitivity
+        m.threshold = calibrate_threshold(
+            m.sigma2, [c] * m.neighbouring.l0_sensitivity, 2 * m.delta
+        )
     elif isinstance(m, DenseHistogram):
         if m.laplace is not None:
             noise = copy.copy(m.laplace)

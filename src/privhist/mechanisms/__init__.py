@@ -14,9 +14,11 @@ from privhist.mechanisms.registry import get, names, register
 from privhist.mechanisms.sampling import SampleAndThreshold as SampleAndThreshold
 from privhist.mechanisms.sampling.pws import PWSHistogram as _PWS  # noqa: F401
 from privhist.mechanisms.stability import StabilityHistogram
+from privhist.mechanisms.user_level import GaussianThresholdHistogram
 
 __all__ = [
     "DenseHistogram",
+    "GaussianThresholdHistogram",
     "KeyDistribution",
     "Mechanism",
     "OptimalSelection",

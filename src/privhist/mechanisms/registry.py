@@ -9,7 +9,7 @@ registering — nothing else needs to change.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from privhist.core.errors import ValidationError
 
@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from privhist.mechanisms.base import Mechanism
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
+#: weighted user-level selectors (they release from a ``WeightedSource``, not from ``Counts``,
+#: so they are kept apart from the ``Counts`` mechanisms the CLI and ``plan`` iterate over); the
+#: contract tests in ``tests/user_level/test_weighted_contract.py`` run on every one of them
+_WEIGHTED: dict[str, type[Any]] = {}
 
 M = TypeVar("M", bound="type[Mechanism]")
 
@@ -50,3 +54,20 @@ def registry() -> dict[str, type[Mechanism]]:
 
 def get_or_none(name: str) -> type[Mechanism] | None:
     return _REGISTRY.get(name)
+
+
+W = TypeVar("W", bound="type[Any]")
+
+
+def register_weighted(cls: W) -> W:
+    """Class decorator: add a weighted user-level selector under its ``name``."""
+    name = cls.name
+    if name in _WEIGHTED and _WEIGHTED[name] is not cls:
+        raise ValueError(f"a weighted selector named {name!r} is already registered")
+    _WEIGHTED[name] = cls
+    return cls
+
+
+def weighted_registry() -> dict[str, type[Any]]:
+    """The registered weighted selectors (see :mod:`privhist.mechanisms.user_level`)."""
+    return dict(_WEIGHTED)

@@ -1,0 +1,424 @@
+"""User-level key selection and counts on real basket/visit data, against the peers.
+
+Runs privhist's user-level mechanisms (weighted selectors WGM and DP-SIPS, Gaussian thresholding,
+and today's per-key mechanisms ``stability`` and ``optimal-selection`` at their best caps),
+PipelineDP 0.3.1 (post-aggregation thresholding on privacy-id counts, Laplace and Gaussian) and
+OpenDP 0.16 (``make_gaussian_threshold`` on counts bounded here to k keys per user, calibrated
+with its own privacy map) on the same data and budget, and prints, per dataset and (epsilon,
+delta): keys released, top-100 and top-1000 recall (against the true distinct-user counts), mean
+absolute error of released counts (against the true distinct-user counts, unbounded) and the
+ceiling: the sum over keys of the optimal (epsilon, delta) release probability of a key held by
+its number of users (Desfontaines et al. 2022, the per-key optimum of ``optimal-selection``; no
+user-level mechanism can release more keys in expectation than its per-key bound allows when
+each user holds one key, and the issue uses it as the ceiling).
+
+Data (never copied into the repository; a missing file is skipped):
+``retail.dat`` (FIMI, one basket = one user) and ``anonymous-msweb.data`` (UCI: ``C`` lines open
+a user, ``V,area,1`` lines are the areas it visited), under ``--data`` (default
+``/work/shared/data``).
+
+Also sweeps the cap (``Delta0`` for the selectors, ``k`` for Gaussian thresholding) at
+(1, 1e-8) and plots keys released against the cap (``--plot PATH``; needs matplotlib).
+
+Usage: ``python benchmarks/bench_user_level.py [--runs 5] [--quick] [--plot out.png]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+import privhist.mechanisms  # noqa: F401
+from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import SeededRandom
+from privhist.engines.local import count
+from privhist.engines.local.weighting import LocalWeightedSource
+from privhist.mechanisms import OptimalSelection, StabilityHistogram
+from privhist.mechanisms.user_level import (
+    DPSIPS,
+    GaussianThresholdHistogram,
+    WeightedGaussianSelection,
+)
+
+BUDGETS = [(1.0, 1e-8), (1.0, 1e-5), (3.0, math.exp(-10))]
+CAPS = [1, 2, 5, 10, 20, 50, 100]
+
+
+# -- data ---------------------------------------------------------------------------------------
+
+
+def load_retail(path: str) -> pl.DataFrame:
+    return LocalWeightedSource.from_source(path, format="fimi").pairs
+
+
+def load_msweb(path: str) -> pl.DataFrame:
+    lines = pl.read_csv(
+        path, has_header=False, new_columns=["line"], separator="\x01", quote_char=None
+    )
+    parts = lines.with_columns(f=pl.col("line").str.split(","))
+    parts = parts.with_columns(kind=pl.col("f").list.get(0), val=pl.col("f").list.get(1))
+    parts = parts.with_columns(user=(pl.col("kind") == "C").cum_sum())
+    visits = parts.filter(pl.col("kind") == "V")
+    return visits.select("user", pl.col("val").cast(pl.Int64).alias("key")).unique()
+
+
+@dataclass
+class Truth:
+    pairs: pl.DataFrame
+    users: dict[Any, int]  # key -> distinct users
+    top100: set[Any]
+    top1000: set[Any]
+
+    @classmethod
+    def of(cls, pairs: pl.DataFrame) -> Truth:
+        per_key = pairs.group_by("key").len().sort(["len", "key"], descending=[True, False])
+        keys = per_key["key"].to_list()
+        return cls(
+            pairs,
+            dict(zip(keys, per_key["len"].to_list(), strict=True)),
+            set(keys[:100]),
+            set(keys[:1000]),
+        )
+
+
+@dataclass
+class Outcome:
+    keys: int
+    top100: float
+    top1000: float
+    mae: float  # NaN when no counts
+    seconds: float
+
+
+def score(truth: Truth, keys: list[Any], counts: list[float] | None, seconds: float) -> Outcome:
+    s = set(keys)
+    mae = math.nan
+    if counts is not None and keys:
+        true = np.array([truth.users[k] for k in keys], dtype=np.float64)
+        mae = float(np.abs(np.asarray(counts, dtype=np.float64) - true).mean())
+    return Outcome(
+        len(s),
+        len(s & truth.top100) / 100,
+        len(s & truth.top1000) / 1000,
+        mae,
+        seconds,
+    )
+
+
+# -- privhist -----------------------------------------------------------------------------------
+
+
+def ph_counts_mechanism(mech: Any, k: int, with_counts: bool) -> Callable[[Truth, int], Outcome]:
+    def run(truth: Truth, seed: int) -> Outcome:
+        t = time.perf_counter()
+        c = count(
+            truth.pairs,
+            key="key",
+            user="user",
+            max_partitions_contributed=k,
+            max_contributions_per_partition=1,
+            rng=SeededRandom(seed),
+            progress=False,
+        )
+        rel = mech.release(c, SeededRandom(seed + 1))
+        vals = rel.values.tolist() if (with_counts and rel.values is not None) else None
+        return score(truth, rel.keys.tolist(), vals, time.perf_counter() - t)
+
+    return run
+
+
+def ph_selector(mech: Any) -> Callable[[Truth, int], Outcome]:
+    def run(truth: Truth, seed: int) -> Outcome:
+        t = time.perf_counter()
+        src = LocalWeightedSource(truth.pairs, SeededRandom(seed))
+        rel = mech.release_weighted(src, SeededRandom(seed + 1))
+        vals = rel.values.tolist() if rel.values is not None else None
+        return score(truth, rel.keys.tolist(), vals, time.perf_counter() - t)
+
+    return run
+
+
+# -- peers --------------------------------------------------------------------------------------
+
+
+def pipelinedp(eps: float, delta: float, k: int, gaussian: bool) -> Callable[[Truth, int], Outcome]:
+    def run(truth: Truth, seed: int) -> Outcome:
+        import pipeline_dp
+
+        t = time.perf_counter()
+        accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=eps, total_delta=delta)
+        engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+        params = pipeline_dp.AggregateParams(
+            noise_kind=pipeline_dp.NoiseKind.GAUSSIAN
+            if gaussian
+            else pipeline_dp.NoiseKind.LAPLACE,
+            metrics=[pipeline_dp.Metrics.PRIVACY_ID_COUNT],
+            max_partitions_contributed=k,
+            max_contributions_per_partition=1,
+            post_aggregation_thresholding=True,
+        )
+        extractors = pipeline_dp.DataExtractors(
+            privacy_id_extractor=lambda r: r[0],
+            partition_extractor=lambda r: r[1],
+            value_extractor=lambda r: 0,
+        )
+        rows = list(zip(truth.pairs["user"].to_list(), truth.pairs["key"].to_list(), strict=True))
+        result = engine.aggregate(rows, params, extractors)
+        accountant.compute_budgets()
+        out = list(result)
+        keys = [r[0] for r in out]
+        vals = [float(r[1].privacy_id_count) for r in out]
+        return score(truth, keys, vals, time.perf_counter() - t)
+
+    return run
+
+
+def _opendp_calibrate(eps: float, delta: float, k: int) -> tuple[float, float]:
+    """Smallest scale (and its threshold) whose OpenDP map gives (eps, delta) at (k, sqrt k, 1)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    dom = dp.map_domain(dp.atom_domain(T=dp.i64), dp.atom_domain(T=dp.f64, nan=False))
+    met = dp.l02inf_distance(dp.absolute_distance(T=dp.f64))
+    d_in = (k, math.sqrt(k), 1.0)
+
+    def threshold_for(scale: float) -> float:
+        lo, hi = 1.0, 1.0
+        while dp.m.make_gaussian_threshold(dom, met, scale, hi).map(d_in)[1] > delta / 2:
+            lo, hi = hi, hi * 2
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            if dp.m.make_gaussian_threshold(dom, met, scale, mid).map(d_in)[1] > delta / 2:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+    def eps_for(scale: float) -> float:
+        m = dp.m.make_gaussian_threshold(dom, met, scale, threshold_for(scale))
+        return float(dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(m), delta).map(d_in)[0])
+
+    lo, hi = 0.1, 1.0
+    while eps_for(hi) > eps:
+        lo, hi = hi, hi * 2
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if eps_for(mid) > eps:
+            lo = mid
+        else:
+            hi = mid
+    return hi, threshold_for(hi)
+
+
+def opendp_gaussian(eps: float, delta: float, k: int) -> Callable[[Truth, int], Outcome]:
+    scale, threshold = _opendp_calibrate(eps, delta, k)
+
+    def run(truth: Truth, seed: int) -> Outcome:
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        dom = dp.map_domain(dp.atom_domain(T=dp.i64), dp.atom_domain(T=dp.f64, nan=False))
+        met = dp.l02inf_distance(dp.absolute_distance(T=dp.f64))
+        t = time.perf_counter()
+        c = count(
+            truth.pairs,
+            key="key",
+            user="user",
+            max_partitions_contributed=k,
+            rng=SeededRandom(seed),
+            progress=False,
+        )
+        m = dp.m.make_gaussian_threshold(dom, met, scale, threshold)
+        out = m(dict(zip(c.keys.tolist(), c.counts.astype(float).tolist(), strict=True)))
+        return score(truth, list(out), list(out.values()), time.perf_counter() - t)
+
+    return run
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def ceiling(truth: Truth, eps: float, delta: float) -> float:
+    rp = OptimalSelection(eps, delta, keys_only=True).reporting_probability(
+        max(truth.users.values())
+    )
+    return float(sum(rp[n] for n in truth.users.values()))
+
+
+def mechanisms(
+    eps: float, delta: float, peers: bool
+) -> list[tuple[str, Callable[[Truth, int], Outcome]]]:
+    u = Neighbouring.user
+    out: list[tuple[str, Callable[[Truth, int], Outcome]]] = [
+        (
+            "privhist optimal-selection keys-only k=1",
+            ph_counts_mechanism(OptimalSelection(eps, delta, u(1, 1), keys_only=True), 1, False),
+        ),
+        (
+            "privhist stability k=1",
+            ph_counts_mechanism(StabilityHistogram(eps, delta, u(1, 1)), 1, True),
+        ),
+        (
+            "privhist stability k=10",
+            ph_counts_mechanism(StabilityHistogram(eps, delta, u(10, 1)), 10, True),
+        ),
+        (
+            "privhist gaussian-threshold k=10",
+            ph_counts_mechanism(GaussianThresholdHistogram(eps, delta, u(10, 1)), 10, True),
+        ),
+        ("privhist wgm (default D0=20)", ph_selector(WeightedGaussianSelection(eps, delta))),
+        ("privhist wgm D0=50", ph_selector(WeightedGaussianSelection(eps, delta, max_keys=50))),
+        ("privhist dp-sips (default D0=20)", ph_selector(DPSIPS(eps, delta))),
+        ("privhist dp-sips D0=50", ph_selector(DPSIPS(eps, delta, max_keys=50))),
+        ("privhist dp-sips +counts (defaults)", ph_selector(DPSIPS(eps, delta, counts=True))),
+    ]
+    if peers:
+        out += [
+            ("PipelineDP Laplace k=1", pipelinedp(eps, delta, 1, False)),
+            ("PipelineDP Laplace k=10", pipelinedp(eps, delta, 10, False)),
+            ("PipelineDP Gaussian k=1", pipelinedp(eps, delta, 1, True)),
+            ("PipelineDP Gaussian k=10", pipelinedp(eps, delta, 10, True)),
+            ("OpenDP gaussian_threshold k=10", opendp_gaussian(eps, delta, 10)),
+        ]
+    return out
+
+
+def fmt(x: float, digits: int = 1) -> str:
+    return "-" if math.isnan(x) else f"{x:,.{digits}f}"
+
+
+def table(name: str, truth: Truth, eps: float, delta: float, runs: int, peers: bool) -> None:
+    print(f"\n### {name}, (epsilon, delta) = ({eps:g}, {delta:.3g}), mean of {runs} runs")
+    print(
+        f"users {truth.pairs['user'].n_unique():,}, keys {len(truth.users):,}, "
+        f"(user, key) pairs {truth.pairs.height:,}; ceiling {ceiling(truth, eps, delta):,.0f} keys"
+    )
+    print("| mechanism | keys | top-100 recall | top-1000 recall | MAE of counts | s/run |")
+    print("|---|---|---|---|---|---|")
+    for label, fn in mechanisms(eps, delta, peers):
+        res = [fn(truth, 1000 * i + 17) for i in range(runs)]
+        print(
+            f"| {label} | {fmt(np.mean([r.keys for r in res]))} | "
+            f"{np.mean([r.top100 for r in res]):.3f} | {np.mean([r.top1000 for r in res]):.3f} | "
+            f"{fmt(float(np.mean([r.mae for r in res])), 2)} | "
+            f"{np.mean([r.seconds for r in res]):.2f} |",
+            flush=True,
+        )
+
+
+def sweep(name: str, truth: Truth, runs: int) -> dict[str, list[float]]:
+    eps, delta = BUDGETS[0]
+    curves: dict[str, list[float]] = {"wgm": [], "dp-sips": [], "gaussian-threshold": []}
+    for cap in CAPS:
+        for label, fn in (
+            ("wgm", ph_selector(WeightedGaussianSelection(eps, delta, max_keys=cap))),
+            ("dp-sips", ph_selector(DPSIPS(eps, delta, max_keys=cap))),
+            (
+                "gaussian-threshold",
+                ph_counts_mechanism(
+                    GaussianThresholdHistogram(eps, delta, Neighbouring.user(cap, 1)), cap, False
+                ),
+            ),
+        ):
+            curves[label].append(float(np.mean([fn(truth, 77 * i + 5).keys for i in range(runs)])))
+    print(f"\n### {name}: keys released against the cap at (1, 1e-8), mean of {runs} runs")
+    print("| cap | " + " | ".join(curves) + " |")
+    print("|---|" + "---|" * len(curves))
+    for i, cap in enumerate(CAPS):
+        print(f"| {cap} | " + " | ".join(f"{curves[m][i]:,.0f}" for m in curves) + " |")
+    return curves
+
+
+def throughput(records: int) -> None:
+    """Seconds to aggregate ``records`` synthetic user-level records (10 per user, keys skewed):
+    today's user-level histogram (engine ``count`` with k = 10) against the weighted aggregate
+    (distinct pairs, degrees, kept subsets, weights, per-key sums)."""
+    rng = SeededRandom(7)
+    n_users = max(1, records // 10)
+    u = rng.uniform_below(n_users, records)
+    # keys: the square of a uniform draw over 10**5 buckets (a skewed, heavy-headed law)
+    k = rng.uniform_below(1000, records) * rng.uniform_below(100, records) // 10
+    frame = pl.DataFrame({"user": u, "key": k})
+    t = time.perf_counter()
+    c = count(frame, key="key", user="user", max_partitions_contributed=10, rng=rng, progress=False)
+    t_count = time.perf_counter() - t
+    t = time.perf_counter()
+    src = LocalWeightedSource(frame, rng)
+    w = src.weighted_sums(20, 1024)
+    t_weight = time.perf_counter() - t
+    t = time.perf_counter()
+    rel = DPSIPS(1.0, 1e-8).release_weighted(src, SeededRandom(8))
+    t_sips = time.perf_counter() - t
+    print(f"\n### throughput, {records:,} user-level records ({n_users:,} users)")
+    print("| step | seconds | keys |")
+    print("|---|---|---|")
+    print(f"| engine count, k = 10 (today's user-level histogram) | {t_count:.2f} | {len(c):,} |")
+    print(f"| distinct pairs + one weighted_sums (Delta0 = 20) | {t_weight:.2f} | {len(w):,} |")
+    print(f"| DP-SIPS release, 3 rounds (pairs already held) | {t_sips:.2f} | {len(rel):,} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--data", default="/work/shared/data")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sweep-runs", type=int, default=2)
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="one budget, 2 runs, no sweep")
+    ap.add_argument("--sweep-only", action="store_true", help="only the cap sweep (and plot)")
+    ap.add_argument(
+        "--throughput", type=int, default=0, help="only time N synthetic records (e.g. 10**7)"
+    )
+    ap.add_argument("--plot", default=None, help="PNG path for keys released against the cap")
+    args = ap.parse_args()
+    if args.throughput:
+        throughput(args.throughput)
+        return
+    datasets = []
+    for name, file, loader in (
+        ("retail.dat", "retail.dat", load_retail),
+        ("anonymous-msweb.data", "anonymous-msweb.data", load_msweb),
+    ):
+        path = os.path.join(args.data, file)
+        if not os.path.exists(path):
+            print(f"skipping {name}: {path} not found", file=sys.stderr)
+            continue
+        datasets.append((name, Truth.of(loader(path))))
+    budgets = BUDGETS[:1] if args.quick else BUDGETS
+    runs = 2 if args.quick else args.runs
+    for eps, delta in [] if args.sweep_only else budgets:
+        for name, truth in datasets:
+            table(name, truth, eps, delta, runs, not args.no_peers)
+    if args.quick:
+        return
+    curves = {name: sweep(name, truth, args.sweep_runs) for name, truth in datasets}
+    if args.plot and curves:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4))
+        for ax, (name, cur) in zip(np.atleast_1d(axes), curves.items(), strict=True):
+            for label, ys in cur.items():
+                ax.plot(CAPS, ys, marker="o", label=label)
+            ax.set_xscale("log")
+            ax.set_xlabel("cap (Delta0 for selectors, k for Gaussian thresholding)")
+            ax.set_ylabel("keys released")
+            ax.set_title(f"{name}, (1, 1e-8)")
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        print(f"\nplot written to {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

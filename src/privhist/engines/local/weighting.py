@@ -1,0 +1,258 @@
+"""Per-user weighting for user-level key selection on one machine (Polars/NumPy).
+
+The aggregate behind the weighted selectors of :mod:`privhist.mechanisms.user_level` (WGM,
+DP-SIPS): per-user degree -> per-(user, key) weight -> per-key weight sums, all vectorised (one
+sort and a few array passes; no per-user Python loop).
+
+For a table of distinct (user, key) pairs, :func:`weighted_sums`
+
+1. drops the pairs whose key is in ``exclude`` (keys released by an earlier round);
+2. lets every user holding more than ``max_keys`` (``Delta0``) of the remaining keys keep a
+   uniformly random ``max_keys``-subset of them: each pair draws an independent uniform 64-bit
+   priority from the :class:`~privhist.core.random.RandomSource` and each user keeps its
+   ``max_keys`` smallest (the engine's own contribution bounding,
+   :func:`privhist.engines.local.counting.bound_contributions`);
+3. gives each of a user's ``t`` kept keys the integer weight ``floor(scale / sqrt(t))``
+   (``isqrt(scale**2 // t)``, exact), so the user's weight vector has L2 norm at most ``scale``
+   units: Gopi et al. (2020), "Differentially Private Set Union" (the weighted Gaussian), with
+   the weights ``1 / sqrt(|S|)`` scaled to integers and rounded down;
+4. sums the weights per key.
+
+What one user contributes depends only on its own pairs and fresh randomness, so adding or
+removing a user changes the sums by a vector of L2 norm at most ``scale`` (the sensitivity the
+mechanisms are calibrated for), on at most ``max_keys`` keys.
+
+:class:`LocalWeightedSource` holds the pairs and a RandomSource and implements
+:class:`privhist.core.weighted.WeightedSource`, so multi-round selectors ask it again with the
+keys released so far excluded.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from privhist.core.data import Counts
+from privhist.core.errors import ValidationError
+from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import RandomSource, SecureRandom
+from privhist.core.validation import check_positive_int
+from privhist.core.weighted import WeightedCounts
+from privhist.engines.local.counting import _bound, _collect, _int64, _keys
+from privhist.engines.priorities import LazyPriorities
+from privhist.io.readers import (
+    check_key_type,
+    default_key_type,
+    resolve_format,
+    scan,
+    select_records,
+)
+
+#: the largest weight scale (weights and their sums stay far inside int64)
+MAX_SCALE = 2**24
+
+
+def _exclude(pairs: pl.DataFrame, exclude: npt.ArrayLike | None) -> pl.DataFrame:
+    if exclude is None:
+        return pairs
+    ex = np.asarray(exclude)
+    if ex.size == 0:
+        return pairs
+    series = pl.Series("x", ex.tolist() if ex.dtype == object else ex)
+    if pairs.schema["key"] != series.dtype:
+        series = series.cast(pairs.schema["key"], strict=False)
+    return pairs.filter(~pl.col("key").is_in(series.implode()))
+
+
+def _kept_degrees(kept: pl.DataFrame) -> npt.NDArray[np.int64]:
+    """For kept pairs sorted by (user, key): each row's user's number of kept keys."""
+    m = kept.height
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    boundary = (kept["user"] != kept["user"].shift(1)).fill_null(True).to_numpy()
+    starts = np.flatnonzero(boundary)
+    sizes = np.diff(np.append(starts, m)).astype(np.int64)
+    return np.repeat(sizes, sizes)
+
+
+def weighted_sums(
+    pairs: pl.DataFrame,
+    max_keys: int,
+    scale: int,
+    rng: RandomSource,
+    exclude: npt.ArrayLike | None = None,
+) -> WeightedCounts:
+    """Per-key sums of ``floor(scale / sqrt(t))`` over the users keeping each key.
+
+    Args:
+        pairs: distinct (user, key) pairs, columns ``user`` and ``key`` (no nulls).
+        max_keys: ``Delta0``, the most keys one user keeps.
+        scale: weights are in units of ``1 / scale`` (at most ``2**24``).
+        rng: the source of the keep priorities (drawn only for users holding more than
+            ``max_keys`` remaining keys).
+        exclude: keys removed from every user before bounding (None: none).
+
+    Returns:
+        WeightedCounts with ``units`` the number of users keeping each key.
+
+    Example:
+        >>> from privhist.core.random import SeededRandom
+        >>> pairs = pl.DataFrame({"user": [1, 1, 2, 3, 3, 3], "key": [1, 2, 1, 1, 2, 3]})
+        >>> w = weighted_sums(pairs, 3, 100, SeededRandom(0))
+        >>> w.keys.tolist(), w.weights.tolist(), w.units.tolist()
+        ([1, 2, 3], [227, 127, 57], [3, 2, 1])
+    """
+    fn = "weighted_sums"
+    k = check_positive_int(max_keys, fn, "max_keys")
+    s = check_positive_int(scale, fn, "scale")
+    if s > MAX_SCALE:
+        raise ValidationError("scale", fn, f"at most {MAX_SCALE}", s)
+    if not isinstance(pairs, pl.DataFrame) or not {"user", "key"} <= set(pairs.columns):
+        raise ValidationError("pairs", fn, "a Polars DataFrame with columns user, key", pairs)
+    users_before = pairs["user"].n_unique() if pairs.height else 0
+    remaining = _exclude(pairs.select("user", "key"), exclude)
+    kept, users, users_bounded = _bound(
+        remaining.with_columns(n=pl.lit(1)), k, 1, LazyPriorities(rng)
+    )
+    degrees = _kept_degrees(kept)
+    table = np.zeros(k + 1, dtype=np.int64)
+    for t in range(1, k + 1):
+        table[t] = math.isqrt(s * s // t)
+    frame = kept.select("key").with_columns(w=pl.Series(table[degrees], dtype=pl.Int64))
+    agg = frame.group_by("key").agg(pl.col("w").sum(), pl.len().alias("units")).sort("key")
+    info: dict[str, Any] = {
+        "users": users_before,
+        "users_with_remaining_keys": users,
+        "users_bounded": users_bounded,
+        "pairs_remaining": remaining.height,
+        "pairs_kept": kept.height,
+    }
+    return WeightedCounts(
+        keys=_keys(agg["key"]),
+        weights=_int64(agg["w"]),
+        scale=s,
+        max_keys=k,
+        units=_int64(agg["units"]),
+        info=info,
+    )
+
+
+def unit_counts(
+    pairs: pl.DataFrame, keys: npt.ArrayLike, max_keys: int, rng: RandomSource
+) -> Counts:
+    """Distinct users per key of ``keys``, each user keeping a uniformly random subset of at most
+    ``max_keys`` of its keys among ``keys`` (user-level ``Counts``, zero for keys nobody holds).
+
+    Example:
+        >>> from privhist.core.random import SeededRandom
+        >>> pairs = pl.DataFrame({"user": [1, 1, 2, 3], "key": [1, 2, 1, 9]})
+        >>> c = unit_counts(pairs, np.array([1, 2, 5]), 2, SeededRandom(0))
+        >>> c.keys.tolist(), c.counts.tolist()
+        ([1, 2, 5], [2, 1, 0])
+    """
+    fn = "unit_counts"
+    k = check_positive_int(max_keys, fn, "max_keys")
+    wanted = np.asarray(keys)
+    if wanted.ndim != 1:
+        raise ValidationError("keys", fn, "a one-dimensional array", f"shape {wanted.shape}")
+    wanted = np.unique(wanted) if wanted.size else wanted
+    if wanted.size == 0:
+        return Counts.from_arrays(
+            wanted, np.zeros(0, dtype=np.int64), neighbouring=Neighbouring.user(k, 1)
+        )
+    series = pl.Series("x", wanted.tolist() if wanted.dtype == object else wanted)
+    if pairs.schema["key"] != series.dtype:
+        series = series.cast(pairs.schema["key"], strict=False)
+    inside = pairs.select("user", "key").filter(pl.col("key").is_in(series.implode()))
+    kept, _, _ = _bound(inside.with_columns(n=pl.lit(1)), k, 1, LazyPriorities(rng))
+    agg = kept.group_by("key").agg(pl.len().alias("units"))
+    held_keys = _keys(agg["key"])
+    held = _int64(agg["units"])
+    counts = np.zeros(wanted.shape[0], dtype=np.int64)
+    if held_keys.size:
+        order = np.argsort(held_keys, kind="stable")
+        pos = np.searchsorted(wanted, held_keys[order])
+        counts[pos] = held[order]
+    return Counts.from_arrays(
+        wanted, counts, counts, neighbouring=Neighbouring.user(k, 1), function=fn
+    )
+
+
+class LocalWeightedSource:
+    """Distinct (user, key) pairs held in memory: the local :class:`WeightedSource`.
+
+    Example:
+        >>> from privhist.core.random import SeededRandom
+        >>> src = LocalWeightedSource(pl.DataFrame({"user": [1, 1, 2], "key": ["a", "b", "a"]}),
+        ...                           SeededRandom(0))
+        >>> src.weighted_sums(2, 10, exclude=["b"]).weights.tolist()
+        [20]
+    """
+
+    def __init__(self, pairs: pl.DataFrame, rng: RandomSource | None = None) -> None:
+        fn = "LocalWeightedSource"
+        if not isinstance(pairs, pl.DataFrame) or not {"user", "key"} <= set(pairs.columns):
+            raise ValidationError("pairs", fn, "a Polars DataFrame with columns user, key", pairs)
+        clean = pairs.select("user", "key").drop_nulls().unique().sort("user", "key")
+        self.pairs = clean
+        self.rng = rng or SecureRandom()
+        self.null_pairs = pairs.height - pairs.select("user", "key").drop_nulls().height
+
+    @classmethod
+    def from_source(
+        cls,
+        source: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame,
+        *,
+        key: str = "key",
+        user: str | bool = True,
+        format: str | None = None,
+        key_type: str | None = None,
+        rng: RandomSource | None = None,
+    ) -> LocalWeightedSource:
+        """Read distinct (user, key) pairs from a file (any format :func:`privhist.io.scan`
+        reads; a FIMI or text line is one user) or a Polars table."""
+        fn = "LocalWeightedSource"
+        check_key_type(key_type, fn)
+        if isinstance(source, pl.LazyFrame | pl.DataFrame):
+            if isinstance(user, bool):
+                raise ValidationError("user", fn, "a column name when source is a table", user)
+            lf = select_records(
+                source, key=key, user=user, key_type=key_type, function=fn, source="the table"
+            )
+            label = "table"
+        elif isinstance(source, str | os.PathLike):
+            fmt = resolve_format(source, format, fn)
+            kt = key_type if key_type is not None else default_key_type(fmt)
+            lf = scan(source, format=fmt, key=key, user=user, key_type=kt, function=fn)
+            label = os.fspath(source)
+        else:
+            raise ValidationError(
+                "source", fn, "a file path or a Polars DataFrame/LazyFrame", type(source).__name__
+            )
+        pairs = _collect(lf.select("user", "key").unique(), label)
+        return cls(pairs, rng)
+
+    def weighted_sums(
+        self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
+    ) -> WeightedCounts:
+        return weighted_sums(self.pairs, max_keys, scale, self.rng, exclude)
+
+    def unit_counts(self, keys: npt.ArrayLike, max_keys: int) -> Counts:
+        return unit_counts(self.pairs, keys, max_keys, self.rng)
+
+    def degree_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Users per bucket of distinct-key counts (see
+        :meth:`privhist.core.weighted.WeightedSource.degree_histogram`)."""
+        b = np.asarray(bounds, dtype=np.int64)
+        if b.ndim != 1 or b.size == 0 or (np.diff(b) <= 0).any() or int(b[0]) < 1:
+            raise ValidationError(
+                "bounds", "degree_histogram", "increasing positive integers", bounds
+            )
+        degrees = _int64(self.pairs.group_by("user").len()["len"])
+        bucket = np.searchsorted(b, degrees, side="left")
+        return np.bincount(bucket, minlength=b.size + 1).astype(np.int64)

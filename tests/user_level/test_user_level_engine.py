@@ -1,0 +1,127 @@
+"""The local engine's weighting: exact weights, uniform kept subsets, exclusion, unit counts."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from privhist import SeededRandom, ValidationError
+from privhist.core.weighted import WeightedCounts, WeightedSource
+from privhist.engines.local.weighting import LocalWeightedSource, unit_counts, weighted_sums
+
+ALPHA = 1e-6
+
+
+def _pairs(rows: dict[int, list[str]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "user": [u for u, ks in rows.items() for _ in ks],
+            "key": [k for ks in rows.values() for k in ks],
+        }
+    )
+
+
+def test_weights_are_floor_scale_over_sqrt_kept_and_sum_per_key() -> None:
+    rows = {1: ["a"], 2: ["a", "b"], 3: ["a", "b", "c"], 4: ["c", "d", "e", "f", "g"]}
+    w = weighted_sums(_pairs(rows), 10, 1000, SeededRandom(1))
+    got = dict(zip(w.keys.tolist(), w.weights.tolist(), strict=True))
+    expected: Counter[str] = Counter()
+    for ks in rows.values():
+        for k in ks:
+            expected[k] += math.isqrt(1000**2 // len(ks))
+    assert got == dict(expected)
+    assert w.units is not None and dict(zip(w.keys.tolist(), w.units.tolist(), strict=True)) == {
+        "a": 3,
+        "b": 2,
+        "c": 2,
+        "d": 1,
+        "e": 1,
+        "f": 1,
+        "g": 1,
+    }
+    # every user's weight vector has L2 norm at most scale
+    for ks in rows.values():
+        assert len(ks) * math.isqrt(1000**2 // len(ks)) ** 2 <= 1000**2
+
+
+def test_users_above_the_cap_keep_a_uniform_subset() -> None:
+    """A user holding 4 keys with cap 2 keeps each of the 6 pairs with probability 1/6."""
+    keys = ["a", "b", "c", "d"]
+    n_users = 6000
+    pairs = _pairs({u: keys for u in range(n_users)})
+    w = weighted_sums(pairs, 2, 100, SeededRandom(3))
+    per_key = dict(
+        zip(w.keys.tolist(), (w.units if w.units is not None else []).tolist(), strict=True)
+    )
+    assert sum(per_key.values()) == 2 * n_users
+    assert set(w.weights.tolist()) == {per_key[k] * math.isqrt(100**2 // 2) for k in per_key}
+    # the joint law of a user's kept pair: draw users one at a time through the engine
+    src = LocalWeightedSource(_pairs({0: keys}), SeededRandom(9))
+    seen: Counter[tuple[str, ...]] = Counter()
+    for _ in range(1200):
+        seen[tuple(src.weighted_sums(2, 100).keys.tolist())] += 1
+    subsets = list(itertools.combinations(keys, 2))
+    obs = np.array([seen[s] for s in subsets])
+    assert obs.sum() == 1200
+    assert stats.chisquare(obs).pvalue > ALPHA
+    # power: the same test rejects a selection that favours the first key a little
+    biased = obs.astype(float).copy()
+    biased[:3] += 60  # pairs containing "a" over-represented by ~30%
+    biased[3:] -= 60
+    assert stats.chisquare(biased).pvalue < ALPHA
+
+
+def test_exclude_removes_keys_before_users_choose() -> None:
+    rows = {1: ["a", "b"], 2: ["b"], 3: ["c"]}
+    w = weighted_sums(_pairs(rows), 1, 16, SeededRandom(1), exclude=np.array(["b"]))
+    assert w.keys.tolist() == ["a", "c"] and w.weights.tolist() == [16, 16]
+    # an empty exclusion changes nothing: the same choice as no exclusion, seed for seed
+    for seed in range(4):
+        none = weighted_sums(_pairs(rows), 1, 16, SeededRandom(seed))
+        empty = weighted_sums(_pairs(rows), 1, 16, SeededRandom(seed), exclude=[])
+        assert empty.keys.tolist() == none.keys.tolist()
+        assert empty.weights.tolist() == none.weights.tolist()
+
+
+def test_unit_counts_counts_users_on_the_given_keys_only() -> None:
+    rows = {1: ["a", "b", "c"], 2: ["a"], 3: ["z"]}
+    c = unit_counts(_pairs(rows), np.array(["a", "b", "q"]), 2, SeededRandom(0))
+    assert c.keys.tolist() == ["a", "b", "q"] and c.counts.tolist() == [2, 1, 0]
+    assert c.neighbouring.max_partitions_contributed == 2
+    one = unit_counts(_pairs(rows), np.array(["a", "b", "c"]), 1, SeededRandom(0))
+    assert int(one.counts.sum()) == 2  # user 1 is counted on one of its three keys
+
+
+def test_local_source_reads_files_and_implements_the_protocol(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    path = tmp_path / "baskets.dat"  # type: ignore[operator]
+    path.write_text("1 2 3 \n2 3\n3\n")
+    src = LocalWeightedSource.from_source(path, format="fimi", rng=SeededRandom(1))
+    assert isinstance(src, WeightedSource)
+    w = src.weighted_sums(3, 100)
+    assert isinstance(w, WeightedCounts)
+    assert w.keys.tolist() == [1, 2, 3] and w.weights.tolist() == [57, 57 + 70, 57 + 70 + 100]
+    assert src.degree_histogram([1, 2, 3]).tolist() == [1, 1, 1, 0]
+    with pytest.raises(ValidationError, match="parameter 'bounds'"):
+        src.degree_histogram([2, 1])
+
+
+def test_bad_inputs_fail_closed() -> None:
+    pairs = _pairs({1: ["a"]})
+    with pytest.raises(ValidationError, match="parameter 'max_keys'"):
+        weighted_sums(pairs, 0, 10, SeededRandom(1))
+    with pytest.raises(ValidationError, match="parameter 'scale'"):
+        weighted_sums(pairs, 1, 2**30, SeededRandom(1))
+    with pytest.raises(ValidationError, match="parameter 'pairs'"):
+        weighted_sums(pl.DataFrame({"x": [1]}), 1, 10, SeededRandom(1))
+    with pytest.raises(ValidationError, match="parameter 'pairs'"):
+        LocalWeightedSource(pl.DataFrame({"user": [1]}))
+    with pytest.raises(ValidationError, match="parameter 'weights'"):
+        WeightedCounts.from_arrays(["a"], [-1], scale=2, max_keys=1)

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 IntArray = npt.NDArray[np.int64]
-Dataset = Mapping[Hashable, int]
+Dataset = Mapping[Any, int]
 Progress = Callable[[int], None]
 
 #: feature code of "this key was not released"
@@ -78,8 +78,8 @@ CHUNK = 250_000
 class NeighbouringPair:
     """Two datasets one neighbouring step apart, and why this pair was chosen."""
 
-    first: Mapping[Hashable, int]
-    second: Mapping[Hashable, int]
+    first: Mapping[Any, int]
+    second: Mapping[Any, int]
     note: str = ""
 
     @property

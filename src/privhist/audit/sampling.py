@@ -328,3 +328,21 @@ def timed_draw(
 def rate(n: int, seconds: float) -> float:
     """Samples per second (inf when too fast to time)."""
     return n / seconds if seconds > 0 else math.inf
+
+
+def load_function(spec: str) -> Callable[[list[Hashable]], Any]:
+    """The function named ``module:function`` (e.g. ``mypkg.release:noisy_counts``)."""
+    import importlib
+
+    fn = "audit sample"
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValidationError("--function", fn, "MODULE:FUNCTION", spec)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValidationError("--function", fn, "an importable module", f"{spec} ({exc})") from None
+    f = getattr(mod, name, None)
+    if not callable(f):
+        raise ValidationError("--function", fn, f"a function defined in {module}", spec)
+    return f  # type: ignore[no-any-return]

@@ -229,3 +229,26 @@ def broken_variants(epsilon: float = 1.0, delta: float = 1e-3) -> list[BrokenVar
             "stability whose threshold falls to the largest true count",
         ),
     ]
+
+
+def build_variant(
+    name: str,
+    epsilon: float,
+    delta: float,
+    neighbouring: Any = None,
+    *,
+    options: dict[str, Any] | None = None,
+    threshold: int | None = None,
+    scale: float | None = None,
+    sampling_rate: float | None = None,
+) -> Mechanism:
+    """The registered mechanism ``name`` calibrated for ``(epsilon, delta)``, then run with the
+    hand-set parameters given (see :func:`with_parameters`). A domain-based mechanism gets a
+    one-key domain (its parameters do not depend on the domain; the samplers set their own)."""
+    from privhist.mechanisms import registry
+    from privhist.planning.plan import build
+
+    cls = registry.get(name)
+    domain = np.array(["x"]) if cls.needs_domain else None
+    mech = build(name, epsilon, delta, neighbouring, domain=domain, **(options or {}))
+    return with_parameters(mech, threshold=threshold, scale=scale, sampling_rate=sampling_rate)

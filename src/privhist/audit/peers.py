@@ -12,7 +12,9 @@ adapters raise :class:`~privhist.core.errors.UnsupportedError` otherwise.
 * PipelineDP (``DPEngine`` with ``NaiveBudgetAccountant`` and ``LocalBackend``): ``COUNT`` with
   the default partition selection (truncated geometric; half of epsilon and all of delta on
   selection), or ``PRIVACY_ID_COUNT`` with ``post_aggregation_thresholding`` (one noisy count and a
-  threshold on it); one partition and one contribution per privacy unit, Laplace noise. The claim
+  threshold on it); one partition and one contribution per privacy unit, Laplace noise. Each
+  record is its own privacy unit. The pairs carry a second key ``y`` with 50 records, so that
+  neither side is empty (PipelineDP refuses an empty collection). The claim
   is the total budget given to the accountant.
 
 The settings and traps followed are those in ``PEERS.md`` (shared project notes).
@@ -146,6 +148,8 @@ def pipelinedp_count(epsilon: float, delta: float, *, metric: str = "count") -> 
     )
 
     def release(records: list[Hashable]) -> dict[Hashable, float]:
+        if not records:  # PipelineDP refuses an empty collection; it has no partition to release
+            return {}
         acct = pdp.NaiveBudgetAccountant(total_epsilon=epsilon, total_delta=delta)
         engine = pdp.DPEngine(acct, pdp.LocalBackend())
         out = engine.aggregate(list(enumerate(records)), params, extractors)
@@ -176,6 +180,11 @@ def pipelinedp_count(epsilon: float, delta: float, *, metric: str = "count") -> 
         epsilon=float(epsilon),
         delta=float(delta),
         settings={"metric": metric, "noise": "laplace", "max_partitions": 1, "max_per_key": 1},
-        pairs=[single_key_pair(0, 1), single_key_pair(1, 2), single_key_pair(5, 6)],
+        pairs=[
+            NeighbouringPair({"y": 50}, {"y": 50, "x": n + 1}, f"x: {n} vs {n + 1} records, y: 50")
+            if n == 0
+            else NeighbouringPair({"y": 50, "x": n}, {"y": 50, "x": n + 1}, f"x: {n} vs {n + 1}")
+            for n in (0, 1, 5)
+        ],
         reproduction=repro,
     )

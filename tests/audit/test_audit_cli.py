@@ -26,6 +26,15 @@ def test_exact_threshold_2_is_flagged_as_json(capsys: pytest.CaptureFixture[str]
     assert report["delta_at_claimed_epsilon"] > 0.26
 
 
+def test_exact_on_a_chosen_pair(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["audit", "exact", "stability", "--epsilon", "1", "--delta", "1e-6", "--json"]
+    assert main([*argv, "--threshold", "14", "--pair", "0:0/1:1"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["pairs"]) == 1 and report["worst_pair"]["second"]["count"] == 1
+    # the threshold one below the calibrated 15 releases one record with e times the delta
+    assert 1e-6 < report["delta_at_claimed_epsilon"] < 2e-6
+
+
 def test_sample_json_and_a_flagged_threshold(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["audit", "sample", "--mechanism", "stability", "--epsilon", "1", "--delta", "1e-6"]
     assert main([*argv, "--samples", "20000", "--seed", "1", "--json"]) == 0
@@ -61,6 +70,11 @@ def test_sample_a_user_function_on_a_given_pair(
         ),
         (["exact", "stability", "--epsilon", "-1", "--delta", "1e-6"], "parameter 'epsilon'"),
         (["exact", "pws", "--epsilon", "1", "--delta", "1e-6", "--scale", "2"], "scale"),
+        (
+            ["exact", "stability", "--epsilon", "1", "--delta", "1e-6", "--pair", "0:0/2:2"],
+            "parameter 'pairs'",
+        ),
+        (["exact", "stability", "--epsilon", "1", "--delta", "1e-6", "--pair", "a/b"], "--pair"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(

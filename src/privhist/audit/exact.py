@@ -158,6 +158,7 @@ def audit_exact(
     *,
     max_count: int | None = None,
     profile_points: int = 25,
+    pairs: list[Pair] | None = None,
 ) -> ExactAudit:
     """The exact audit of ``mechanism`` against the guarantee it claims (module notes).
 
@@ -166,6 +167,8 @@ def audit_exact(
         max_count: Largest unit count enumerated (default: two past the first count released
             with probability 1, at most 60).
         profile_points: Number of epsilons on the profile curve (0 for none).
+        pairs: Chosen one-key pairs ``((units, count), (units, count))`` instead of the
+            enumeration; each must be one neighbouring step (units up by 1, records by 1..c).
     """
     fn = "audit_exact"
     if not isinstance(mechanism, Mechanism):
@@ -179,13 +182,25 @@ def audit_exact(
     l0 = mechanism.neighbouring.l0_sensitivity
     c = mechanism.neighbouring.max_contributions_per_partition
     per_key = mechanism.per_key_composable
+    if pairs is not None:
+        for a, b in pairs:
+            ok = b[0] - a[0] == 1 and 1 <= b[1] - a[1] <= c and 0 <= a[0] <= a[1] <= c * a[0]
+            if not ok or not b[0] <= b[1] <= c * b[0]:
+                raise ValidationError(
+                    "pairs",
+                    fn,
+                    f"one neighbouring step: (u, n) vs (u + 1, n + j), 1 <= j <= {c}, "
+                    "u <= n <= c u",
+                    f"{a} vs {b}",
+                )
+        pairs = list(pairs)
     if per_key:
         kb = mechanism.key_budget()
         eps_c, delta_c = kb.epsilon, kb.delta
-        pairs = neighbouring_pairs(mechanism, max_count)
+        pairs = pairs or neighbouring_pairs(mechanism, max_count)
     else:
         eps_c, delta_c = g.epsilon, g.delta
-        pairs = [((n, n), (n + 1, n + c)) for n in (0, 1, 3)]
+        pairs = pairs or [((n, n), (n + 1, n + c)) for n in (0, 1, 3)]
     dists: dict[tuple[int, int], KeyDistribution] = {}
 
     def law(x: tuple[int, int]) -> tuple[dict[Any, Any], Any]:

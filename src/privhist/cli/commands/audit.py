@@ -1,7 +1,8 @@
 """``privhist audit``: measure the privacy of a mechanism — ours, a peer's or a user's.
 
     privhist audit exact MECHANISM --epsilon E --delta D [mechanism options]
-        [--threshold T] [--scale B] [--sampling-rate P] [--json] [--plot FILE]
+        [--threshold T] [--scale B] [--sampling-rate P] [--pair U0:N0/U1:N1 ...] [--json]
+        [--plot FILE]
     privhist audit sample (--mechanism NAME | --function MODULE:FUNCTION | --peer PEER)
         --epsilon E --delta D [--samples N] [--pair FIRST/SECOND ...] [--json]
     privhist audit peers [--samples N] [--output DIR]
@@ -39,6 +40,12 @@ def register(sub: Any) -> None:
     _claim(e)
     _mechanism_options(e)
     e.add_argument("--max-count", type=int, help="largest unit count enumerated")
+    e.add_argument(
+        "--pair",
+        action="append",
+        metavar="U0:N0/U1:N1",
+        help="a chosen one-key pair of (units:records) instead of the enumeration (repeatable)",
+    )
     e.add_argument("--plot", metavar="FILE", help="claimed vs exact profile (PNG/SVG/PDF)")
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(run=_exact)
@@ -124,12 +131,29 @@ def _variant(args: argparse.Namespace, name: str) -> Any:
 def _exact(args: argparse.Namespace) -> int:
     from privhist.audit.exact import audit_exact, plot_exact
 
-    result = audit_exact(_variant(args, args.mechanism), max_count=args.max_count)
+    result = audit_exact(
+        _variant(args, args.mechanism), max_count=args.max_count, pairs=_unit_pairs(args.pair)
+    )
     if args.plot:
         path = plot_exact(result, args.plot)
         print(f"privhist: plot written to {path}", file=sys.stderr)
     _show(result.to_dict(), result.verdict(), args.json)
     return EXIT_VIOLATION if result.violation else 0
+
+
+def _unit_pairs(specs: list[str] | None) -> Any:
+    if not specs:
+        return None
+    out = []
+    for spec in specs:
+        try:
+            sides = [tuple(int(x) for x in side.split(":")) for side in spec.split("/")]
+        except ValueError:
+            sides = []
+        if len(sides) != 2 or any(len(s) != 2 for s in sides):
+            raise ValidationError("--pair", "audit exact", "U0:N0/U1:N1 (integers)", spec)
+        out.append((sides[0], sides[1]))
+    return out
 
 
 def _pairs(specs: list[str] | None) -> Any:

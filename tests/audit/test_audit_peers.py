@@ -14,18 +14,27 @@ from privhist.core.errors import UnsupportedError
 
 HAVE_OPENDP = importlib.util.find_spec("opendp") is not None
 HAVE_PIPELINEDP = importlib.util.find_spec("pipeline_dp") is not None
+HAVE_DIFFPRIVLIB = importlib.util.find_spec("diffprivlib") is not None
 
 
 def test_available_matches_the_import_system() -> None:
-    assert adapters.available() == {"opendp": HAVE_OPENDP, "pipeline_dp": HAVE_PIPELINEDP}
+    assert adapters.available() == {
+        "opendp": HAVE_OPENDP,
+        "pipeline_dp": HAVE_PIPELINEDP,
+        "diffprivlib": HAVE_DIFFPRIVLIB,
+    }
 
 
 def test_a_missing_peer_is_refused_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(adapters, "available", lambda: {"opendp": False, "pipeline_dp": False})
+    monkeypatch.setattr(
+        adapters, "available", lambda: {"opendp": False, "pipeline_dp": False, "diffprivlib": False}
+    )
     with pytest.raises(UnsupportedError, match="not installed"):
         adapters.opendp_laplace_threshold(1.0, 1e-6)
     with pytest.raises(UnsupportedError, match="not installed"):
         adapters.pipelinedp_count(1.0, 1e-6)
+    with pytest.raises(UnsupportedError, match="not installed"):
+        adapters.diffprivlib_histogram(1.0)
 
 
 @pytest.mark.skipif(not HAVE_OPENDP, reason="OpenDP is in the bench extra")
@@ -84,3 +93,18 @@ def test_peers_report_is_written(tmp_path: Path) -> None:
     text = path.read_text()
     assert "VIOLATION" in text and "then_laplace_threshold(scale=1.0, threshold=2)" in text
     assert len(failures) == 1
+
+
+@pytest.mark.skipif(not HAVE_DIFFPRIVLIB, reason="diffprivlib is in the bench extra")
+def test_diffprivlib_histogram_passes_a_small_audit() -> None:
+    peer = adapters.diffprivlib_histogram(1.0)
+    assert peer.function(["x", "x", "y", "z"]).keys() == {"x", "y"}  # the public domain only
+    res = audit_statistical(
+        CallableSampler(peer.function, peer.name),
+        peer.epsilon,
+        peer.delta,
+        samples=1500,
+        pairs=peer.pairs[:1],
+        confidence=0.999,
+    )
+    assert not res.violation, res.verdict()

@@ -17,6 +17,12 @@ adapters raise :class:`~privhist.core.errors.UnsupportedError` otherwise.
   neither side is empty (PipelineDP refuses an empty collection). The claim
   is the total budget given to the accountant.
 
+* diffprivlib (``diffprivlib.tools.histogram``): a dense histogram over a public list of bins
+  with truncated geometric noise on each bin (``GeometricTruncated``, lower bound 0), claimed
+  ``(epsilon, 0)``-DP for one record added or removed. Keys are mapped to bins of the public
+  domain ``("x", "y")``; a fresh ``BudgetAccountant`` per call (the default one keeps every
+  spend). diffprivlib 0.6.6 needs scikit-learn below 1.7 (it imports names that 1.9 removed).
+
 The settings and traps followed are those in ``PEERS.md`` (shared project notes).
 """
 
@@ -30,7 +36,13 @@ from typing import Any
 from privhist.audit.sampling import NeighbouringPair, single_key_pair
 from privhist.core.errors import UnsupportedError, ValidationError
 
-__all__ = ["Peer", "available", "opendp_laplace_threshold", "pipelinedp_count"]
+__all__ = [
+    "Peer",
+    "available",
+    "diffprivlib_histogram",
+    "opendp_laplace_threshold",
+    "pipelinedp_count",
+]
 
 
 @dataclass
@@ -52,6 +64,7 @@ def available() -> dict[str, bool]:
     return {
         "opendp": importlib.util.find_spec("opendp") is not None,
         "pipeline_dp": importlib.util.find_spec("pipeline_dp") is not None,
+        "diffprivlib": importlib.util.find_spec("diffprivlib") is not None,
     }
 
 
@@ -185,6 +198,52 @@ def pipelinedp_count(epsilon: float, delta: float, *, metric: str = "count") -> 
             if n == 0
             else NeighbouringPair({"y": 50, "x": n}, {"y": 50, "x": n + 1}, f"x: {n} vs {n + 1}")
             for n in (0, 1, 5)
+        ],
+        reproduction=repro,
+    )
+
+
+def diffprivlib_histogram(epsilon: float, domain: tuple[str, ...] = ("x", "y")) -> Peer:
+    """diffprivlib's ``histogram`` over the public ``domain`` (module notes)."""
+    fn = "diffprivlib_histogram"
+    _require("diffprivlib")
+    import numpy as np
+    from diffprivlib.accountant import BudgetAccountant
+    from diffprivlib.tools import histogram
+
+    if not epsilon > 0:
+        raise ValidationError("epsilon", fn, "> 0", epsilon)
+    index = {k: i for i, k in enumerate(domain)}
+    bins = len(domain)
+
+    def release(records: list[Hashable]) -> dict[Hashable, float]:
+        sample = np.array([index[r] for r in records if r in index], dtype=np.float64)
+        hist, _ = histogram(
+            sample, epsilon=epsilon, bins=bins, range=(0, bins), accountant=BudgetAccountant()
+        )
+        return {k: float(hist[i]) for k, i in index.items()}
+
+    version = "?"
+    try:
+        from importlib.metadata import version as _version
+
+        version = _version("diffprivlib")
+    except Exception:  # metadata is optional; the audit does not depend on it
+        version = "?"
+    repro = (
+        "from diffprivlib.tools import histogram\n"
+        f"histogram([0.0], epsilon={epsilon!r}, bins={bins}, range=(0, {bins}))  # vs []"
+    )
+    return Peer(
+        name="diffprivlib tools.histogram",
+        version=version,
+        function=release,
+        epsilon=float(epsilon),
+        delta=0.0,
+        settings={"bins": bins, "noise": "truncated geometric", "domain": list(domain)},
+        pairs=[
+            NeighbouringPair({"y": 5}, {"y": 5, "x": 1}, "x: 0 vs 1 records, y: 5"),
+            NeighbouringPair({"y": 5, "x": 3}, {"y": 5, "x": 4}, "x: 3 vs 4 records, y: 5"),
         ],
         reproduction=repro,
     )

@@ -33,12 +33,15 @@ SETTINGS: list[tuple[str, float, float, dict[str, Any]]] = [
     ("pipelinedp-count", 1.0, 1e-2, {}),
     ("pipelinedp-privacy-id-count", 1.0, 1e-6, {}),
     ("pipelinedp-privacy-id-count", 1.0, 1e-2, {}),
+    ("diffprivlib", 1.0, 0.0, {}),
 ]
 
 
 def _peer(name: str, epsilon: float, delta: float, extra: dict[str, Any]) -> Any:
     if name == "opendp":
         return peer_adapters.opendp_laplace_threshold(epsilon, delta, **extra)
+    if name == "diffprivlib":
+        return peer_adapters.diffprivlib_histogram(epsilon)
     metric = "count" if name == "pipelinedp-count" else "privacy_id_count"
     return peer_adapters.pipelinedp_count(epsilon, delta, metric=metric)
 
@@ -67,7 +70,7 @@ def peers_report(
     models: list[tuple[Any, ExactAudit]] = []
     failures: list[str] = []
     for name, eps, delta, extra in settings or SETTINGS:
-        module = "opendp" if name == "opendp" else "pipeline_dp"
+        module = name if name in ("opendp", "diffprivlib") else "pipeline_dp"
         if not have[module]:
             rows.append((None, None, 0.0, f"{name}: not installed, skipped"))
             continue

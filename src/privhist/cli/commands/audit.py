@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
     what.add_argument("--function", metavar="MODULE:FUNCTION", help="f(records) -> output")
     what.add_argument(
         "--peer",
-        choices=["opendp", "pipelinedp-count", "pipelinedp-privacy-id-count"],
+        choices=["opendp", "pipelinedp-count", "pipelinedp-privacy-id-count", "diffprivlib"],
         help="a peer library at its documented calibration for (E, D)",
     )
     _claim(s)
@@ -75,7 +75,9 @@ def register(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(run=_sample)
 
-    r = asub.add_parser("peers", help="audit OpenDP and PipelineDP; write a markdown report")
+    r = asub.add_parser(
+        "peers", help="audit OpenDP, PipelineDP and diffprivlib; write a markdown report"
+    )
     r.add_argument("--samples", type=int, default=50_000, help="N per side (default 5e4)")
     r.add_argument("--output", default="audit-peers", help="report directory")
     r.add_argument("--no-progress", action="store_true")
@@ -199,6 +201,8 @@ def _sample(args: argparse.Namespace) -> int:
             peer = peers.opendp_laplace_threshold(
                 args.epsilon, args.delta, scale=args.scale, threshold=args.threshold
             )
+        elif args.peer == "diffprivlib":
+            peer = peers.diffprivlib_histogram(args.epsilon)
         else:
             metric = "count" if args.peer == "pipelinedp-count" else "privacy_id_count"
             peer = peers.pipelinedp_count(args.epsilon, args.delta, metric=metric)

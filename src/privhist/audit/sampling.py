@@ -9,7 +9,7 @@ row of integer *features* over the pair's keys, two columns per key: ``floor(val
 :data:`NOT_RELEASED_CODE`) and the exponent of the value's lowest set bit, capped at 0 (0 for
 every integer; a float's binary resolution, which is what floating-point attacks on the Laplace
 mechanism read, Mironov 2012, "On significance of the least significant bits for differential
-privacy", CCS, Section 3).
+privacy", CCS 2012).
 
 * :class:`MechanismSampler` — a privhist mechanism. Every built-in mechanism listed in
   :data:`PER_KEY_INDEPENDENT` draws each key independently of the others (see

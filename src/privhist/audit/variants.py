@@ -12,9 +12,10 @@ violates the guarantee it claims, in a way seen in real code.
 * ``threshold-3`` — stability-based histogram (Korolova et al. 2009; Bun, Nissim and Stemmer
   2016) with its threshold 3 below the calibrated one;
 * ``scale-x0.5`` — the same with half the discrete Laplace scale (the threshold kept);
-* ``float-laplace`` — a dense histogram with textbook floating-point Laplace noise, ``count -
-  b sign(u) ln(1 - 2|u|)`` in doubles, whose low-order bits reveal the count (Mironov 2012, "On
-  significance of the least significant bits for differential privacy", CCS, Section 3);
+* ``float-laplace`` — a dense histogram with textbook floating-point Laplace noise, ``count +
+  b s ln(U)`` in doubles (``U`` uniform in (0, 1], ``s`` a fair sign), whose low-order bits reveal
+  the count (Mironov 2012, "On significance of the least significant bits for differential
+  privacy", CCS 2012);
 * ``data-dependent-threshold`` — a stability histogram that lowers its threshold to the largest
   true count when no key would otherwise reach it, so that small data "shows something"; the
   threshold is then a function of the data, and a single record is released with probability
@@ -143,7 +144,7 @@ class FloatLaplaceHistogram:
 
     ``count + b * s * ln(U)`` with ``U`` a 53-bit uniform in (0, 1] and ``s`` a fair sign: the
     textbook inverse-CDF sampler in doubles. It claims ``(1/b, 0)``-DP, which holds for real
-    numbers but not for doubles (Mironov 2012, Section 3).
+    numbers but not for doubles (Mironov 2012).
     """
 
     vectorised = True

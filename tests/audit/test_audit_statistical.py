@@ -21,8 +21,10 @@ from privhist.audit import (
     candidate_pairs,
 )
 from privhist.audit.sampling import NOT_RELEASED_CODE, PER_KEY_INDEPENDENT, single_key_pair
-from privhist.audit.variants import build_variant
+from privhist.audit.variants import BrokenVariant, build_variant
+from privhist.core.data import Counts
 from privhist.core.errors import UnsupportedError, ValidationError
+from privhist.core.neighbouring import Neighbouring
 from privhist.core.release import Release
 from privhist.mechanisms import StabilityHistogram, registry
 from privhist.mechanisms.base import Mechanism
@@ -34,17 +36,17 @@ CONFIDENCE = 1 - 1e-4
 
 
 @pytest.mark.parametrize("broken", broken_variants(), ids=lambda b: b.name)
-def test_broken_variants_are_caught(broken: object) -> None:
+def test_broken_variants_are_caught(broken: BrokenVariant) -> None:
     b = broken
     pairs = None
-    if b.mechanism is None:  # type: ignore[attr-defined]
+    if b.mechanism is None:
         pairs = [single_key_pair(0, 1), single_key_pair(3, 4)]
     res = audit_statistical(
-        b.sampler,  # type: ignore[attr-defined]
-        b.epsilon,  # type: ignore[attr-defined]
-        b.delta,  # type: ignore[attr-defined]
+        b.sampler,
+        b.epsilon,
+        b.delta,
         samples=100_000,
-        mechanism=b.mechanism,  # type: ignore[attr-defined]
+        mechanism=b.mechanism,
         pairs=pairs,
         confidence=CONFIDENCE,
         rng=SeededRandom(1401),
@@ -148,7 +150,7 @@ def test_candidate_pairs_cover_the_delta_regime_and_the_threshold() -> None:
     assert notes[0] == "x: 0 vs 1 records"
     t = m.threshold
     assert f"x: {t - 1} vs {t} records" in notes or f"x: {t} vs {t + 1} records" in notes
-    user = build_variant("stability", 1.0, 1e-3, __import__("privhist").Neighbouring.user(3, 2))
+    user = build_variant("stability", 1.0, 1e-3, Neighbouring.user(3, 2))
     first = candidate_pairs(user)[1]
     assert len(first.second) == 3  # a user touching all of its 3 keys
 
@@ -176,7 +178,7 @@ def test_callable_outputs_may_be_releases_or_key_lists() -> None:
 
     def as_release(records: list[object]) -> Release:
         return StabilityHistogram(1.0, 1e-3).release(
-            __import__("privhist").core.data.Counts.from_arrays(["x"], [len(records)] or [0]),
+            Counts.from_arrays(["x"], [len(records)]),
             SeededRandom(len(records)),
         )
 

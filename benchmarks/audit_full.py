@@ -4,6 +4,8 @@
    scale x 0.5, floating-point Laplace, data-dependent threshold), each claiming (1, 1e-3)
    ((1, 0) for the float Laplace), audited statistically at N = 10**6 per side: caught or not,
    lower bounds, seconds.
+   Then ``threshold - 3`` at (1, 1e-6), where its delta (1.2e-5) is below what 10**6 draws resolve:
+   the exact audit against the statistical one.
 2. Every registered privhist mechanism (each of its test instances, and ``stability`` at
    (1, 1e-6)): the exact audit, and the statistical audit at N = 10**6 per side (vectorised) or
    at ``--looped`` samples for the mechanisms released once per sample; ``compact`` has no rows
@@ -28,6 +30,7 @@ from privhist.audit import MechanismSampler, audit_statistical, broken_variants
 from privhist.audit.exact import audit_exact
 from privhist.audit.report import peers_report
 from privhist.audit.sampling import single_key_pair
+from privhist.audit.variants import with_parameters
 from privhist.core.errors import UnsupportedError
 from privhist.mechanisms import StabilityHistogram, registry
 
@@ -46,6 +49,17 @@ def _broken(samples: int) -> None:
             f"eps_lb {r.result.epsilon_lower:7.3f}  delta_lb {r.result.delta_lower:.3g}  "
             f"claim ({b.epsilon:g}, {b.delta:g})  pair {r.pair.note}  [{b.why}]"
         )
+
+
+def _small_delta(samples: int) -> None:
+    """threshold - 3 at (1, 1e-6): the exact audit sees delta 1.2e-5; can N draws?"""
+    print(f"\n== threshold - 3 at (1, 1e-6): exact vs statistical at N = {samples} ==")
+    base = StabilityHistogram(1.0, 1e-6)
+    bad = with_parameters(base, threshold=base.threshold - 3)
+    ex = audit_exact(bad, profile_points=0)
+    print(f"exact        {ex.verdict()}")
+    r = audit_statistical(MechanismSampler(bad), 1.0, 1e-6, samples=samples, mechanism=bad)
+    print(f"statistical  {r.verdict()}")
 
 
 def _registered(samples: int, looped: int) -> float:
@@ -94,10 +108,14 @@ def main() -> None:
     ap.add_argument("--looped", type=int, default=20_000, help="N for looped mechanisms")
     ap.add_argument("--peer-samples", type=int, default=50_000)
     ap.add_argument("--output", default="/tmp/privhist-audit-peers")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["broken", "registered", "peers"])
+    ap.add_argument(
+        "--skip", nargs="*", default=[], choices=["broken", "small-delta", "registered", "peers"]
+    )
     args = ap.parse_args()
     if "broken" not in args.skip:
         _broken(args.samples)
+    if "small-delta" not in args.skip:
+        _small_delta(args.samples)
     rate = math.nan
     if "registered" not in args.skip:
         rate = _registered(args.samples, args.looped)

@@ -212,9 +212,13 @@ class MechanismSampler:
                     progress(size)
             return out
         index = {k: i for i, k in enumerate(keys)}
-        data = _counts_for(self.mechanism.neighbouring, keys, counts)
+        mech = self.mechanism
+        if mech.needs_domain:  # the pair's keys are the public domain, as in the batched draw
+            mech = copy.copy(mech)
+            mech.domain = np.unique(np.asarray(keys))  # type: ignore[attr-defined]
+        data = _counts_for(mech.neighbouring, keys, counts)
         for j in range(n):
-            rel = self.mechanism.release(data, rng)
+            rel = mech.release(data, rng)
             released = np.zeros(m, dtype=np.bool_)
             values = np.zeros(m, dtype=np.float64)
             for t, key in enumerate(rel.keys.tolist()):

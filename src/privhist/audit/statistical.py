@@ -35,7 +35,6 @@ from privhist.audit.sampling import (
     Sampler,
     describe_row,
     rate,
-    single_key_pair,
     timed_draw,
 )
 from privhist.audit.stats import PairAudit, audit_samples
@@ -61,19 +60,27 @@ def candidate_pairs(mechanism: Mechanism, limit: int = 6) -> list[NeighbouringPa
     first = int(positive[positive > 0][0]) if positive[positive > 0].size else 1
     mid = int(half[0]) if half.size else 1
     counts = [0]
-    for n in (first - c, mid - c, mid - 1, mid):
+    grid: tuple[int, ...] = (first - c, mid - c, mid - 1, mid)
+    if np.isnan(rp).any():  # no reporting probability (pure-sparse): spread over the count bound
+        bound = int(getattr(mechanism, "n", 10))
+        grid = (bound // 2, bound - c)
+    for n in grid:
         if n >= 0 and n not in counts:
             counts.append(n)
     pairs: list[NeighbouringPair] = []
-    names = [f"k{i}" for i in range(k)]
+    # a universe of integers (pure-sparse) takes integer keys; otherwise readable names
+    integers = getattr(getattr(mechanism, "universe", None), "domain", "") is None
+    x, y = (1, 2) if integers else ("x", "y")
+    names: list[Any] = [10 + i if integers else f"k{i}" for i in range(k)]
     for n in counts[:limit]:
         if nb.relation is Relation.REPLACE:
             # one record moves from key y to key x: {x: n, y: n + 1} vs {x: n + 1, y: n}
-            a = {kk: v for kk, v in (("x", n), ("y", n + 1)) if v}
-            b = {kk: v for kk, v in (("x", n + 1), ("y", n)) if v}
+            a = {kk: v for kk, v in ((x, n), (y, n + 1)) if v}
+            b = {kk: v for kk, v in ((x, n + 1), (y, n)) if v}
             pairs.append(NeighbouringPair(a, b, f"replace: x {n} -> {n + 1}, y {n + 1} -> {n}"))
         elif k == 1:
-            pairs.append(single_key_pair(n, n + c, f"x: {n} vs {n + c} records"))
+            a = {x: n} if n else {}
+            pairs.append(NeighbouringPair(a, {x: n + c}, f"x: {n} vs {n + c} records"))
         else:
             a = {kk: n for kk in names if n}
             b = dict.fromkeys(names, n + c)

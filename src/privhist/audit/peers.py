@@ -68,6 +68,16 @@ def available() -> dict[str, bool]:
     }
 
 
+def _version_of(distribution: str) -> str:
+    """The installed version of a distribution ("?" when its metadata is missing)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "?"
+
+
 def _require(module: str) -> Any:
     if not available().get(module, False):
         raise UnsupportedError(
@@ -90,7 +100,6 @@ def opendp_laplace_threshold(
     """
     fn = "opendp_laplace_threshold"
     _require("opendp")
-    import opendp
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
@@ -127,7 +136,7 @@ def opendp_laplace_threshold(
     )
     return Peer(
         name="opendp make_count_by >> then_laplace_threshold",
-        version=str(getattr(opendp, "__version__", "?")),
+        version=_version_of("opendp"),
         function=release,
         epsilon=float(eps_map),
         delta=float(delta_map),
@@ -169,13 +178,7 @@ def pipelinedp_count(epsilon: float, delta: float, *, metric: str = "count") -> 
         acct.compute_budgets()
         return {k: float(v[0]) for k, v in out}
 
-    version = "?"
-    try:
-        from importlib.metadata import version as _version
-
-        version = _version("pipeline-dp")
-    except Exception:  # metadata is optional; the audit does not depend on it
-        version = "?"
+    version = _version_of("pipeline-dp")
     name = "pipeline_dp " + ("PRIVACY_ID_COUNT, post-aggregation threshold" if post else "COUNT")
     repro = (
         "import pipeline_dp as pdp\n"
@@ -223,13 +226,7 @@ def diffprivlib_histogram(epsilon: float, domain: tuple[str, ...] = ("x", "y")) 
         )
         return {k: float(hist[i]) for k, i in index.items()}
 
-    version = "?"
-    try:
-        from importlib.metadata import version as _version
-
-        version = _version("diffprivlib")
-    except Exception:  # metadata is optional; the audit does not depend on it
-        version = "?"
+    version = _version_of("diffprivlib")
     repro = (
         "from diffprivlib.tools import histogram\n"
         f"histogram([0.0], epsilon={epsilon!r}, bins={bins}, range=(0, {bins}))  # vs []"

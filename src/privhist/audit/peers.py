@@ -21,7 +21,10 @@ adapters raise :class:`~privhist.core.errors.UnsupportedError` otherwise.
   with truncated geometric noise on each bin (``GeometricTruncated``, lower bound 0), claimed
   ``(epsilon, 0)``-DP for one record added or removed. Keys are mapped to bins of the public
   domain ``("x", "y")``; a fresh ``BudgetAccountant`` per call (the default one keeps every
-  spend). diffprivlib 0.6.6 needs scikit-learn below 1.7 (it imports names that 1.9 removed).
+  spend). diffprivlib is in no extra: its 0.6.6 wheel installs a top-level ``tests`` package
+  into site-packages, which shadows this project's ``tests`` and breaks its test suite, and it
+  needs scikit-learn below 1.7 (it imports names 1.9 removed). Audit it from a separate
+  environment: ``pip install diffprivlib 'scikit-learn<1.7'`` next to privhist.
 
 The settings and traps followed are those in ``PEERS.md`` (shared project notes).
 """
@@ -81,7 +84,13 @@ def _version_of(distribution: str) -> str:
 def _require(module: str) -> Any:
     if not available().get(module, False):
         raise UnsupportedError(
-            f"audit: the peer '{module}' is not installed (pip install 'privhist[bench]')"
+            f"audit: the peer '{module}' is not installed ("
+            + (
+                "see privhist.audit.peers"
+                if module == "diffprivlib"
+                else "pip install 'privhist[bench]'"
+            )
+            + ")"
         )
     return importlib.import_module(module)
 

@@ -1,5 +1,6 @@
-"""The peers' adapters. OpenDP and PipelineDP are in the ``bench`` extra, not in ``dev``: on a
-machine without them (CI) these tests are skipped, and the adapters' refusal is tested instead."""
+"""The peers' adapters. OpenDP and PipelineDP are in the ``bench`` extra, not in ``dev``, and
+diffprivlib is in no extra: on a machine without them (CI) these tests are skipped, and the
+adapters' refusal is tested instead."""
 
 from __future__ import annotations
 
@@ -95,7 +96,10 @@ def test_peers_report_is_written(tmp_path: Path) -> None:
     assert len(failures) == 1
 
 
-@pytest.mark.skipif(not HAVE_DIFFPRIVLIB, reason="diffprivlib is in the bench extra")
+@pytest.mark.skipif(
+    not HAVE_DIFFPRIVLIB,
+    reason="diffprivlib is not installed (in no extra: see privhist.audit.peers)",
+)
 def test_diffprivlib_histogram_passes_a_small_audit() -> None:
     peer = adapters.diffprivlib_histogram(1.0)
     assert peer.function(["x", "x", "y", "z"]).keys() == {"x", "y"}  # the public domain only

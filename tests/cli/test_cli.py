@@ -318,7 +318,10 @@ def test_failed_write_records_nothing(
         (["--epsilon", "1", "--delta", "1"], "parameter 'delta'"),
         (["--epsilon", "1", "--delta", "-0.5"], "parameter 'delta'"),
         (["--epsilon", "1"], "parameter 'delta'"),  # sparse release needs delta > 0
-        (["--epsilon", "1", "--delta", "1e-8", "--max-partitions", "3"], "with --user"),
+        (
+            ["--epsilon", "1", "--delta", "1e-8", "--max-partitions", "3"],
+            "(--max-partitions) of histogram must be given together with a user",
+        ),
         (
             ["--epsilon", "1", "--delta", "1e-8", "--user", "user", "--max-partitions", "0"],
             "max_partitions",
@@ -728,7 +731,7 @@ def test_compact_release_needs_a_file_that_keeps_the_polynomial(
     assert code == 2 and out == "" and "json or parquet" in err
     csv_out = tmp_path / "rel.csv"
     code, out, err = run(capsys, *base, "-o", str(csv_out))
-    assert code == 2 and "'--format'" in err and not csv_out.exists()
+    assert code == 2 and "(--format)" in err and not csv_out.exists()
     json_out = tmp_path / "rel.json"
     code, out, err = run(capsys, *base, "-o", str(json_out))
     assert code == 0 and "degree-4 polynomial" in err

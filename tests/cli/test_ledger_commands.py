@@ -95,7 +95,7 @@ def test_release_commands_charge_the_ledger(
         "1",
         *charge,
     )
-    assert code == 2 and "'--seed'" in err and out == ""
+    assert code == 2 and "(--seed)" in err and out == ""
     # --ledger alone names no dataset
     code, out, err = run(
         capsys, "quantiles", str(files["times"]), *common, "--q", "0.5", "--ledger", led

@@ -297,8 +297,8 @@ def test_sample_with_k_uses_a_private_total(
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--tau", "0.5", "--k", "10"], "exactly one of --tau and --k"),
-        (["--k", "10", "--power", "0.5"], "0, 1 or 2 with --k"),
+        (["--tau", "0.5", "--k", "10"], "(--tau) of sample must be exactly one of tau and k"),
+        (["--k", "10", "--power", "0.5"], "(--power) of sample must be 0, 1 or 2 with k"),
         (["--k", "10", "--k-budget", "1.5"], "--k-budget"),
         (["--tau", "0.5", "--max-frequency", "0"], "--max-frequency"),
         (["--tau", "0.5", "--max-frequency", "9000"], "without --keys-only"),

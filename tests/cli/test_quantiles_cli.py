@@ -104,7 +104,7 @@ def test_out_of_range_fails_and_clamp_reports(
         (["--q", "0.5", "--levels", "0"], "parameter 'levels'"),
         (["--q", "0.5", "--branching", "1"], "parameter 'branching'"),
         (["--q", "0.5", "--threshold", "0"], "parameter 'threshold'"),
-        (["--q", "0.5", "--method", "binary-search", "--branching", "4"], "'--branching'"),
+        (["--q", "0.5", "--method", "binary-search", "--branching", "4"], "(--branching)"),
     ],
 )
 def test_parameters_checked_before_reading(

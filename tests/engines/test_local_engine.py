@@ -15,7 +15,7 @@ from scipy import stats
 from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
-from privhist.core.random import U64, RandomSource, SeededRandom
+from privhist.core.random import U64, RandomSource, SecureRandom, SeededRandom
 from privhist.engines import count, count_array
 from privhist.engines.local import bound_contributions
 from privhist.engines.local.progress import status
@@ -566,3 +566,52 @@ def test_retail_fimi_file() -> None:
     assert b.info["records"] == sum(truth.values())
     assert int(b.counts.sum()) <= 5 * b.info["users"]
     assert all(b.counts[i] <= truth[k] for i, k in enumerate(b.keys.tolist()))
+
+
+def test_user_partitions_give_the_same_counts(tmp_path: Path, monkeypatch: Any) -> None:
+    """A Parquet file counted in several passes over disjoint users: with bounds that keep
+    everything the counts are exactly those of one pass; with tight bounds every user still keeps
+    min(keys, k) keys and the totals match."""
+    import privhist.engines.local.counting as counting
+
+    df = random_records(11, 3000, 40, 12)
+    f = tmp_path / "d.parquet"
+    df.write_parquet(f)
+    loose = {"max_partitions_contributed": 12, "max_contributions_per_partition": 10**6}
+    one = count(f, key="key", user="user", rng=SeededRandom(1), **loose)
+    monkeypatch.setattr(counting, "ROWS_PER_USER_PARTITION", 700)
+    many = count(f, key="key", user="user", rng=SeededRandom(1), **loose)
+    assert many.info["user_partitions"] == 5 and "user_partitions" not in one.info
+    assert as_dict(many) == as_dict(one)
+    assert many.units is not None and one.units is not None
+    assert many.units.tolist() == one.units.tolist()
+    for name in ("records", "users", "distinct_keys", "null_keys", "null_users"):
+        assert many.info[name] == one.info[name], name
+    tight = count(f, key="key", user="user", max_partitions_contributed=2, rng=SecureRandom())
+    held = brute_force_pairs(df)
+    per_user: Counter[Any] = Counter(u for u, _ in held)
+    assert tight.info["records_kept"] == sum(min(n, 2) for n in per_user.values())
+    assert tight.info["users_bounded"] == sum(n > 2 for n in per_user.values())
+
+
+@pytest.mark.parametrize("spread", [50, 10**15])
+def test_streamed_integer_counts_match_brute_force(
+    spread: int, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Integer keys of a file are counted batch by batch (dense or sorted, merged as they pile
+    up); with tiny batches the counts, nulls and totals are exactly the brute-force ones."""
+    import privhist.engines.local.counting as counting
+
+    g = np.random.default_rng(5)
+    keys = g.integers(-spread, spread, 5000).astype(object)
+    keys[g.random(5000) < 0.05] = None
+    f = tmp_path / "k.parquet"
+    pl.DataFrame({"k": pl.Series(keys.tolist(), dtype=pl.Int64)}).write_parquet(f)
+    monkeypatch.setattr(counting, "_BATCH_ROWS", 300)
+    monkeypatch.setattr(counting, "_MERGE_EVERY", 3)
+    c = count(f, key="k", key_type="int")
+    expected = Counter(k for k in keys.tolist() if k is not None)
+    assert as_dict(c) == dict(expected)
+    assert c.keys.tolist() == sorted(expected)
+    assert c.info["records"] == 5000 and c.info["null_keys"] == 5000 - sum(expected.values())
+    assert c.info["distinct_keys"] == len(expected)

@@ -341,7 +341,7 @@ def test_bad_arguments_write_nothing(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = tmp_path / "out"
     code = main(["experiment", "pws", "--quick", "--zipf-keys", "3", "--output-dir", str(out)])
     assert code == 2
-    assert "parameter 'zipf_keys' of experiment pws must be an integer in [10, 10**7]" in (
+    assert "(--zipf-keys) of experiment pws must be an integer in [10, 10**7]" in (
         capsys.readouterr().err
     )
     assert not out.exists()

@@ -10,10 +10,8 @@ edits :mod:`privhist.cli.main`. Errors are raised as :class:`privhist.core.error
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 
@@ -58,46 +56,23 @@ def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
 
 
-def open_ledger(args: argparse.Namespace, guarantee: Any, function: str) -> Any:
-    """The ledger to charge, or ``None`` when no ``--dataset`` is given.
+def session_for(args: argparse.Namespace, function: str) -> Any:
+    """The :class:`~privhist.session.Session` a command's ``--ledger``/``--dataset`` describe.
 
-    Checked before any data is read: ``--ledger`` needs ``--dataset``; seeded (not private)
-    randomness is never charged; the dataset must exist and have ``guarantee`` left (the spend
-    itself re-checks atomically, see :func:`charged`).
+    ``--ledger`` needs ``--dataset``; without ``--dataset`` nothing is charged. The ledger must
+    exist (``privhist budget init`` creates it) and hold the dataset.
     """
-    from privhist.accounting.ledger import Ledger, default_ledger_path
-    from privhist.core.errors import BudgetExceededError, ValidationError
+    from privhist.accounting.ledger import default_ledger_path
+    from privhist.core.errors import ValidationError
+    from privhist.session import Session
 
     dataset = getattr(args, "dataset", None)
     if dataset is None:
         if getattr(args, "ledger", None) is not None:
             raise ValidationError("--dataset", function, "a dataset id with --ledger", None)
-        return None
-    if getattr(args, "seed", None) is not None:
-        raise ValidationError(
-            "--seed",
-            function,
-            "absent when charging a dataset (seeded output is not private)",
-            args.seed,
-        )
-    ledger = Ledger(args.ledger or default_ledger_path(), create=False)
-    status = ledger.show(dataset)
-    if not status.allows(guarantee):
-        raise BudgetExceededError(dataset, guarantee, status.remaining)
-    return ledger
-
-
-@contextlib.contextmanager
-def charged(
-    ledger: Any, args: argparse.Namespace, guarantee: Any, mechanism: str, neighbouring: Any = None
-) -> Iterator[None]:
-    """Run the body (draw the release and make it ready) as one ledger spend.
-
-    The budget is checked and taken in one transaction; if the body raises, nothing is spent.
-    Publish the release after the ``with`` block, so nothing escapes before it is paid for.
-    """
-    if ledger is None:
-        yield
-        return
-    with ledger.spend(str(args.dataset), guarantee, mechanism=mechanism, neighbouring=neighbouring):
-        yield
+        return Session(progress=not getattr(args, "no_progress", True))
+    return Session(
+        args.ledger or default_ledger_path(),
+        dataset,
+        progress=not getattr(args, "no_progress", True),
+    )

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import privhist.mechanisms.registry as registry
 from privhist.core.budget import Budget
-from privhist.core.errors import InputDataError, PrivhistError, ValidationError
+from privhist.core.errors import PrivhistError, ValidationError
 from privhist.core.neighbouring import Neighbouring
-from privhist.core.random import default_source
 from privhist.planning.plan import build, choose_default, plan
+from privhist.session import DryRun
 
 EXIT_ERROR = 2
 
@@ -44,15 +44,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PrivhistError, OSError) as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"privhist: error: {_one_line(exc)}", file=sys.stderr)
+        print(
+            f"privhist: error: {_one_line(_as_flag(exc, _command(parser, args)))}", file=sys.stderr
+        )
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("privhist: interrupted", file=sys.stderr)
         return 130
 
 
-def _one_line(exc: BaseException) -> str:
+def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
+    """The error's text; a library error naming a Python parameter (``max_partitions``) that the
+    command line spells as a flag also names the flag (``'max_partitions' (--max-partitions)``)."""
     text = str(exc) or type(exc).__name__
+    if not isinstance(exc, ValidationError) or exc.parameter.startswith("-"):
+        return text
+    flag = "--" + exc.parameter.replace("_", "-")
+    if flag not in _flags(parser):
+        return text
+    named = f"parameter '{exc.parameter}'"
+    text = text.replace(named, f"{named} ({flag})", 1)
+    # other parameters named in the expectation ("without domain_from_data") as flags too
+    flags = _flags(parser)
+    expected = exc.expected
+    for word in set(re.findall(r"(?<![\w'-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", expected)):
+        if "--" + word.replace("_", "-") in flags:
+            expected = re.sub(rf"(?<![\w'-]){word}\b", "--" + word.replace("_", "-"), expected)
+    return text.replace(exc.expected, expected, 1)
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The sub-parser of the command that ran (its flags name the parameters)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(args, "command", None) or "")
+            if isinstance(sub, argparse.ArgumentParser):
+                return sub
+    return parser
+
+
+def _flags(parser: argparse.ArgumentParser) -> set[str]:
+    out = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _flags(sub)
+    return out
+
+
+def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
@@ -98,29 +138,25 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--domain", help="file with the public key domain, one key per line")
     h.add_argument("--output", "-o", help="output file (default: CSV on stdout)")
     h.add_argument("--format", choices=["csv", "json", "parquet"], help="output format")
+    h.add_argument(
+        "--no-csv-escape",
+        action="store_true",
+        help="write keys to CSV as they are (by default a key starting with = + - @, tab or CR "
+        "gets a leading ' so that spreadsheets do not run it as a formula)",
+    )
     h.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
     h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     h.add_argument("--no-progress", action="store_true", help="no progress display")
+    h.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print (JSON) the cost, the remaining budget and Pr[released] by true count; read "
+        "no data, spend nothing",
+    )
     h.set_defaults(run=_cmd_histogram)
 
-    planners = _planners()
-    pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
-    pl.add_argument(
-        "mechanism", choices=sorted({"default", *registry.names(), *planners}, key=_plan_order)
-    )
-    _privacy_args(pl)
-    pl.add_argument("--domain", help="public domain file (for dense)")
-    pl.add_argument("--max-count", type=int, default=20, help="largest true count to report")
-    pl.add_argument("--json", action="store_true", help="print one JSON object")
-    for planner in planners.values():
-        planner.add_arguments(pl)
-    pl.add_argument(
-        "--plot",
-        metavar="FILE",
-        help="also draw Pr[released] by true count for every applicable mechanism (PNG/SVG/PDF)",
-    )
-    pl.set_defaults(run=_cmd_plan)
+    _plan_parsers(sub)
 
     b = sub.add_parser("budget", help="the budget ledger")
     bsub = b.add_subparsers(
@@ -160,6 +196,65 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _plan_parsers(sub: Any) -> None:
+    """``privhist plan MECHANISM``: one sub-parser per mechanism with only its own options.
+
+    Registered mechanisms (and ``default``) take the privacy flags, the options of that
+    mechanism, ``--max-count``, ``--json`` and ``--plot``; a planner plug-in takes the shared flags
+    it declares in ``COMMON`` (default: epsilon, delta, max_count), with ``--epsilon`` optional
+    where the planner computes it (``EPSILON_OPTIONAL``), plus its own.
+    """
+    planners = _planners()
+    pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
+    psub = pl.add_subparsers(
+        dest="mechanism", metavar="MECHANISM", required=True, parser_class=_Parser
+    )
+    for name in sorted({"default", *registry.names()} - set(planners), key=_plan_order):
+        cls = registry.get_or_none(name)
+        p = psub.add_parser(
+            name,
+            help="the planner's choice for the request"
+            if cls is None
+            else (cls.__doc__ or name).strip().splitlines()[0].replace("``", ""),
+        )
+        _privacy_args(p, None if cls is None else [cls])
+        if cls is None or cls.needs_domain or _takes_domain(cls):
+            p.add_argument("--domain", help="public domain file (one key per line)")
+        p.add_argument("--max-count", type=int, default=20, help="largest true count to report")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument(
+            "--plot",
+            metavar="FILE",
+            help="also draw Pr[released] by true count for every applicable mechanism "
+            "(PNG/SVG/PDF)",
+        )
+        p.set_defaults(run=_cmd_plan)
+    for name, planner in sorted(planners.items()):
+        p = psub.add_parser(name, help=(planner.__doc__ or name).strip().splitlines()[0])
+        common = getattr(planner, "COMMON", ("epsilon", "delta", "max_count"))
+        if "epsilon" in common:
+            optional = bool(getattr(planner, "EPSILON_OPTIONAL", False))
+            p.add_argument(
+                "--epsilon",
+                type=float,
+                required=not optional,
+                help="target epsilon (optional: computed)" if optional else None,
+            )
+        if "delta" in common:
+            p.add_argument("--delta", type=float, default=0.0)
+        if "max_count" in common:
+            p.add_argument("--max-count", type=int, default=20, help="largest count to report")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        planner.add_arguments(p)
+        p.set_defaults(run=planner.run)
+
+
+def _takes_domain(cls: Any) -> bool:
+    from privhist.planning.plan import accepts_domain
+
+    return accepts_domain(cls)
+
+
 def _plugins(package: str) -> list[Any]:
     """The modules of a plug-in package, in name order.
 
@@ -184,14 +279,14 @@ def _plan_order(name: str) -> tuple[int, str]:
     return (0 if name == "default" else 1, name)
 
 
-def _privacy_args(p: argparse.ArgumentParser) -> None:
+def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, default=0.0)
     p.add_argument("--max-partitions", type=int, help="max keys per user (user-level)")
     p.add_argument("--max-per-partition", type=int, help="max records per user and key")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
     seen: set[str] = set()
-    for cls in registry.registry().values():
+    for cls in registry.registry().values() if classes is None else classes:
         for opt in cls.options:
             if opt.name in seen:
                 continue
@@ -233,18 +328,9 @@ def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
 
 
 def _read_domain(path: str | None) -> np.ndarray[Any, Any] | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if not p.is_file():
-        raise InputDataError(f"domain file '{path}' does not exist")
-    lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    if not lines:
-        raise InputDataError(f"domain file '{path}' is empty")
-    try:
-        return np.array([int(x) for x in lines], dtype=np.int64)
-    except ValueError:
-        return np.array(lines, dtype=object)
+    from privhist.session import read_domain
+
+    return read_domain(path, "plan")
 
 
 def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain: Any) -> Any:
@@ -273,11 +359,7 @@ def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    planner = _planners().get(args.mechanism)
-    if planner is not None:
-        result: int = planner.run(args)
-        return result
-    domain = _read_domain(args.domain)
+    domain = _read_domain(getattr(args, "domain", None))
     nb = _neighbouring(args, False)
     if domain is None and registry.get_or_none(args.mechanism) is not None:
         cls = registry.get(args.mechanism)
@@ -325,85 +407,39 @@ def _plot(args: argparse.Namespace, mech: Any, nb: Neighbouring, domain: Any) ->
 
 
 def _cmd_histogram(args: argparse.Namespace) -> int:
-    from privhist.cli.common import charged, open_ledger
-    from privhist.engines import count
-    from privhist.io import check_destination, stage_release
+    from privhist.cli.common import session_for
     from privhist.io.writers import release_to_csv
 
-    fimi = args.input_format == "fimi" or (args.input_format is None and _is_fimi(args.input))
-    fmt = args.input_format or ("text" if args.text else None)
-    if args.key is None and not (fmt == "text" or fimi):
-        raise ValidationError("--key", "histogram", "a column name", None)
-    # FIMI baskets are users by the format's definition; text lines are users with --user
-    user: Any = args.user
-    if fimi and user is None:
-        user = True
-    if user is None:
-        for flag, value in (
-            ("--max-partitions", args.max_partitions),
-            ("--max-per-partition", args.max_per_partition),
-        ):
-            if value is not None:
-                raise ValidationError(flag, "histogram", "given together with --user", value)
-    # everything that does not need the data is checked before the data is read
-    domain = _read_domain(args.domain)
-    nb = _neighbouring(args, user is not None)
-    mech = _mechanism_for(args, nb, domain)
-    formats = getattr(mech, "output_formats", None)  # e.g. compact: a polynomial, not rows
-    if args.output:
-        _, out_format = check_destination(args.output, args.format, "histogram")
-        if formats is not None and out_format not in formats:
-            raise ValidationError(
-                "--format", f"histogram --mechanism {mech.name}", " or ".join(formats), out_format
-            )
-    elif formats is not None:
-        raise ValidationError(
-            "--output",
-            f"histogram --mechanism {mech.name}",
-            f"a {' or '.join(formats)} file (CSV rows cannot hold this release)",
-            None,
-        )
-    elif args.format not in (None, "csv"):
+    if args.output is None and args.format not in (None, "csv"):
         raise ValidationError("--format", "histogram", "csv when writing to stdout", args.format)
-    ledger = open_ledger(args, mech.guarantee(), "histogram")  # fail fast; re-checked below
-    rng = default_source(args.seed)
-    counts = count(
+    session = session_for(args, "histogram")
+    release = session.histogram(
         args.input,
-        key=args.key or "key",
-        user=user,
-        format=fmt,
-        **({"key_type": args.key_type} if args.key_type else {}),
-        max_partitions_contributed=nb.max_partitions_contributed if user is not None else None,
-        max_contributions_per_partition=(
-            nb.max_contributions_per_partition if user is not None else None
-        ),
-        rng=rng,
-        progress=not args.no_progress,
+        key=args.key,
+        user=args.user,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        mechanism=args.mechanism,
+        max_partitions=args.max_partitions,
+        max_per_partition=args.max_per_partition,
+        domain=args.domain,
+        confidence=args.confidence,
+        input_format=args.input_format or ("text" if args.text else None),
+        key_type=args.key_type,
+        options=_options(args),
+        output=args.output,
+        output_format=args.format,
+        escape_formulas=not args.no_csv_escape,
+        seed=args.seed,
+        dry_run=args.dry_run,
     )
-
-    # Draw the release and make it ready to publish (a complete hidden file, or the CSV text);
-    # charge the ledger; only then let it out. A failure before the charge leaves nothing behind;
-    # once charged, the spend stands even if publishing fails (the noise may have escaped).
-    def stage() -> tuple[Any, Any]:
-        release = mech.release(counts, rng)
-        if args.output:
-            return release, stage_release(release, args.output, args.format, function="histogram")
-        return release, release_to_csv(release)
-
-    staged: Any = None
-    try:
-        with charged(ledger, args, mech.guarantee(), mech.name, nb):
-            release, staged = stage()
-        if isinstance(staged, str):
-            sys.stdout.write(staged)
-            sys.stdout.flush()
-        else:
-            staged.publish()
-            staged = None
-    finally:
-        if staged is not None and not isinstance(staged, str):
-            staged.discard()
-    _summary(release, counts)
+    if isinstance(release, DryRun):
+        print(json.dumps(release.to_dict()))
+        return 0
+    if args.output is None:
+        sys.stdout.write(release_to_csv(release, escape_formulas=not args.no_csv_escape))
+        sys.stdout.flush()
+    _summary(release)
     return 0
 
 
@@ -411,7 +447,7 @@ def _is_fimi(path: str) -> bool:
     return path.endswith((".dat", ".fimi"))
 
 
-def _summary(release: Any, counts: Any) -> None:
+def _summary(release: Any) -> None:
     """One line on stderr for the data holder: what was released, under which guarantee, and
     (marked as such) exact facts about the input, which are not part of the release."""
     info = release.diagnostics
@@ -426,7 +462,7 @@ def _summary(release: Any, counts: Any) -> None:
     ]
     if "warning" in release.metadata:
         parts.append(release.metadata["warning"])
-    facts = [f"{len(counts)} distinct keys"]
+    facts = [f"{info.get('distinct_keys_counted', 0)} distinct keys"]
     if info.get("null_keys"):
         facts.append(f"{info['null_keys']} records with a null key were dropped")
     if info.get("null_users"):
@@ -483,7 +519,16 @@ def _cmd_budget_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from privhist.cli.demo import run_demo
+    from privhist.cli.demo import MAX_DEMO_RECORDS, run_demo
+    from privhist.core.validation import check_positive_int
+
+    records = check_positive_int(args.records, "demo", "--records")
+    if records > MAX_DEMO_RECORDS:
+        raise ValidationError(
+            "--records", "demo", f"<= {MAX_DEMO_RECORDS} (the largest accepted)", records
+        )
+    check_positive_int(args.distinct, "demo", "--distinct")
+    check_positive_int(args.top, "demo", "--top", minimum=0)
 
     run_demo(
         records=args.records,

@@ -55,6 +55,14 @@ class LedgerError(PrivhistError):
     """The budget ledger is locked, corrupted or otherwise unusable."""
 
 
+class ProtocolError(PrivhistError):
+    """A protocol message is malformed, out of range, replayed, duplicated or out of order."""
+
+
+class ProtocolAbort(ProtocolError):
+    """A secure aggregation round stopped without output (too few clients survived)."""
+
+
 class UnsupportedError(PrivhistError):
     """A combination of options that privhist does not (yet) support."""
 

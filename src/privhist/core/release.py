@@ -57,6 +57,45 @@ class Release:
     def as_dict(self) -> dict[str, Any]:
         return {k: v.tolist() for k, v in self.columns().items()}
 
+    def to_polars(self) -> Any:
+        """The release as a Polars ``DataFrame`` (columns as :meth:`columns`; raw keys)."""
+        from privhist.io.writers import release_to_frame
+
+        return release_to_frame(self)
+
+    def to_arrow(self) -> Any:
+        """The release as a pyarrow ``Table``, the metadata under the schema key ``privhist``
+        (needs pyarrow)."""
+        import json
+
+        from privhist.io.writers import PARQUET_METADATA_KEY, metadata_to_json
+
+        table = self.to_polars().to_arrow()
+        meta = json.dumps(metadata_to_json(self), allow_nan=False, ensure_ascii=False)
+        return table.replace_schema_metadata({PARQUET_METADATA_KEY: meta})
+
+    def to_pandas(self) -> Any:
+        """The release as a pandas ``DataFrame``, the metadata in ``DataFrame.attrs``
+        (needs pandas)."""
+        frame = self.to_polars().to_pandas()
+        frame.attrs["privhist"] = dict(self.metadata)
+        return frame
+
+    def write(
+        self,
+        path: Any,
+        format: str | None = None,
+        *,
+        escape_formulas: bool = True,
+    ) -> Any:
+        """Write the release atomically as CSV, JSON or Parquet (format from the name when
+        None); see :mod:`privhist.io.writers`. Returns the path written."""
+        from privhist.io.writers import check_destination, encode_release, write_bytes_atomic
+
+        _, fmt = check_destination(path, format, "Release.write")
+        data = encode_release(self, fmt, escape_formulas=escape_formulas, function="Release.write")
+        return write_bytes_atomic(path, data)
+
     def lookup(self, key: Any) -> int | None:
         """The released count of ``key`` (None when the key was not released)."""
         i = int(np.searchsorted(self.keys, key))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from fractions import Fraction
 from typing import Any
 
@@ -12,12 +13,20 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 
+#: the largest epsilon a mechanism accepts: beyond it a guarantee means nothing in practice
+#: (e^100 > 10^43), and exact samplers and profile computations would overflow
+MAX_EPSILON = 100.0
 
-def check_epsilon(value: Any, function: str, name: str = "epsilon") -> float:
-    """Return ``value`` as a float if it is a finite number > 0."""
+
+def check_epsilon(
+    value: Any, function: str, name: str = "epsilon", *, maximum: float | None = None
+) -> float:
+    """Return ``value`` as a float if it is a finite number > 0 (and <= ``maximum``)."""
     x = _real(value, function, name, "a finite number > 0")
     if not math.isfinite(x) or x <= 0:
         raise ValidationError(name, function, "a finite number > 0", value)
+    if maximum is not None and x > maximum:
+        raise ValidationError(name, function, f"<= {maximum:g} (the largest accepted)", value)
     return x
 
 
@@ -27,6 +36,11 @@ def check_delta(value: Any, function: str, name: str = "delta", *, positive: boo
     x = _real(value, function, name, expected)
     if not math.isfinite(x) or x < 0 or x >= 1 or (positive and x == 0):
         raise ValidationError(name, function, expected, value)
+    if 0 < x < sys.float_info.min:
+        # a subnormal float: too small to compute with (its reciprocal overflows)
+        raise ValidationError(
+            name, function, f"0 or >= {sys.float_info.min!r} (the smallest accepted)", value
+        )
     return x
 
 

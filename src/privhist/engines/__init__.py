@@ -1,8 +1,10 @@
 """Engines: where records become contribution-bounded counts per key.
 
-``local`` (Polars/NumPy) is the embedded default.
+Every engine implements :class:`~privhist.engines.base.Engine`; ``local`` (Polars/NumPy) is the
+embedded default.
 """
 
-from privhist.engines.local import count, count_array
+from privhist.engines.base import CountRequest, Engine, check_engine
+from privhist.engines.local import LocalEngine, count, count_array
 
-__all__ = ["count", "count_array"]
+__all__ = ["CountRequest", "Engine", "LocalEngine", "check_engine", "count", "count_array"]

@@ -50,6 +50,7 @@ from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
 from privhist.core.validation import float_up
 from privhist.federated.population import Population
+from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
 from privhist.mechanisms.sampling import accuracy
 from privhist.mechanisms.sampling.cohort import FixedSizeCohort, uniform_subset
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
@@ -178,12 +179,23 @@ class Server:
 
 
 class Aggregator:
-    """The trusted aggregator (shuffler / secure hardware): counts, thresholds, releases.
+    """The aggregator: counts, thresholds, releases.
 
     It sees the multiset of items and nothing else, discards dummies, and outputs the release.
+    With ``secure_sum`` (an ``(modulus, dimension) -> SecureAggregator`` factory, e.g.
+    :func:`privhist.federated.secagg.aggregator_factory`) the counting is done by that secure
+    sum instead of a trusted party: every participant sends the one-hot vector of its item over
+    the round's dictionary (the population's distinct items, which must then be public), every
+    dummy an all-zero vector, and the server sees only the summed histogram
+    (:func:`~privhist.federated.secure_sum.secure_histogram`). The release is the same.
     """
 
-    def __init__(self, mechanism: SampleAndThreshold, cohort: FixedSizeCohort | None = None):
+    def __init__(
+        self,
+        mechanism: SampleAndThreshold,
+        cohort: FixedSizeCohort | None = None,
+        secure_sum: AggregatorFactory | None = None,
+    ):
         if not isinstance(mechanism, SampleAndThreshold):
             raise ValidationError(
                 "mechanism", "Aggregator", "a SampleAndThreshold", type(mechanism).__name__
@@ -191,13 +203,17 @@ class Aggregator:
         _check_cohort(cohort, mechanism, "Aggregator")
         self.mechanism = mechanism
         self.cohort = cohort
+        self.secure_sum = secure_sum
 
     def release(self, messages: Messages, rng: RandomSource) -> Release:
         """Release the items sent at least ``tau`` times (sorted), with ``count / p`` and the
         mechanism's selection-adjusted intervals."""
         m = self.mechanism
-        keep = messages.counts >= m.threshold
-        values = messages.counts[keep].astype(np.int64)
+        counts = messages.counts
+        if self.secure_sum is not None:
+            counts = secure_histogram(counts, self.secure_sum, zero_clients=messages.dummies)
+        keep = counts >= m.threshold
+        values = counts[keep].astype(np.int64)
         p = float(m.sampling_rate)
         lower, upper = accuracy.count_interval(values, p, m.threshold, m.confidence)
         meta = m.metadata(rng)
@@ -216,6 +232,8 @@ class Aggregator:
             )
             meta["cohort"] = self.cohort.to_dict(m.epsilon)
         meta["protocol"] = "federated sample-and-threshold round (server, clients, aggregator)"
+        if self.secure_sum is not None:
+            meta["secure_sum"] = getattr(self.secure_sum, "name", "custom")
         return Release(
             keys=messages.items[keep],
             values=values,
@@ -337,6 +355,7 @@ class Simulation:
         population: Population,
         mechanism: SampleAndThreshold,
         cohort: FixedSizeCohort | None = None,
+        secure_sum: AggregatorFactory | None = None,
     ) -> None:
         if not isinstance(population, Population):
             raise ValidationError(
@@ -345,7 +364,7 @@ class Simulation:
         self.population = population
         self.mechanism = mechanism
         self.server = Server(mechanism, cohort)
-        self.aggregator = Aggregator(mechanism, cohort)
+        self.aggregator = Aggregator(mechanism, cohort, secure_sum)
 
     def run(self, rng: RandomSource | None = None) -> RoundResult:
         """One round: the server samples, clients send, the aggregator releases."""
@@ -363,6 +382,8 @@ def simulate_round(
     mechanism: SampleAndThreshold,
     rng: RandomSource | None = None,
     cohort: FixedSizeCohort | None = None,
+    secure_sum: AggregatorFactory | None = None,
 ) -> RoundResult:
-    """One federated sample-and-threshold round over ``population``; see :class:`Simulation`."""
-    return Simulation(population, mechanism, cohort).run(rng)
+    """One federated sample-and-threshold round over ``population``; see :class:`Simulation`
+    (``secure_sum``: see :class:`Aggregator`)."""
+    return Simulation(population, mechanism, cohort, secure_sum).run(rng)

@@ -17,16 +17,21 @@ returns the same sum, so the protocols that call ``aggregate`` do not change.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
 from privhist.core.validation import check_positive_int
 
 I64 = npt.NDArray[np.int64]
+
+#: ``(modulus, dimension) -> SecureAggregator``
+AggregatorFactory = Callable[[int, int], "SecureAggregator"]
+#: most ``clients x dimension`` entries :func:`secure_histogram` expands in-process
+MAX_HISTOGRAM_ENTRIES = 1 << 26
 
 
 class SecureAggregator(ABC):
@@ -114,3 +119,58 @@ def centred(total: Any, modulus: int) -> I64:
     arr = np.asarray(total, dtype=np.int64)
     m = check_positive_int(modulus, "centred", "modulus", minimum=2)
     return np.asarray(np.mod(arr, m), dtype=np.int64)
+
+
+def secure_histogram(
+    counts: Any,
+    aggregator: AggregatorFactory,
+    *,
+    positions: Any = None,
+    dimension: int | None = None,
+    zero_clients: int = 0,
+) -> I64:
+    """A histogram computed the federated way: every client sends the one-hot vector of its key
+    through the secure sum, and the server sees only the summed histogram.
+
+    ``counts[i]`` clients hold the key at ``positions[i]`` of a public domain of ``dimension``
+    keys (identity positions by default); ``zero_clients`` more clients (e.g. the abstaining
+    members of a fixed-size cohort) send all-zero vectors. The modulus is the number of clients
+    plus one, so the sum never wraps. The domain must be public (a dictionary known before the
+    round), as in Bharadwaj & Cormode (2022), Section 2, where the aggregator sees a histogram.
+    With no client at all no protocol runs (an all-zero histogram); a single client is refused
+    by a real secure sum (:class:`~privhist.core.errors.ProtocolAbort`), since the sum would be
+    its input.
+
+    >>> secure_histogram([2, 0, 1], IdealSecureSum).tolist()
+    [2, 0, 1]
+    """
+    fn = "secure_histogram"
+    c = np.asarray(counts, dtype=np.int64).reshape(-1)
+    if c.size and c.min() < 0:
+        raise ValidationError("counts", fn, "non-negative", int(c.min()))
+    pos = np.arange(c.size) if positions is None else np.asarray(positions, dtype=np.int64)
+    dim = c.size if dimension is None else int(dimension)
+    if pos.shape != c.shape or (pos.size and (pos.min() < 0 or pos.max() >= dim)) or dim < 1:
+        raise ValidationError("positions", fn, f"one position in [0, {dim}) per count", pos.size)
+    clients = int(c.sum()) + int(zero_clients)
+    if clients * dim > MAX_HISTOGRAM_ENTRIES:
+        raise UnsupportedError(
+            f"{fn}: {clients} clients x {dim} keys is too large to run the secure sum "
+            "in-process; use the ideal secure sum"
+        )
+    if clients == 0:  # nobody sends: the histogram is empty and no protocol needs to run
+        return np.zeros(dim, dtype=np.int64)
+    owner = np.repeat(pos, c)
+
+    def batches() -> Iterator[I64]:
+        step = 4096
+        for start in range(0, owner.size, step):
+            part = owner[start : start + step]
+            rows = np.zeros((part.size, dim), dtype=np.int64)
+            rows[np.arange(part.size), part] = 1
+            yield rows
+        for start in range(0, int(zero_clients), step):
+            yield np.zeros((min(step, int(zero_clients) - start), dim), dtype=np.int64)
+
+    agg = aggregator(max(2, clients + 1), dim)
+    return agg.aggregate(batches())

@@ -88,9 +88,12 @@ from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.federated.population import Population
+from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
 from privhist.mechanisms.sampling.profile import certified_delta, delta_float
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import binomial
+
+I64 = npt.NDArray[np.int64]
 
 __all__ = [
     "DEFAULT_ALPHABET",
@@ -537,8 +540,47 @@ class TrieHH:
                 meta["warning"] = "drawn from a seeded source: reproducible and NOT private"
         return meta
 
-    def run(self, population: Population, rng: RandomSource | None = None) -> HeavyHitters:
-        """Run the ``L`` levels over ``population`` (items: strings over the alphabet)."""
+    def _candidates(self, level: int, nodes: dict[str, tuple[int, int, float]]) -> Any:
+        """The public candidates of ``level``: the surviving ``(level - 1)``-prefixes (not ended
+        by the terminator) extended by every character and the terminator, sorted."""
+        chars = sorted(set(self.alphabet) | {self.terminator})
+        parents = [""]
+        if level > 1:
+            parents = [
+                k for k, v in nodes.items() if v[0] == level - 1 and not k.endswith(self.terminator)
+            ]
+        return np.array(sorted(a + c for a in parents for c in chars))
+
+    def _secure_votes(
+        self,
+        keys: Any,
+        sampled: I64,
+        level: int,
+        nodes: dict[str, tuple[int, int, float]],
+        secure_sum: AggregatorFactory,
+    ) -> I64:
+        """The level's sampled votes as the secure sum of one-hot vectors over its candidates."""
+        cand = self._candidates(level, nodes)
+        pos = np.searchsorted(cand, keys)
+        if pos.size and (pos.max() >= cand.size or not np.array_equal(cand[pos], keys)):
+            raise InputDataError("TrieHH.run: a prefix outside the level's public candidates")
+        hist = secure_histogram(sampled, secure_sum, positions=pos, dimension=cand.size)
+        return np.asarray(hist[pos], dtype=np.int64)
+
+    def run(
+        self,
+        population: Population,
+        rng: RandomSource | None = None,
+        secure_sum: AggregatorFactory | None = None,
+    ) -> HeavyHitters:
+        """Run the ``L`` levels over ``population`` (items: strings over the alphabet).
+
+        With ``secure_sum`` (``(modulus, dimension) -> SecureAggregator``) each level's votes are
+        summed by that secure sum: every sampled client sends the one-hot vector of its prefix
+        over the level's public candidates (the previous level's surviving prefixes extended
+        by every character and the terminator), and the server sees only that histogram
+        (:func:`~privhist.federated.secure_sum.secure_histogram`). The output is the same.
+        """
         fn = "TrieHH.run"
         if not isinstance(population, Population):
             raise ValidationError("population", fn, "a Population", type(population).__name__)
@@ -565,6 +607,8 @@ class TrieHH:
                 totals = np.zeros(keys.shape[0], dtype=np.int64)
                 np.add.at(totals, inverse, counts[eligible])
                 sampled = binomial(totals, p, rng)
+                if secure_sum is not None:
+                    sampled = self._secure_votes(keys, sampled, level, nodes, secure_sum)
                 keep = sampled >= tau
                 for k, v in zip(keys[keep].tolist(), sampled[keep].tolist(), strict=True):
                     nodes[k] = (level, int(v), v / pf)

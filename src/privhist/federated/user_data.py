@@ -235,17 +235,40 @@ def from_file(
         InputDataError: unreadable file, missing user column, or no records.
         ValidationError: both ``top_d`` and ``domain``, or an empty domain.
     """
-    import polars as pl
-
     from privhist.io.readers import scan
 
     fn = "from_file"
     if user is None or user is False:
         raise ValidationError("user", fn, "a user column (user-level data)", user)
     lf = scan(path, format=format, key=key, user=user, function=fn)
+    return _from_records(lf, top_d, domain, os.fspath(path), fn)
+
+
+def from_frame(
+    table: Any,
+    *,
+    user: str | bool,
+    key: str = "key",
+    top_d: int | None = None,
+    domain: Any = None,
+) -> UserCounts:
+    """:func:`from_file` for a Polars ``DataFrame`` or ``LazyFrame`` with ``user`` and ``key``
+    columns (types as given; see :func:`privhist.io.readers.select_records`)."""
+    from privhist.io.readers import select_records
+
+    fn = "from_frame"
+    if not isinstance(user, str):
+        raise ValidationError("user", fn, "a user column name", user)
+    lf = select_records(table, key=key, user=user, function=fn, source="the table")
+    return _from_records(lf, top_d, domain, "the table", fn)
+
+
+def _from_records(lf: Any, top_d: int | None, domain: Any, label: str, fn: str) -> UserCounts:
+    import polars as pl
+
     df = lf.drop_nulls().collect()
     if df.height == 0:
-        raise InputDataError(f"{fn}: {os.fspath(path)} has no records with a user and a key")
+        raise InputDataError(f"{fn}: {label} has no records with a user and a key")
     if domain is not None:
         return _with_domain(df, domain, top_d, fn)
     freq = df.group_by("key").len().sort(["len", "key"], descending=[True, False])

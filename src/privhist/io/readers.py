@@ -301,7 +301,11 @@ def _select(
                 f"got {user!r} of type {schema[user]}"
             )
         col = pl.col(user)
-        if user_as_text and schema[user] != pl.String:
+        if user_as_text and schema[user].is_integer() and schema[user] != pl.UInt64:
+            # a file's integer column: equal as integers exactly when equal as decimal text, so
+            # users are compared as text without paying for the conversion
+            col = col.cast(pl.Int64, strict=False)
+        elif user_as_text and schema[user] != pl.String:
             col = col.cast(pl.String)
         exprs.append(col.alias("user"))
     return lf.select(exprs)

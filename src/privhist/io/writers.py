@@ -16,6 +16,14 @@ strings. Anything else fails with a :class:`~privhist.core.errors.ValidationErro
 it was found. In the JSON rows, non-finite numbers (an unbounded interval end, say) are written
 as ``null``, since JSON has no representation for them.
 
+CSV is spreadsheet-safe by default: a text key that begins with ``=``, ``+``, ``-``, ``@``, a
+tab or a carriage return would be run as a formula by a spreadsheet that opens the file
+(``=HYPERLINK(...)``), so it is written with one apostrophe in front (``'=HYPERLINK(...)``), the
+escape spreadsheets themselves use for "this cell is text". Only text keys are escaped (integer
+keys and the numeric columns cannot start a formula). JSON and Parquet always hold the raw key;
+``escape_formulas=False`` writes the raw key to CSV as well. To read such a CSV back, drop one
+leading apostrophe from a key that starts with ``'`` followed by one of those characters.
+
 Writes are atomic: the file is written to a temporary file in the destination directory and
 renamed over the destination only when complete, so a failure leaves no partial file and never
 damages a file already there.
@@ -26,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import io
 import json
 import math
 import os
@@ -100,8 +109,37 @@ def metadata_to_json(release: Release, function: str = "metadata_to_json") -> di
     return converted
 
 
-def release_to_csv(release: Release) -> str:
+#: first characters that make a spreadsheet read a cell as a formula (escaped in CSV output)
+FORMULA_PREFIXES: Final[tuple[str, ...]] = ("=", "+", "-", "@", "\t", "\r")
+
+
+def escape_formula(text: str) -> str:
+    """``text`` as a spreadsheet shows it literally: one apostrophe in front of a cell that a
+    spreadsheet would run as a formula, anything else unchanged.
+
+    >>> print(escape_formula('=HYPERLINK("http://x")'), escape_formula("plain"))
+    '=HYPERLINK("http://x") plain
+    """
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def _csv_frame(release: Release, escape_formulas: bool) -> pl.DataFrame:
+    frame = release_to_frame(release)
+    if escape_formulas and frame.schema.get("key") == pl.String:
+        starts = pl.lit(False)
+        for prefix in FORMULA_PREFIXES:
+            starts = starts | pl.col("key").str.starts_with(prefix)
+        frame = frame.with_columns(
+            pl.when(starts).then(pl.lit("'") + pl.col("key")).otherwise(pl.col("key")).alias("key")
+        )
+    return frame
+
+
+def release_to_csv(release: Release, *, escape_formulas: bool = True) -> str:
     """The release as CSV text (header first), as :func:`write_release` writes it.
+
+    Text keys that a spreadsheet would run as formulas are escaped unless ``escape_formulas`` is
+    False (see the module notes).
 
     >>> import numpy as np
     >>> r = Release(keys=np.array([7, 9]), values=np.array([5, 3]))
@@ -109,9 +147,51 @@ def release_to_csv(release: Release) -> str:
     key,count
     7,5
     9,3
+    >>> r = Release(keys=np.array(["=1+1", "a"], dtype=object), values=np.array([5, 3]))
+    >>> print(release_to_csv(r), end="")
+    key,count
+    '=1+1,5
+    a,3
     """
-    text = release_to_frame(release).write_csv()
+    text = _csv_frame(release, escape_formulas).write_csv()
     return text if isinstance(text, str) else ""
+
+
+def encode_release(
+    release: Release,
+    format: str,
+    *,
+    escape_formulas: bool = True,
+    function: str = "encode_release",
+) -> bytes:
+    """The bytes :func:`write_release` would write for ``format`` (``csv``, ``json`` or
+    ``parquet``), built in memory: a release can be made ready before its budget is charged
+    and written only after, so no byte of it reaches the disk unpaid.
+
+    >>> import numpy as np
+    >>> encode_release(Release(keys=np.array([1]), values=np.array([2])), "csv").split()
+    [b'key,count', b'1,2']
+    """
+    fmt = _resolve_write_format(Path("release"), format, function)
+    if fmt == "csv":
+        return release_to_csv(release, escape_formulas=escape_formulas).encode("utf-8")
+    if fmt == "json":
+        return _to_json(release, 2, function).encode("utf-8") + b"\n"
+    meta = json.dumps(metadata_to_json(release, function), allow_nan=False, ensure_ascii=False)
+    buf = io.BytesIO()
+    release_to_frame(release).write_parquet(buf, metadata={PARQUET_METADATA_KEY: meta})
+    return buf.getvalue()
+
+
+def write_bytes_atomic(
+    path: str | os.PathLike[str], data: bytes, *, mode: int | None = None
+) -> Path:
+    """Write ``data`` to ``path`` atomically (see :func:`write_atomic`)."""
+
+    def writer(fh: IO[bytes]) -> None:
+        fh.write(data)
+
+    return write_atomic(path, writer, mode=mode)
 
 
 def release_to_json(release: Release, *, indent: int | None = 2) -> str:
@@ -217,7 +297,7 @@ def stage_release(
 
     writer: Callable[[IO[bytes]], None]
     if fmt == "csv":
-        frame = release_to_frame(release)
+        frame = _csv_frame(release, escape_formulas=True)
 
         def writer(fh: IO[bytes]) -> None:
             frame.write_csv(fh)
@@ -311,6 +391,12 @@ def _resolve_write_format(dest: Path, format: str | None, fn: str) -> str:
         fmt = str(format).lower()
         if fmt not in WRITE_FORMATS:
             raise ValidationError("format", fn, f"one of {', '.join(WRITE_FORMATS)}", format)
+        named = _EXTENSIONS.get(dest.suffix.lower())
+        if named is not None and named != fmt:
+            # CSV bytes in a .json file (or Parquet in .csv) would be read wrongly later
+            raise ValidationError(
+                "format", fn, f"{named}, as the file name {dest.name!r} says (or rename it)", format
+            )
         return fmt
     fmt_or_none = _EXTENSIONS.get(dest.suffix.lower())
     if fmt_or_none is None:

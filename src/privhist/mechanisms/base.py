@@ -33,7 +33,7 @@ from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
-from privhist.core.validation import check_delta, check_epsilon, check_probability
+from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon, check_probability
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Mechanism(ABC):
         confidence: float = 0.95,
     ) -> None:
         fn = self.function_name()
-        self.epsilon = check_epsilon(epsilon, fn)
+        self.epsilon = check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
         self.delta = check_delta(delta, fn, positive=self.requires_delta)
         if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
             raise ValidationError("neighbouring", fn, "a Neighbouring", neighbouring)

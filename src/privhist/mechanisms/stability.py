@@ -48,10 +48,14 @@ def stability_threshold(scale: Fraction, c: int, delta_key: Fraction) -> int:
     """Smallest integer ``T > c`` with ``Pr[c + Z >= T] <= delta_key`` for discrete Laplace ``Z``
     of the given rational scale (exact: both sides bounded with interval arithmetic)."""
 
+    # the bounds are fixed-point with 2**-prec resolution: enough bits below delta_key that the
+    # upper bound of a tail under delta_key is itself under it (128 bits cannot get below 2e-39)
+    prec = max(128, 64 + delta_key.denominator.bit_length() - delta_key.numerator.bit_length())
+
     def tail_upper(m: int) -> Fraction:
         # Pr[Z >= m] = exp(-m/b) / (1 + exp(-1/b)) <= hi(exp(-m/b)) / (1 + lo(exp(-1/b)))
-        hi = exp_rational_bounds(-Fraction(m) / scale)[1]
-        lo = exp_rational_bounds(-1 / scale)[0]
+        hi = exp_rational_bounds(-Fraction(m) / scale, prec)[1]
+        lo = exp_rational_bounds(-1 / scale, prec)[0]
         return hi / (1 + lo)
 
     alpha = math.exp(-1 / float(scale))

@@ -32,6 +32,9 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms.base import Mechanism
 
+#: the largest true count a plan reports (one probability per count is computed and printed)
+MAX_PLAN_COUNT = 1_000_000
+
 
 def build(
     name: str,
@@ -55,14 +58,14 @@ def build(
             options[unknown[0]],
         )
     kwargs = {k: v for k, v in options.items() if k in known and v is not None}
-    if cls.needs_domain or (domain is not None and _accepts_domain(cls)):
+    if cls.needs_domain or (domain is not None and accepts_domain(cls)):
         kwargs["domain"] = domain  # required, or optional (pure-sparse: a domain, not B bits)
     elif domain is not None:
         raise ValidationError("domain", name, "absent: this mechanism takes no domain", "a file")
     return cls(epsilon, delta, neighbouring, confidence=confidence, **kwargs)
 
 
-def _accepts_domain(cls: type[Mechanism]) -> bool:
+def accepts_domain(cls: type[Mechanism]) -> bool:
     import inspect
 
     return "domain" in inspect.signature(cls.__init__).parameters
@@ -77,6 +80,10 @@ def count_at(probabilities: np.ndarray[Any, Any], level: float) -> int | None:
 def plan(mechanism: Mechanism, max_count: int) -> dict[str, Any]:
     """The plan of a constructed mechanism as a JSON-friendly dict."""
     n = check_positive_int(max_count, "plan", "max_count", minimum=0)
+    if n > MAX_PLAN_COUNT:
+        raise ValidationError(
+            "max_count", "plan", f"<= {MAX_PLAN_COUNT} (the largest accepted)", max_count
+        )
     rp = mechanism.reporting_probability(n)
     g = mechanism.guarantee()
     std = mechanism.noise_std()
@@ -127,7 +134,7 @@ def rank_candidates(
                 continue
             opts["keys_only"] = True
         try:
-            given = domain if (cls.needs_domain or _accepts_domain(cls)) else None
+            given = domain if (cls.needs_domain or accepts_domain(cls)) else None
             m = build(name, epsilon, delta, neighbouring, domain=given, **opts)
         except ValidationError:
             continue

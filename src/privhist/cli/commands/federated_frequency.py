@@ -34,8 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from privhist.core.errors import ValidationError
-
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -77,6 +75,12 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--secure-sum",
+        choices=["ideal", "secagg", "secagg+"],
+        default="ideal",
+        help="the secure sum: the ideal functionality or the SecAgg(+) protocol",
+    )
     p.set_defaults(run=run)
 
 
@@ -89,86 +93,44 @@ def _frame(kind: str, d: int, rng: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from privhist.core.random import default_source
-    from privhist.core.validation import check_delta, check_epsilon, check_positive_int
-    from privhist.federated import ffe
-    from privhist.federated.cpbm_accounting import check_theta
-    from privhist.federated.dht import check_bits
-    from privhist.federated.kashin import uniform01
-    from privhist.federated.user_data import from_file, read_domain
-
-    fn = "federated-frequency"
-    eps = check_epsilon(args.epsilon, fn, "--epsilon")
-    delta = check_delta(args.delta, fn, "--delta", positive=True)
-    theta = check_theta(args.theta, fn, "--theta")
-    bits = check_bits(args.bits, fn)
-    max_items = check_positive_int(args.max_items, fn, "--max-items")
-    rounds = check_positive_int(args.rounds, fn, "--rounds")
-    if not (math.isfinite(args.eta) and args.eta > 0):
-        raise ValidationError("--eta", fn, "a finite number > 0", args.eta)
-    if args.top_d is not None:
-        check_positive_int(args.top_d, fn, "--top-d")
-    public = args.domain is not None
-    if public and (args.domain_from_data or args.top_d is not None):
-        raise ValidationError(
-            "--domain", fn, "given without --domain-from-data and --top-d", args.domain
-        )
-    if not public and not args.domain_from_data:
-        raise ValidationError(
-            "--domain",
-            fn,
-            "a file with the public item domain (or --domain-from-data, which is not private)",
-            None,
-        )
-    if args.top_d is not None and not args.domain_from_data:
-        raise ValidationError("--top-d", fn, "used with --domain-from-data", args.top_d)
-    domain = read_domain(args.domain, fn) if public else None
-    user: Any = args.user
-    users = from_file(
-        args.input,
-        user=user,
-        key=args.key,
-        format=args.input_format,
-        top_d=args.top_d,
-        domain=domain,
-    )
-    n, d = users.n_users, users.dimension
-    rng = default_source(args.seed)
-    frame = _frame(args.frame, d, rng)
-    show = not args.no_progress and not args.json and sys.stderr.isatty()
     from rich.progress import Progress
 
+    from privhist.cli.common import session_for
+    from privhist.core.random import default_source
+
+    fn = "federated-frequency"
+    show = not args.no_progress and not args.json and sys.stderr.isatty()
     with Progress(disable=not show, transient=True) as bar:
-        if args.protocol == "tffe":
-            cal = ffe.calibrate_tffe(eps, delta, n, frame.D, bits=bits, theta=theta)
-            task = bar.add_task("TFFE", total=2 * n)
-            result = ffe.tffe(
-                users,
-                frame,
-                rng,
-                m=cal.m,
-                m_quantile=cal.m_quantile,
-                max_items=max_items,
-                theta=theta,
-                bits=bits,
-                progress=lambda k: bar.advance(task, k),
-            )
-        else:
-            sizes = ffe.round_sizes(n, rounds)
-            cal = ffe.calibrate_mffe(eps, delta, min(sizes), frame.D, theta=theta)
-            order = np.argsort(uniform01(rng, n), kind="stable")  # i.i.d. rounds (Corollary 1)
-            task = bar.add_task("MFFE", total=n)
-            result = ffe.mffe(
-                users.subset(order),
-                frame,
-                rng,
-                m=cal.m,
-                m_quantile=cal.m_quantile,
-                rounds=rounds,
-                theta=theta,
-                eta=args.eta,
-                progress=lambda k: bar.advance(task, k),
-            )
+
+        def progress(label: str, total: int) -> Any:
+            task = bar.add_task(label, total=total)
+            return lambda k: bar.advance(task, k)
+
+        result, users, frame, facts = session_for(args, fn).federated_frequency(
+            args.input,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            user=args.user,
+            key=args.key,
+            input_format=args.input_format,
+            protocol=args.protocol,
+            theta=args.theta,
+            bits=args.bits,
+            max_items=args.max_items,
+            rounds=args.rounds,
+            eta=args.eta,
+            domain=args.domain,
+            domain_from_data=args.domain_from_data,
+            top_d=args.top_d,
+            frame=lambda d, rng: _frame(args.frame, d, rng),
+            seed=args.seed,
+            secure_sum=args.secure_sum,
+            progress=progress,
+        )
+    rng = default_source(args.seed)  # its description only: seeded or secure
+    n, d = users.n_users, users.dimension
+    eps, delta = args.epsilon, args.delta
+    public = facts["public_domain"]
     spent = result.epsilon(delta)
     labels = users.labels if users.labels is not None else np.arange(d)
     keys = [str(k) for k in np.asarray(labels).tolist()]

@@ -3,7 +3,8 @@
 Each record (``--key COLUMN``) or word (``--text``) is one client's item. Prints the items found,
 their sampled counts and estimates, and the run's guarantee by basic, advanced and PLD
 composition (the tightest is used); ``--output`` writes the items atomically (CSV, JSON or
-Parquet by extension), and nothing is written on failure.
+Parquet by extension), and nothing is written on failure. The release runs through
+:meth:`privhist.session.Session.heavy_hitters`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from privhist.cli.common import add_ledger_arguments, charged, open_ledger
+from privhist.cli.common import add_ledger_arguments, session_for
 from privhist.core.errors import ValidationError
 
 FN = "heavy-hitters"
@@ -43,76 +44,55 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", help="write the items here (.csv, .json, .parquet)")
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument(
+        "--secure-sum",
+        choices=["ideal", "secagg", "secagg+"],
+        default="ideal",
+        help="how trie levels are summed: the ideal functionality or the SecAgg(+) protocol",
+    )
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from privhist.core.random import default_source
-    from privhist.federated.population import Population
-    from privhist.federated.triehh import TrieHH, check_alphabet, one_shot_heavy_hitters
-    from privhist.io.writers import check_destination, write_release
-    from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
-
     if args.top < 0:
         raise ValidationError("--top", FN, "an integer >= 0", args.top)
-    if args.output is not None:
-        check_destination(args.output, function=FN)
+    result = session_for(args, FN).heavy_hitters(
+        args.input,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        key=args.key,
+        input_format="text" if args.text else args.format,
+        levels=args.levels,
+        level_epsilon=args.level_epsilon,
+        alphabet=args.alphabet,
+        terminator=args.terminator,
+        drop_unknown=args.drop_unknown,
+        one_shot=args.one_shot,
+        output=args.output,
+        seed=args.seed,
+        secure_sum=args.secure_sum,
+    )
+    release, details = result.release, result.details
     if args.one_shot:
-        for flag, value in (("--levels", args.levels), ("--level-epsilon", args.level_epsilon)):
-            if value is not None:
-                raise ValidationError(
-                    flag, FN, "not given with --one-shot (one histogram, no trie levels)", value
-                )
-    fmt = "text" if args.text else args.format
-    if fmt != "text" and args.key is None:
-        raise ValidationError("--key", FN, "given for a table file (or use --text)", None)
-    rng = default_source(args.seed)
-    if args.one_shot:
-        mech = SampleAndThreshold(args.epsilon, args.delta)
-        ledger = open_ledger(args, mech.guarantee(), FN)
-        pop = Population.from_file(
-            args.input, key=args.key or "key", format=fmt, progress=not args.no_progress
-        )
-        kept, dropped = check_alphabet(pop, args.alphabet, args.drop_unknown, FN)
-        if kept is None:
-            raise ValidationError("--alphabet", FN, "covering at least one item", args.alphabet)
-        with charged(ledger, args, mech.guarantee(), f"{FN} --one-shot"):
-            release = one_shot_heavy_hitters(kept, mech, rng)
         print(f"guarantee      {release.metadata['guarantee']['statement']} (one-shot)")
-        print(f"sampling_rate  {float(mech.sampling_rate):.6g}")
-        print(f"threshold      {mech.threshold}")
+        print(f"sampling_rate  {details['sampling_rate']:.6g}")
+        print(f"threshold      {details['threshold']}")
     else:
-        hh = TrieHH(
-            args.epsilon,
-            args.delta,
-            levels=10 if args.levels is None else args.levels,
-            alphabet=args.alphabet,
-            terminator=args.terminator,
-            drop_unknown=args.drop_unknown,
-            level_epsilon=args.level_epsilon,
-        )
-        ledger = open_ledger(args, hh.composition.guarantee, FN)
-        pop = Population.from_file(
-            args.input, key=args.key or "key", format=fmt, progress=not args.no_progress
-        )
-        with charged(ledger, args, hh.composition.guarantee, f"{FN} (TrieHH++)"):
-            result = hh.run(pop, rng)
-        release = result.release()
-        dropped = result.diagnostics["dropped_for_alphabet"]
-        comp = hh.composition
-        print(f"guarantee      {result.metadata['guarantee']['statement']}")
+        level = details["level"]
+        print(f"guarantee      {release.metadata['guarantee']['statement']}")
         print(
-            f"per level      epsilon {comp.level.epsilon:.6g}, delta {comp.level.delta:.3g}, "
-            f"sampling_rate {float(comp.sampling_rate):.6g}, threshold {comp.threshold}"
+            f"per level      epsilon {level['epsilon']:.6g}, delta {level['delta']:.3g}, "
+            f"sampling_rate {level['sampling_rate']:.6g}, threshold {level['threshold']}"
         )
-        for name, b in (("basic", comp.basic), ("advanced", comp.advanced), ("pld", comp.pld)):
-            shown = "n/a" if b is None else f"({b.epsilon:.6g}, {b.delta:.3g})"
-            mark = "  <- used" if name == comp.method else ""
+        for name, b in details["composition"].items():
+            shown = "n/a" if b is None else f"({b['epsilon']:.6g}, {b['delta']:.3g})"
+            mark = "  <- used" if name == details["used"] else ""
             print(f"  {name:<12} {shown}{mark}")
     print(f"items          {len(release)}")
     if release.values is not None and release.estimates is not None:
-        order = sorted(range(len(release)), key=lambda i: (-int(release.values[i]), i))  # type: ignore[index]
+        values = release.values
+        order = sorted(range(len(release)), key=lambda i: (-int(values[i]), i))
         if args.top:
             order = order[: args.top]
         print(f"{'item':<24} {'sampled':>10} {'estimate':>14}")
@@ -121,9 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{release.keys[i]!s:<24} {int(release.values[i]):>10} "
                 f"{release.estimates[i]:>14.1f}"
             )
-    print(f"not private    clients {pop.size}, dropped for the alphabet {dropped}")
-    if not rng.private:
+    print(f"not private    clients {result.clients}, dropped for the alphabet {result.dropped}")
+    if not result.private:
         print("warning        seeded randomness: reproducible and NOT private")
-    if args.output is not None:
-        write_release(release, args.output)
     return 0

@@ -18,49 +18,12 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
-from privhist.cli.common import add_ledger_arguments, charged, open_ledger
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.cli.common import add_ledger_arguments, session_for
 
 if TYPE_CHECKING:
-    from privhist.analytics.range_query import HierarchicalHistogram
+    pass
 
 TABULAR = ("csv", "tsv", "parquet", "ndjson")
-
-
-def read_values(
-    path: str, column: str, input_format: str | None, function: str, progress: bool = True
-) -> tuple[npt.NDArray[np.float64], dict[str, Any]]:
-    """The numeric values of ``column`` (one per row) and exact facts about them.
-
-    Every cell is read as text and parsed on its own as a float (never a type inferred from the
-    data); empty and non-numeric cells and NaN are dropped and counted in ``dropped``.
-    """
-    import polars as pl
-
-    from privhist.engines.local.progress import status
-    from privhist.io import resolve_format, scan
-
-    fmt = resolve_format(path, input_format, function)
-    if fmt not in TABULAR:
-        raise ValidationError(
-            "--input-format", function, f"a table format ({', '.join(TABULAR)})", fmt
-        )
-    lf = scan(path, format=fmt, key=column, key_type="str", function=function)
-    query = lf.select(pl.col("key").str.strip_chars().cast(pl.Float64, strict=False).alias("x"))
-    try:
-        with status(f"Reading {path}", enabled=progress):
-            df = query.collect()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InputDataError(f"cannot read {path}: {first}") from exc
-    x = df["x"].to_numpy().astype(np.float64)
-    rows = x.shape[0]
-    keep = ~np.isnan(x)
-    values = x[keep]
-    return values, {"rows": rows, "dropped": int(rows - values.shape[0])}
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -96,6 +59,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 
 def options(args: argparse.Namespace) -> dict[str, Any]:
+    """The per-release calibration flags given (sampling rate, threshold, alpha)."""
     out: dict[str, Any] = {}
     for name in ("sampling_rate", "threshold", "alpha"):
         v = getattr(args, name)
@@ -104,21 +68,23 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def hierarchical_histogram(args: argparse.Namespace) -> HierarchicalHistogram:
-    """The :class:`~privhist.analytics.range_query.HierarchicalHistogram` the flags describe."""
-    from privhist.analytics.range_query import HierarchicalHistogram
-
+def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The Session arguments ``quantiles`` and ``range`` share."""
     lo, hi = args.range
-    return HierarchicalHistogram(
-        args.epsilon,
-        args.delta,
-        lo=lo,
-        hi=hi,
-        branching=args.branching,
-        levels=args.levels,
-        confidence=args.confidence,
+    return {
+        "column": args.column,
+        "lo": lo,
+        "hi": hi,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "levels": args.levels,
+        "branching": args.branching,
+        "confidence": args.confidence,
+        "clamp": args.clamp,
+        "input_format": args.input_format,
+        "seed": args.seed,
         **options(args),
-    )
+    }
 
 
 def print_note(metadata: dict[str, Any], facts: dict[str, Any], clamp: bool) -> None:
@@ -165,37 +131,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from privhist.analytics.quantiles import answer_quantiles, check_levels, quantile_method
-    from privhist.core.random import default_source
-
     fn = "quantiles"
-    qs = check_levels(args.q, fn)
-    lo, hi = args.range
-    # everything that does not need the data is checked before it is read
-    if args.method == "binary-search" and args.branching != 2:
-        raise ValidationError("--branching", fn, "2 with --method binary-search", args.branching)
-    method = quantile_method(
-        len(qs),
-        args.epsilon,
-        args.delta,
-        lo=lo,
-        hi=hi,
-        method=args.method,
-        levels=args.levels,
-        branching=args.branching,
-        confidence=args.confidence,
-        function=fn,
-        **options(args),
+    result, facts = session_for(args, fn).quantiles(
+        args.input, q=args.q, method=args.method, **common_kwargs(args)
     )
-    cost = method.composition().basic
-    ledger = open_ledger(args, cost, fn)
-    rng = default_source(args.seed)
-    values, facts = read_values(
-        args.input, args.column, args.input_format, fn, not args.no_progress
-    )
-    with charged(ledger, args, cost, f"{fn} ({args.method})"):
-        result = answer_quantiles(method, values, qs, rng, clamp=args.clamp)
-    facts["clamped"] = result.diagnostics.get("clamped", 0)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -18,13 +18,8 @@ import argparse
 import json
 from typing import Any
 
-from privhist.cli.commands.quantiles import (
-    add_common,
-    hierarchical_histogram,
-    print_note,
-    read_values,
-)
-from privhist.cli.common import charged, open_ledger
+from privhist.cli.commands.quantiles import add_common, common_kwargs, print_note
+from privhist.cli.common import session_for
 
 
 def register(sub: Any) -> None:
@@ -43,26 +38,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from privhist.core.errors import ValidationError
-    from privhist.core.random import default_source
-
     fn = "range"
-    hh = hierarchical_histogram(args)
-    for a, b in args.query:  # checked before the data is read
-        for v in (a, b):
-            hh.hierarchy.snap(v, fn)
-        if a > b:
-            raise ValidationError("--query", fn, "A <= B", f"{a:g} {b:g}")
-    cost = hh.composition().basic
-    ledger = open_ledger(args, cost, fn)
-    rng = default_source(args.seed)
-    values, facts = read_values(
-        args.input, args.column, args.input_format, fn, not args.no_progress
+    release, answers, facts = session_for(args, fn).range_counts(
+        args.input, queries=[(a, b) for a, b in args.query], **common_kwargs(args)
     )
-    with charged(ledger, args, cost, f"{fn} (hierarchical)"):
-        release = hh.release(values, rng, clamp=args.clamp)
-    facts["clamped"] = release.diagnostics.get("clamped", 0)
-    answers = [release.range(a, b) for a, b in args.query]
     g = release.metadata["guarantee"]
     if args.json:
         print(json.dumps({"ranges": [x.to_dict() for x in answers], **release.metadata}))

@@ -30,15 +30,10 @@ sample size is about ``k`` (a little less for ppswor).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
-from privhist.cli.common import add_ledger_arguments, charged, open_ledger
-from privhist.core.budget import Budget
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.cli.common import add_ledger_arguments, session_for
 
 
 def register(sub: Any) -> None:
@@ -80,58 +75,6 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _read(path: str, key: str, weight: str | None) -> tuple[Any, Any]:
-    import polars as pl
-
-    fn = "sample"
-    p = Path(path)
-    if not p.is_file():
-        raise InputDataError(f"{fn}: no such file: {path}")
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            df = pl.read_parquet(p)
-        elif suffix in (".ndjson", ".jsonl"):
-            df = pl.read_ndjson(p)
-        else:
-            df = pl.read_csv(p, separator="\t" if suffix == ".tsv" else ",", infer_schema=False)
-    except Exception as exc:  # polars raises many kinds
-        raise InputDataError(f"{fn}: cannot read {path}: {str(exc).splitlines()[0]}") from None
-    for col in (key, weight):
-        if col is not None and col not in df.columns:
-            raise InputDataError(f"{fn}: column {col!r} not in {path} ({', '.join(df.columns)})")
-    keys = df[key].cast(pl.String)
-    if keys.null_count():
-        raise InputDataError(f"{fn}: {keys.null_count()} rows with a null key")
-    if weight is None:
-        return keys.to_numpy(), None
-    try:
-        w = df[weight].cast(pl.Float64, strict=True)
-    except Exception:
-        raise ValidationError(
-            "--weight", fn, "a column of positive integer frequencies", weight
-        ) from None
-    return keys.to_numpy(), w.to_numpy()
-
-
-def _private_tau(
-    f: Any, k: int, power: float, m: int, epsilon: float, rng: Any
-) -> tuple[float, dict[str, Any]]:
-    """``tau = k / max(D Z, 1)`` from the private total of the module notes."""
-    from privhist.noise import discrete_laplace, rational_at_least
-
-    if power == 0:
-        total, sens = int(f.shape[0]), 1
-    elif power == 1:
-        total, sens = int(f.sum(dtype=object)), 1
-    else:  # power 2, frequencies clamped to m
-        total, sens = int((f.astype(object) ** 2).sum()), 2 * m - 1
-    scale = rational_at_least(Fraction(1) / Fraction(epsilon))
-    z = total // sens + int(discrete_laplace(scale, rng, 1)[0])
-    estimate = max(sens * z, 1)
-    return k / estimate, {"k": k, "private_total": estimate, "epsilon_total": epsilon}
-
-
 def _progress(enabled: bool) -> Any:
     """A transient progress bar on stderr (only on a terminal, and not with --no-progress)."""
     from rich.console import Console
@@ -150,131 +93,38 @@ def _progress(enabled: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-    import polars as pl
-
-    from privhist.core.random import SecureRandom, SeededRandom
-    from privhist.core.validation import check_delta, check_epsilon, check_positive_int
-    from privhist.io.writers import write_text_atomic
-    from privhist.mechanisms.sampling.pws.sanitize import (
-        MAX_MATRIX,
-        sanitize_frequencies,
-        sanitize_keys,
-    )
-    from privhist.mechanisms.sampling.pws.schemes import (
-        aggregated,
-        check_power,
-        check_tau,
-        threshold_sample,
-    )
-
     fn = "sample"
-    if (args.tau is None) == (args.k is None):
-        raise ValidationError("--tau", fn, "exactly one of --tau and --k", (args.tau, args.k))
-    if args.tau is not None:
-        check_tau(args.tau, fn)
-    power = check_power(args.power, fn)
-    eps = check_epsilon(args.epsilon, fn)
-    check_delta(args.delta, fn, positive=True)
-    m = check_positive_int(args.max_frequency, fn, "--max-frequency")
-    if not args.keys_only and m > MAX_MATRIX:
-        raise ValidationError("--max-frequency", fn, f"<= {MAX_MATRIX} without --keys-only", m)
-    eps_total = 0.0
-    if args.k is not None:
-        check_positive_int(args.k, fn, "--k")
-        if power not in (0.0, 1.0, 2.0):
-            raise ValidationError("--power", fn, "0, 1 or 2 with --k (else give --tau)", power)
-        frac = args.k_budget
-        if not isinstance(frac, float) or not 0 < frac < 1:
-            raise ValidationError("--k-budget", fn, "a fraction in (0, 1)", frac)
-        eps_total = eps * frac
-        eps = eps - eps_total
-    out_path = None
-    if args.output:
-        out_path = Path(args.output)
-        if out_path.suffix.lower() not in (".csv", ".json"):
-            raise ValidationError("--output", fn, "a .csv or .json file", args.output)
-        if not out_path.parent.is_dir():
-            raise ValidationError("--output", fn, "a file in an existing directory", args.output)
-    budget = Budget(args.epsilon, args.delta)
-    ledger = open_ledger(args, budget, fn)  # before the data is read; re-checked when spent
     bar = _progress(not args.no_progress)
-    steps = ["read", "sample", "sanitise", "write"]
-    task = None
     if bar is not None:
         bar.start()
-        task = bar.add_task("reading", total=len(steps))
-
-    def advance(label: str) -> None:
-        if bar is not None and task is not None:
-            bar.update(task, advance=1, description=label)
-
+        bar.add_task("sampling and sanitising", total=None)
     try:
-        keys, weights = _read(args.input, args.key, args.weight)
-        if weights is None:
-            uniq, cnt = np.unique(keys, return_counts=True)
-            k, f = uniq, cnt.astype(np.int64)
-        else:
-            k, f = aggregated(keys, weights, fn, aggregate=args.aggregate)
-        # a public bound: frequencies above it are clamped *before* sampling; w -> min(w, M)
-        # keeps neighbouring data neighbouring, so the guarantee is unchanged
-        clamped = int((f > m).sum())
-        f = np.minimum(f, m)
-        advance("sampling")
-        rng = SecureRandom() if args.seed is None else SeededRandom(args.seed)
-        extra: dict[str, Any] = {}
-        tau = args.tau
-        with charged(ledger, args, budget, f"pws sample ({args.scheme})"):
-            if args.k is not None:
-                tau, extra = _private_tau(f, args.k, power, m, eps_total, rng)
-            sample = threshold_sample(k, f, args.scheme, tau, rng, power=power)
-            advance("sanitising")
-            if args.keys_only:
-                priv = sanitize_keys(sample, eps, args.delta, rng)
-            else:
-                priv = sanitize_frequencies(sample, eps, args.delta, rng, max_frequency=m)
-        advance("writing")
-        table = pl.DataFrame(
-            {
-                "key": priv.keys.astype(str).tolist(),
-                "token": priv.tokens,
-                "estimate": priv.estimates,
-                "bias": priv.bias,
-                "variance": priv.variance,
-            }
+        ws = session_for(args, fn).weighted_sample(
+            args.input,
+            key=args.key,
+            weight=args.weight,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            tau=args.tau,
+            k=args.k,
+            k_budget=args.k_budget,
+            scheme=args.scheme,
+            power=args.power,
+            max_frequency=args.max_frequency,
+            keys_only=args.keys_only,
+            aggregate=args.aggregate,
+            output=args.output,
+            seed=args.seed,
         )
-        guarantee = f"({args.epsilon}, {args.delta})-DP, element-level neighbours"
-        if args.k is not None:
-            guarantee += f" (epsilon {eps_total:.6g} on the private total, {eps:.6g} on the sample)"
-        meta = {
-            "mechanism": "pws sample",
-            "scheme": args.scheme,
-            "tau": tau,
-            "power": power,
-            "max_frequency": m,
-            "guarantee": guarantee,
-            "randomness": rng.to_dict(),
-            **extra,
-            **priv.metadata,
-        }
-        if not rng.private:
-            meta["warning"] = "drawn from a seeded source: reproducible and NOT private"
-        if out_path is None:
-            sys.stdout.write(table.write_csv())
-        elif out_path.suffix.lower() == ".json":
-            rows = [{k2: (None if v != v else v) for k2, v in r.items()} for r in table.to_dicts()]
-            doc = {"metadata": meta, "rows": rows}
-            write_text_atomic(out_path, json.dumps(doc, indent=2) + "\n")
-        else:
-            write_text_atomic(out_path, table.write_csv())
-        advance("done")
     finally:
         if bar is not None:
             bar.stop()
+    if not args.output:
+        sys.stdout.write(ws.table.write_csv())
     print(
-        f"privhist: {len(priv)} keys released from a sample of {len(sample)} "
-        f"(not private: sample size, {clamped} keys clamped to --max-frequency); "
-        f"{meta['guarantee']}",
+        f"privhist: {ws.released} keys released from a sample of {ws.sample_size} "
+        f"(not private: sample size, {ws.clamped} keys clamped to --max-frequency); "
+        f"{ws.metadata['guarantee']}",
         file=sys.stderr,
     )
     return 0

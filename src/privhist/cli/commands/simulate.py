@@ -58,6 +58,7 @@ def register(sub: Any) -> None:
     s.add_argument("--top", type=int, default=10, help="rows of the summary (10)")
     s.add_argument("--seed", type=int, help="reproducible, NOT private randomness")
     s.add_argument("--no-progress", action="store_true", help="no progress display")
+    s.add_argument("--secure-sum", choices=["ideal", "secagg", "secagg+"], default="ideal")
     s.set_defaults(run=run)
 
 
@@ -139,7 +140,11 @@ def run(args: argparse.Namespace) -> int:
         cohort = FixedSizeCohort(bound, mech.sampling_rate, slack=args.slack)
     pop = _population(args)
     rng = default_source(args.seed)
-    res = simulate_round(pop, mech, rng, cohort=cohort)
+    from privhist.federated.secagg.aggregator import secure_sum_option
+
+    res = simulate_round(
+        pop, mech, rng, cohort=cohort, secure_sum=secure_sum_option(args.secure_sum)
+    )
     r, d = res.release, res.diagnostics
     g = r.metadata["guarantee"]
     print(f"guarantee      {g['statement']}")

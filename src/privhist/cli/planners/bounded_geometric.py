@@ -9,6 +9,7 @@ from privhist.cli.common import add_once, print_report
 from privhist.core.errors import ValidationError
 
 NAME = "bounded-geometric"
+COMMON = ("epsilon",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,9 @@ from privhist.cli.common import add_once, print_report
 from privhist.core.errors import ValidationError
 
 NAME = "cpbm"
+#: epsilon is what this planner computes; a given --epsilon is a target to compare with
+EPSILON_OPTIONAL = True
+COMMON = ("epsilon", "delta")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,14 +47,15 @@ def run(args: argparse.Namespace) -> int:
         "epsilon": eps,
         "best_order": curve.best_order(args.delta),
         "rdp_curve": [[o, e] for o, e in zip(curve.orders, curve.rdp, strict=True)],
-        "target_epsilon": args.epsilon,
-        "meets_target": eps <= args.epsilon,
     }
-    try:
-        report["largest_m_for_target"] = calibrate_m(
-            args.epsilon, args.delta, args.users, args.theta, args.dimension
-        )
-    except ValidationError:
-        report["largest_m_for_target"] = None
+    if args.epsilon is not None:
+        report["target_epsilon"] = args.epsilon
+        report["meets_target"] = eps <= args.epsilon
+        try:
+            report["largest_m_for_target"] = calibrate_m(
+                args.epsilon, args.delta, args.users, args.theta, args.dimension
+            )
+        except ValidationError:
+            report["largest_m_for_target"] = None
     print_report(report, args.json)
     return 0

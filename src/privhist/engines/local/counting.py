@@ -11,23 +11,37 @@ what one user can change (PipelineDP's names, also used by
 :class:`~privhist.core.neighbouring.Neighbouring`):
 
 * ``max_partitions_contributed`` (``k``): each user keeps at most ``k`` of their distinct keys,
-  a uniformly random ``k``-subset when they hold more. Every (user, key) pair gets an
-  independent uniform 64-bit priority from the :class:`~privhist.core.random.RandomSource` and
-  each user keeps the ``k`` pairs of smallest priority. Ranks come from one sort by (user,
-  priority) over the users holding more than ``k`` keys, read off as positions inside each
-  user's contiguous block (linear time; faster than a hashed window ``rank().over("user")``).
-  Two priorities tie with probability ``2**-64``; a tie is broken by key order.
+  a uniformly random ``k``-subset when they hold more. Every (user, key) pair gets a
+  pseudorandom 64-bit priority, a keyed function of the pair under a 256-bit secret drawn from
+  the :class:`~privhist.core.random.RandomSource` (:mod:`privhist.engines.priorities`: the
+  same priorities in every engine, whatever the partitioning), and each user keeps the ``k``
+  pairs of smallest priority. Ranks come from one sort by (user, priority) over the users
+  holding more than ``k`` keys, read off as positions inside each user's contiguous block
+  (linear time; faster than a hashed window ``rank().over("user")``). A tie is broken by key
+  order.
 * ``max_contributions_per_partition`` (``c``): each kept (user, key) pair keeps at most ``c`` of
   its ``n`` records. Records of one pair are interchangeable for counting, so keeping a uniform
   random ``c``-subset of them and keeping ``min(n, c)`` give the same count; no randomness is
   needed.
 
-The choice for one user depends only on that user's records and on fresh randomness, so removing
-or adding a user leaves everyone else's bounded data with the same distribution, and each user
-changes at most ``k`` counts by at most ``c`` each: the sensitivity recorded as
-``Neighbouring.user(k, c)``. Only users holding more than ``k`` keys draw randomness; their pairs
-are sorted by (user, key) first, so a :class:`~privhist.core.random.SeededRandom` gives the same
-result on every run.
+The choice for one user depends only on that user's records and on the secret, so removing
+or adding a user leaves everyone else's bounded data unchanged, and each user changes at most
+``k`` counts by at most ``c`` each: the sensitivity recorded as ``Neighbouring.user(k, c)``.
+The secret is drawn only when some user holds more than ``k`` keys (one draw for all passes), so
+a seeded run gives the same result every time, in every engine.
+
+Scale
+-----
+A user-level count holds the distinct (user, key) pairs in memory (records are aggregated by the
+streaming engine as they are read). For Parquet files of more than
+:data:`ROWS_PER_USER_PARTITION` rows the users are split into parts by a hash of the user id and
+each part is read and bounded in its own pass, so memory holds one part at a time (the file is
+read once per part). Integer user columns of files stay integers (equal as integers exactly when
+equal as text), which avoids converting every user id to a string. When both users and keys are
+integers, each record becomes one integer code ``(user - u0) * R + (key - k0)``; one sort of the
+codes groups records into (user, key) pairs in (user, key) order (the passes then split users by
+id ranges). Bounded users are ranked by one sort of a word packing the user's index with the top
+bits of its priorities.
 
 Key types
 ---------
@@ -49,6 +63,7 @@ integers.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
@@ -61,6 +76,7 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import check_positive_int
 from privhist.engines.local.progress import status
+from privhist.engines.priorities import LazyPriorities
 from privhist.io.readers import (
     check_key_type,
     default_key_type,
@@ -74,6 +90,25 @@ Source = str | os.PathLike[str] | pl.LazyFrame | pl.DataFrame
 #: bounds used when a user column is given without them (recorded in ``info``)
 DEFAULT_MAX_PARTITIONS_CONTRIBUTED: Final[int] = 1
 DEFAULT_MAX_CONTRIBUTIONS_PER_PARTITION: Final[int] = 1
+
+#: user-level Parquet files of more (user, key) records than this are counted in several passes
+#: over disjoint sets of users (see :func:`_count_users`), so memory holds one pass's pairs
+ROWS_PER_USER_PARTITION: Final[int] = 25_000_000
+
+#: rows per batch of a streamed record-level count of integer keys, and how many counted
+#: batches pile up before they are merged
+_BATCH_ROWS: Final[int] = 4_000_000
+_MERGE_EVERY: Final[int] = 16
+
+#: bounded users are ranked by one sort of a packed (user, priority) word while their number
+#: needs at most this many bits (else by a two-column sort)
+_PACKED_GROUP_BITS: Final[int] = 24
+
+#: key ranges up to this size are counted with dense arrays in the integer user-level path
+_DENSE_KEYS: Final[int] = 1 << 26
+
+#: seed of the (non-cryptographic) hash that assigns users to passes
+_PARTITION_SEED: Final[int] = 0x5EED
 
 #: integer keys whose range is at most ``2 * records + _DENSE_SLACK`` are counted with
 #: ``np.bincount``; wider ranges are sorted
@@ -177,7 +212,8 @@ def count(
 
     with status(f"Counting {label}", enabled=progress):
         if with_user:
-            result = _count_users(lf, k, c, rng or SecureRandom(), label)
+            parts = _user_partitions(path, fmt)
+            result = _count_users(lf, k, c, rng or SecureRandom(), label, parts)
         else:
             result = _count_records(lf, label)
     if with_user:
@@ -256,6 +292,18 @@ def count_array(
 # -- internals ----------------------------------------------------------------------------
 
 
+def _user_partitions(path: str | os.PathLike[str] | None, fmt: str | None) -> int:
+    """How many passes a user-level count takes: one per :data:`ROWS_PER_USER_PARTITION` rows of
+    a Parquet file (its row count is in its metadata); one for every other source."""
+    if path is None or fmt != "parquet":
+        return 1
+    try:
+        rows = int(pl.scan_parquet(os.fspath(path)).select(pl.len()).collect().item())
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return 1  # the scan itself reports the problem
+    return max(1, -(-rows // ROWS_PER_USER_PARTITION))
+
+
 def _bounds(with_user: bool, k: int | None, c: int | None, fn: str) -> tuple[int, int, list[str]]:
     if not with_user:
         for name, value in (
@@ -290,6 +338,12 @@ def _collect(query: pl.LazyFrame, label: str) -> pl.DataFrame:
 
 
 def _count_records(lf: pl.LazyFrame, label: str) -> Counts:
+    try:
+        integer_keys = lf.collect_schema()["key"] == pl.Int64
+    except (pl.exceptions.PolarsError, OSError):
+        integer_keys = False  # the read below reports the problem
+    if integer_keys:
+        return _count_integer_stream(lf, label)
     df = _collect(lf.group_by("key").agg(pl.len().alias("n")), label)
     n = df["n"].cast(pl.Int64)
     nulls = df["key"].is_null()
@@ -312,23 +366,112 @@ def _count_records(lf: pl.LazyFrame, label: str) -> Counts:
     )
 
 
-def _count_users(lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str) -> Counts:
-    pairs = _collect(lf.group_by("user", "key").agg(pl.len().alias("n")), label)
-    pairs = pairs.with_columns(pl.col("n").cast(pl.Int64))
-    null_key = pairs["key"].is_null()
-    null_user = pairs["user"].is_null()
-    records = int(pairs["n"].sum())
-    null_keys = int(pairs["n"].filter(null_key).sum())
-    null_users = int(pairs["n"].filter(null_user).sum())
-    pairs = pairs.filter(~null_key & ~null_user)
+def _count_integer_stream(lf: pl.LazyFrame, label: str) -> Counts:
+    """Record counts of integer keys, read in batches that are counted as they arrive.
 
-    kept, users, users_bounded = _bound(pairs, k, c, rng)
-    table = (
-        kept.group_by("key")
-        .agg(
-            pl.col("n").sum().alias("count"),
-            pl.len().alias("units"),
+    Each batch is counted with ``np.bincount`` when its keys span a small range (else by
+    sorting), and kept as (key, count) pairs; the pairs are merged whenever
+    :data:`_MERGE_EVERY` batches have piled up. Memory holds one batch and the distinct keys, never
+    the column (about 3x less CPU than a hashed group-by on Zipf keys).
+    """
+    records = null_keys = 0
+    partial_keys: list[npt.NDArray[np.int64]] = []
+    partial_counts: list[npt.NDArray[np.int64]] = []
+
+    def merge() -> None:
+        keys = np.concatenate(partial_keys)
+        counts = np.concatenate(partial_counts)
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        partial_keys[:] = [keys[starts]]
+        partial_counts[:] = [np.add.reduceat(counts, starts).astype(np.int64)]
+
+    try:
+        for batch in lf.select("key").collect_batches(chunk_size=_BATCH_ROWS):
+            column = batch["key"]
+            records += column.len()
+            null_keys += column.null_count()
+            values = column.drop_nulls().to_numpy()
+            if values.size == 0:
+                continue
+            part = _count_integers(values, "count")
+            partial_keys.append(part.keys)
+            partial_counts.append(part.counts)
+            if len(partial_keys) >= _MERGE_EVERY:
+                merge()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        raise InputDataError(f"cannot read {label}: {first}") from exc
+    if partial_keys:
+        merge()
+        keys, counts = partial_keys[0], partial_counts[0]
+    else:
+        keys = np.zeros(0, dtype=np.int64)
+        counts = np.zeros(0, dtype=np.int64)
+    info: dict[str, Any] = {
+        "records": records,
+        "null_keys": null_keys,
+        "distinct_keys": int(keys.shape[0]),
+        "records_kept": int(counts.sum()),
+    }
+    return Counts(
+        keys=keys, counts=counts, units=None, neighbouring=Neighbouring.add_remove(), info=info
+    )
+
+
+def _count_users(
+    lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str, partitions: int = 1
+) -> Counts:
+    """Bounded per-key counts and units, over ``partitions`` disjoint sets of users.
+
+    With ``partitions > 1`` the users are split by a hash of the user id and each part is read,
+    bounded and counted on its own, so memory holds one part's (user, key) pairs at a time. A
+    user's records all fall in one part, and each user's choice depends only on their own records
+    and fresh priorities, so the bounded dataset, and the counts, have the same distribution for
+    any number of parts (the hash only decides which pass a user is counted in; it is no source
+    of randomness of the release).
+    """
+    try:
+        schema = lf.collect_schema()
+        integer_ids = schema["user"] == pl.Int64 and schema["key"] == pl.Int64
+    except (pl.exceptions.PolarsError, OSError):
+        integer_ids = False  # the read below reports the problem
+    prio = LazyPriorities(rng)
+    if integer_ids:
+        fast = _count_user_codes(lf, k, c, prio, label, partitions)
+        if fast is not None:
+            return fast
+    records = null_keys = null_users = users = users_bounded = 0
+    partials: list[pl.DataFrame] = []
+    keys_seen: list[pl.DataFrame] = []
+    for part in range(partitions):
+        query = lf
+        if partitions > 1:
+            bucket = pl.col("user").hash(seed=_PARTITION_SEED) % partitions
+            query = lf.filter(bucket == part)
+        pairs = _collect(query.group_by("user", "key").agg(pl.len().alias("n")), label)
+        pairs = pairs.with_columns(pl.col("n").cast(pl.Int64))
+        null_key = pairs["key"].is_null()
+        null_user = pairs["user"].is_null()
+        records += int(pairs["n"].sum())
+        null_keys += int(pairs["n"].filter(null_key).sum())
+        null_users += int(pairs["n"].filter(null_user).sum())
+        pairs = pairs.filter(~null_key & ~null_user)
+        keys_seen.append(pairs.select(pl.col("key").unique()))
+        kept, part_users, part_bounded = _bound(pairs, k, c, prio)
+        del pairs
+        users += part_users
+        users_bounded += part_bounded
+        partials.append(
+            kept.group_by("key").agg(pl.col("n").sum().alias("count"), pl.len().alias("units"))
         )
+        del kept
+    table = (
+        pl.concat(partials)
+        .group_by("key")
+        .agg(pl.col("count").sum(), pl.col("units").sum())
         .sort("key")
     )
     counts = _int64(table["count"])
@@ -337,12 +480,14 @@ def _count_users(lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str
         "null_keys": null_keys,
         "null_users": null_users,
         "users": users,
-        "distinct_keys": pairs["key"].n_unique(),
+        "distinct_keys": pl.concat(keys_seen)["key"].n_unique(),
         "users_bounded": users_bounded,
         "records_kept": int(counts.sum()),
         "max_partitions_contributed": k,
         "max_contributions_per_partition": c,
     }
+    if partitions > 1:
+        info["user_partitions"] = partitions
     return Counts(
         keys=_keys(table["key"]),
         counts=counts,
@@ -364,13 +509,15 @@ def bound_contributions(
         pairs: columns ``user``, ``key`` and ``n`` (records of that pair), one row per distinct
             non-null (user, key) pair.
         max_partitions_contributed: ``k``; a user holding more than ``k`` keys keeps a uniformly
-            random ``k`` of them (the ``k`` smallest of i.i.d. 64-bit priorities).
+            random ``k`` of them (the ``k`` smallest of their pairs' pseudorandom priorities,
+            :mod:`privhist.engines.priorities`).
         max_contributions_per_partition: ``c``; each kept pair keeps ``min(n, c)`` records.
-        rng: the source of the priorities (drawn only for users holding more than ``k`` keys).
+        rng: the source of the priorities' secret (drawn only when a user holds more than ``k``
+            keys).
 
     Returns:
-        The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), sorted by
-        (user, key).
+        The kept pairs: columns ``user``, ``key``, ``n`` (now at most ``c``), grouped by user
+        (sorted by (user, key) for a seeded source).
 
     Example:
         >>> from privhist.core.random import SeededRandom
@@ -386,17 +533,21 @@ def bound_contributions(
     c = check_positive_int(
         max_contributions_per_partition, "bound_contributions", "max_contributions_per_partition"
     )
-    kept, _, _ = _bound(pairs, k, c, rng)
+    kept, _, _ = _bound(pairs, k, c, LazyPriorities(rng))
     return kept
 
 
-def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.DataFrame, int, int]:
+def _bound(
+    pairs: pl.DataFrame, k: int, c: int, prio: LazyPriorities
+) -> tuple[pl.DataFrame, int, int]:
     """:func:`bound_contributions`, also returning the number of users and of bounded users.
 
-    The pairs are sorted by (user, key): that fixes the order in which priorities are drawn
-    (so seeded runs are reproducible) and makes each user's pairs one contiguous run, so per-user
-    sizes and ranks come from run boundaries in linear time instead of hashing.
+    The pairs are sorted by user (by (user, key) for a seeded source, which fixes the order the
+    priorities are drawn in, so seeded runs are reproducible): each user's pairs are then one
+    contiguous run, and per-user sizes and ranks come from run boundaries in linear time.
     """
+    # priorities are a function of the pair, so only grouping users together matters; the key
+    # order inside a user breaks ties (equal priorities) reproducibly
     pairs = pairs.select("user", "key", pl.col("n").cast(pl.Int64)).sort("user", "key")
     m = pairs.height
     if m == 0:
@@ -405,6 +556,27 @@ def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.D
     boundary = (user != user.shift(1)).fill_null(True).to_numpy()
     starts = np.flatnonzero(boundary)
     sizes = np.diff(np.append(starts, m))  # distinct keys held by each user
+    users = pairs["user"].to_numpy()
+    keys = pairs["key"].to_numpy()
+
+    def priorities(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+        return prio(users[rows], keys[rows])
+
+    keep, users_bounded = _keep_mask(sizes, k, priorities)
+    kept = pairs.filter(pl.Series(keep)).with_columns(pl.col("n").clip(upper_bound=c))
+    return kept, int(starts.size), users_bounded
+
+
+def _keep_mask(
+    sizes: npt.NDArray[np.int64],
+    k: int,
+    priorities: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.uint64]],
+) -> tuple[npt.NDArray[np.bool_], int]:
+    """Which pairs the users keep, for pairs grouped by user in runs of ``sizes``: all of a user
+    holding at most ``k`` keys, else the ``k`` of smallest priority; and how many users were
+    bounded. ``priorities(rows)`` gives the priorities of those rows; it is asked only for the
+    rows of bounded users."""
+    m = int(sizes.sum())
     bounded = sizes > k
     users_bounded = int(bounded.sum())
     keep = np.ones(m, dtype=np.bool_)
@@ -413,29 +585,171 @@ def _bound(pairs: pl.DataFrame, k: int, c: int, rng: RandomSource) -> tuple[pl.D
         big_rows = np.flatnonzero(np.repeat(bounded, sizes))
         big_sizes = sizes[bounded]
         group = np.repeat(np.arange(users_bounded, dtype=np.int64), big_sizes)
-        # i.i.d. uniform priorities, whatever the row order: each user keeps the k smallest,
-        # a uniform k-subset of their keys, independently of every other user. A stable sort
-        # breaks (probability < 2**-64) ties by key order.
-        ranked = (
-            pl.DataFrame(
-                {
-                    "group": group,
-                    "priority": pl.Series(rng.uint64(group.size), dtype=pl.UInt64),
-                    "row": big_rows,
-                }
+        # pseudorandom priorities of the pairs themselves (engines/priorities.py), whatever the
+        # row order: each user keeps the k smallest, a uniform k-subset of their keys,
+        # independently of every other user
+        priority = priorities(big_rows)
+        bits = max(1, users_bounded.bit_length())
+        if bits <= _PACKED_GROUP_BITS:
+            # one sort of (group, top 64 - bits bits of the priority) packed in a word; a
+            # stable sort breaks ties of those bits (probability below s**2 * 2**(bits - 65)
+            # for a user holding s keys: 2**-41 at 2**23 users) by key order
+            packed = (group.astype(np.uint64) << np.uint64(64 - bits)) | (
+                priority >> np.uint64(bits)
             )
-            .sort("group", "priority", maintain_order=True)
-            .get_column("row")
-            .to_numpy()
-        )
+            order = (
+                pl.DataFrame({"packed": packed})
+                .with_row_index("i")
+                .sort("packed", maintain_order=True)
+                .get_column("i")
+                .to_numpy()
+            )
+            ranked = big_rows[order]
+        else:
+            # a stable sort breaks (probability < 2**-64) ties by key order
+            ranked = (
+                pl.DataFrame(
+                    {
+                        "group": group,
+                        "priority": pl.Series(priority, dtype=pl.UInt64),
+                        "row": big_rows,
+                    }
+                )
+                .sort("group", "priority", maintain_order=True)
+                .get_column("row")
+                .to_numpy()
+            )
         # sorting by group first keeps every group's block where it was, so the position of
         # a row inside its block is its rank among the user's priorities
         block_start = np.repeat(np.cumsum(big_sizes) - big_sizes, big_sizes)
         rank = np.arange(group.size, dtype=np.int64) - block_start
         keep[big_rows] = False
         keep[ranked[rank < k]] = True
-    kept = pairs.filter(pl.Series(keep)).with_columns(pl.col("n").clip(upper_bound=c))
-    return kept, int(starts.size), users_bounded
+    return keep, users_bounded
+
+
+def _count_user_codes(
+    lf: pl.LazyFrame, k: int, c: int, prio: LazyPriorities, label: str, partitions: int
+) -> Counts | None:
+    """:func:`_count_users` for integer users and keys, by sorting one integer per record.
+
+    Each record becomes the code ``(user - u0) * R + (key - k0)`` (``R`` the key range), so one
+    sort of a single integer column groups records by (user, key) in (user, key) order, and runs
+    of equal codes are the pairs with their record counts. The draw order, and so a seeded
+    result, is the one :func:`_bound` gives. With ``partitions > 1`` the users are split into
+    ranges of ids, one pass each. Returns None when the codes would not fit in 63 bits (the
+    general path then counts).
+    """
+    stats = _collect(
+        lf.select(
+            pl.len().alias("records"),
+            pl.col("key").null_count().alias("null_keys"),
+            pl.col("user").null_count().alias("null_users"),
+            pl.col("user").min().alias("u0"),
+            pl.col("user").max().alias("u1"),
+            pl.col("key").min().alias("k0"),
+            pl.col("key").max().alias("k1"),
+        ),
+        label,
+    ).row(0, named=True)
+    info: dict[str, Any] = {
+        "records": int(stats["records"]),
+        "null_keys": int(stats["null_keys"]),
+        "null_users": int(stats["null_users"]),
+        "users": 0,
+        "distinct_keys": 0,
+        "users_bounded": 0,
+        "records_kept": 0,
+        "max_partitions_contributed": k,
+        "max_contributions_per_partition": c,
+    }
+    empty = np.zeros(0, dtype=np.int64)
+    if stats["u0"] is None or stats["k0"] is None:
+        return Counts(empty, empty, empty, Neighbouring.user(k, c), info)
+    u0, u1, k0, k1 = (int(stats[x]) for x in ("u0", "u1", "k0", "k1"))
+    width = k1 - k0 + 1
+    if (u1 - u0 + 1) * width >= 1 << 62 or width > 1 << 40:
+        return None
+    valid = lf.filter(pl.col("user").is_not_null() & pl.col("key").is_not_null())
+    code = ((pl.col("user") - u0) * width + (pl.col("key") - k0)).alias("code")
+    span = u1 - u0 + 1
+    count_sum = np.zeros(0, dtype=np.int64)
+    unit_sum = np.zeros(0, dtype=np.int64)
+    keys_all: list[npt.NDArray[np.int64]] = []
+    count_all: list[npt.NDArray[np.int64]] = []
+    unit_all: list[npt.NDArray[np.int64]] = []
+    seen: list[npt.NDArray[np.int64]] = []
+    dense = width <= _DENSE_KEYS
+    present = np.zeros(width if dense else 0, dtype=np.bool_)
+    count_dense = np.zeros(width if dense else 0, dtype=np.int64)
+    unit_dense = np.zeros(width if dense else 0, dtype=np.int64)
+    for part in range(partitions):
+        lo = u0 + span * part // partitions
+        hi = u0 + span * (part + 1) // partitions
+        query = (
+            valid if partitions == 1 else valid.filter(pl.col("user").is_between(lo, hi, "left"))
+        )
+        codes = _collect(query.select(code), label)["code"].sort().to_numpy()
+        if codes.size == 0:
+            continue
+        first = np.empty(codes.size, dtype=np.bool_)
+        first[0] = True
+        np.not_equal(codes[1:], codes[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        del first
+        pair = codes[starts]
+        n = np.diff(np.append(starts, codes.size)).astype(np.int64)
+        del codes, starts
+        users = pair // width
+        new_user = np.empty(pair.size, dtype=np.bool_)
+        new_user[0] = True
+        np.not_equal(users[1:], users[:-1], out=new_user[1:])
+        del users
+        user_starts = np.flatnonzero(new_user)
+        del new_user
+        sizes = np.diff(np.append(user_starts, pair.size)).astype(np.int64)
+
+        def priorities(
+            rows: npt.NDArray[np.int64], pair: npt.NDArray[np.int64] = pair
+        ) -> npt.NDArray[np.uint64]:
+            chosen = pair[rows]
+            return prio(chosen // width + u0, chosen % width + k0)
+
+        keep, bounded = _keep_mask(sizes, k, priorities)
+        info["users"] += int(user_starts.size)
+        info["users_bounded"] += bounded
+        keys = pair % width
+        kept_counts = np.minimum(n[keep], c)
+        if dense:
+            present |= np.bincount(keys, minlength=width).astype(np.bool_)
+            count_dense += np.bincount(keys[keep], weights=kept_counts, minlength=width).astype(
+                np.int64
+            )
+            unit_dense += np.bincount(keys[keep], minlength=width)
+        else:
+            seen.append(np.unique(keys))
+            part_keys, inverse = np.unique(keys[keep], return_inverse=True)
+            keys_all.append(part_keys)
+            count_all.append(np.bincount(inverse, weights=kept_counts).astype(np.int64))
+            unit_all.append(np.bincount(inverse).astype(np.int64))
+        del pair, n, keys, keep
+    if dense:
+        held = np.flatnonzero(unit_dense)
+        count_sum, unit_sum = count_dense[held], unit_dense[held].astype(np.int64)
+        info["distinct_keys"] = int(present.sum())
+        out_keys = held.astype(np.int64) + k0
+    elif keys_all:
+        merged, inverse = np.unique(np.concatenate(keys_all), return_inverse=True)
+        count_sum = np.bincount(inverse, weights=np.concatenate(count_all)).astype(np.int64)
+        unit_sum = np.bincount(inverse, weights=np.concatenate(unit_all)).astype(np.int64)
+        info["distinct_keys"] = int(np.unique(np.concatenate(seen)).size)
+        out_keys = merged.astype(np.int64) + k0
+    else:
+        out_keys = empty
+    info["records_kept"] = int(count_sum.sum())
+    if partitions > 1:
+        info["user_partitions"] = partitions
+    return Counts(out_keys, count_sum, unit_sum, Neighbouring.user(k, c), info)
 
 
 def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:

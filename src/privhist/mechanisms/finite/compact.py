@@ -509,7 +509,7 @@ class CompactCounts:
         if not p.is_file():
             raise InputDataError(f"compact release '{path}' does not exist")
         if p.suffix.lower() in (".parquet", ".pq"):
-            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+            import pyarrow.parquet as pq
 
             meta = pq.ParquetFile(p).metadata.metadata or {}
             raw = meta.get(b"privhist")

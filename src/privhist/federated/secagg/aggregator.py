@@ -1,0 +1,268 @@
+"""SecAgg / SecAgg+ behind the :class:`~privhist.federated.secure_sum.SecureAggregator`
+interface: the protocol run in-process among simulated clients.
+
+:func:`run_in_process` drives one :class:`~privhist.federated.secagg.protocol.SecAggServer` and
+one :class:`~privhist.federated.secagg.protocol.SecAggClient` per input through the five stages,
+every message going through its wire encoding (:mod:`privhist.federated.secagg.messages`), with
+optional injected dropouts (a client dropping at a stage sends nothing from that stage on). It
+also measures client and server CPU time and the bytes each client sends.
+
+:class:`SecAggregator` is what TFFE/MFFE, sample-and-threshold rounds and TrieHH++ receive: its
+``aggregate`` returns ``sum_{u in U_3} x_u mod q``, which equals
+:class:`~privhist.federated.secure_sum.IdealSecureSum`'s output on the same inputs when no client
+drops before sending its masked input. Its randomness (keys, seeds, graph) comes from its own
+:class:`~privhist.core.random.RandomSource`, never from the devices' source, so a release is the
+same whichever aggregator computed the sum.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.core.errors import ProtocolAbort, ProtocolError, ValidationError
+from privhist.core.random import RandomSource, SecureRandom
+from privhist.federated.secagg.protocol import (
+    STAGES,
+    RoundConfig,
+    SecAggClient,
+    SecAggServer,
+    Stage,
+    default_neighbours,
+    default_threshold,
+)
+from privhist.federated.secure_sum import IdealSecureSum, SecureAggregator
+
+I64 = npt.NDArray[np.int64]
+
+VARIANTS = ("secagg", "secagg+")
+
+
+@dataclass
+class RoundOutcome:
+    """What one in-process round produced and cost.
+
+    Attributes:
+        server: The server state machine at the end (its ``transcript``, ``survivors``).
+        clients: The client state machines.
+        client_cpu: CPU seconds of every client's computation, summed.
+        server_cpu: CPU seconds of the server's computation.
+        bytes_sent: Bytes each client sent (by id).
+        bytes_received: Bytes each client received (by id).
+        refusals: Clients that stopped because a server message failed their checks (e.g.
+            fewer than ``t`` of their neighbours survived), with the reason.
+    """
+
+    server: SecAggServer
+    clients: dict[int, SecAggClient]
+    client_cpu: float = 0.0
+    server_cpu: float = 0.0
+    bytes_sent: dict[int, int] = field(default_factory=dict)
+    bytes_received: dict[int, int] = field(default_factory=dict)
+    refusals: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.server.stage is Stage.DONE
+
+
+def check_dropouts(dropouts: Mapping[str, Iterable[int]] | None, fn: str) -> dict[str, set[int]]:
+    """``{stage: ids}`` with stages from :data:`~privhist.federated.secagg.protocol.STAGES`."""
+    out: dict[str, set[int]] = {}
+    for stage, ids in (dropouts or {}).items():
+        if stage not in STAGES:
+            raise ValidationError("dropouts", fn, f"stages among {list(STAGES)}", stage)
+        out[stage] = {int(i) for i in ids}
+    return out
+
+
+def run_in_process(
+    config: RoundConfig,
+    vectors: Mapping[int, Any],
+    client_rng: Callable[[int], RandomSource],
+    server_rng: RandomSource,
+    dropouts: Mapping[str, Iterable[int]] | None = None,
+) -> RoundOutcome:
+    """One full round among in-process clients (see the module notes).
+
+    Args:
+        config: The round's public parameters (``vectors`` has one entry per client id).
+        vectors: Each client's input.
+        client_rng: ``id -> RandomSource`` for that client's keys and seeds.
+        server_rng: The server's source (the SecAgg+ graph).
+        dropouts: ``{stage: ids}``: these clients send nothing from that stage on.
+    """
+    drop = check_dropouts(dropouts, "run_in_process")
+    gone: set[int] = set()
+    server = SecAggServer(config, server_rng)
+    out = RoundOutcome(server, {})
+    sent = dict.fromkeys(config.clients, 0)
+    recv = dict.fromkeys(config.clients, 0)
+    c0 = time.process_time()
+    for u in config.clients:
+        out.clients[u] = SecAggClient(u, config, vectors[u], client_rng(u))
+    client_cpu = time.process_time() - c0
+    server_cpu = 0.0
+    outbox: dict[int, bytes] = {}
+    gone |= drop.get("advertise", set())
+    c0 = time.process_time()
+    for u in config.clients:
+        if u not in gone:
+            outbox[u] = out.clients[u].advertise().encode()
+    client_cpu += time.process_time() - c0
+    for stage in STAGES:
+        s0 = time.process_time()
+        for u, data in outbox.items():
+            sent[u] += len(data)
+            server.receive(data)
+        replies = server.close_stage()
+        wire = {u: m.encode() for u, m in replies.items()}
+        server_cpu += time.process_time() - s0
+        if server.stage is Stage.ABORTED:
+            break
+        nxt = STAGES[STAGES.index(stage) + 1] if stage != STAGES[-1] else None
+        if nxt is not None:
+            gone |= drop.get(nxt, set())
+        outbox = {}
+        c0 = time.process_time()
+        for u, data in wire.items():
+            if u in gone:
+                continue
+            recv[u] += len(data)
+            try:
+                reply = out.clients[u].handle(data)
+            except ProtocolError as exc:  # the client refuses to go on: for the server, a dropout
+                out.refusals[u] = str(exc)
+                gone.add(u)
+                continue
+            if reply is not None:
+                outbox[u] = reply.encode()
+        client_cpu += time.process_time() - c0
+    out.client_cpu, out.server_cpu = client_cpu, server_cpu
+    out.bytes_sent, out.bytes_received = sent, recv
+    return out
+
+
+class SecAggregator(SecureAggregator):
+    """The secure sum computed by running SecAgg (Bonawitz et al. 2017) or SecAgg+ (Bell et al.
+    2020) among one simulated client per input vector.
+
+    Args:
+        modulus: ``q`` (2 to 2**62).
+        dimension: ``d``.
+        variant: ``"secagg"`` (complete graph) or ``"secagg+"`` (random Harary graph).
+        threshold: ``t``; default a majority of the closed neighbourhood.
+        neighbours: SecAgg+'s even degree ``k``; default
+            :func:`~privhist.federated.secagg.protocol.default_neighbours`.
+        rng: Source of all protocol randomness (``SecureRandom()`` by default); the clients'
+            sources are derived from it, one after the other.
+        dropouts: ``{stage: client indices}`` to inject (for tests and simulations); the sum is
+            then over the clients whose masked input arrived (:attr:`survivors`).
+
+    >>> from privhist.core.random import SeededRandom
+    >>> agg = SecAggregator(7, 2, rng=SeededRandom(1))
+    >>> agg.aggregate([[[3, 6], [5, 1]], [4, 0]]).tolist()
+    [5, 0]
+    """
+
+    def __init__(
+        self,
+        modulus: int,
+        dimension: int,
+        *,
+        variant: str = "secagg",
+        threshold: int | None = None,
+        neighbours: int | None = None,
+        rng: RandomSource | None = None,
+        dropouts: Mapping[str, Iterable[int]] | None = None,
+        round_id: int = 0,
+    ) -> None:
+        super().__init__(modulus, dimension)
+        fn = type(self).__name__
+        if variant not in VARIANTS:
+            raise ValidationError("variant", fn, f"one of {list(VARIANTS)}", variant)
+        self.variant = variant
+        self.threshold = threshold
+        self.neighbours = neighbours
+        self.rng = SecureRandom() if rng is None else rng
+        self.dropouts = check_dropouts(dropouts, fn)
+        self.round_id = round_id
+        self.contributors = 0
+        self.survivors: list[int] = []
+        self.last: RoundOutcome | None = None
+
+    def config_for(self, n: int) -> RoundConfig:
+        """The round's public parameters for ``n`` clients with ids ``0 .. n-1``."""
+        if self.variant == "secagg":
+            k = 0
+        else:
+            k = default_neighbours(n) if self.neighbours is None else self.neighbours
+        t = default_threshold(n, k) if self.threshold is None else self.threshold
+        return RoundConfig(self.round_id, self.modulus, self.dimension, tuple(range(n)), t, k)
+
+    def aggregate(self, shares: Iterable[Any]) -> I64:
+        rows = [self._check_batch(b) for b in shares]
+        x = np.concatenate(rows) if rows else np.zeros((0, self.dimension), dtype=np.int64)
+        n = x.shape[0]
+        if n < 2:
+            raise ProtocolAbort(
+                f"{type(self).__name__}: secure aggregation needs at least 2 clients; got {n}"
+            )
+        config = self.config_for(n)
+        rng = self.rng
+        outcome = run_in_process(
+            config, {i: x[i] for i in range(n)}, lambda _u: rng, rng, self.dropouts
+        )
+        self.last = outcome
+        server = outcome.server
+        if server.stage is not Stage.DONE:
+            raise ProtocolAbort(f"{type(self).__name__}: round aborted: {server.reason}")
+        self.survivors = server.survivors["masked"]
+        self.contributors = len(self.survivors)
+        return server.result
+
+
+class NamedFactory:
+    """``(modulus, dimension) -> SecAggregator`` with the protocol's name (for metadata)."""
+
+    def __init__(self, name: str, rng: RandomSource, options: dict[str, Any]) -> None:
+        self.name = name
+        self.rng = rng
+        self.options = options
+
+    def __call__(self, modulus: int, dimension: int) -> SecureAggregator:
+        return SecAggregator(modulus, dimension, variant=self.name, rng=self.rng, **self.options)
+
+
+def aggregator_factory(
+    name: str, rng: RandomSource | None = None, **options: Any
+) -> Callable[[int, int], SecureAggregator]:
+    """``(modulus, dimension) -> SecureAggregator`` by name: ``ideal``, ``secagg``, ``secagg+``.
+
+    >>> aggregator_factory("ideal")(5, 3).aggregate([[1, 2, 4]]).tolist()
+    [1, 2, 4]
+    """
+    if name == "ideal":
+        if options:
+            raise ValidationError("options", "aggregator_factory", "none for 'ideal'", options)
+        return IdealSecureSum
+    if name not in VARIANTS:
+        raise ValidationError(
+            "secure_sum", "aggregator_factory", "one of ['ideal', 'secagg', 'secagg+']", name
+        )
+    return NamedFactory(name, SecureRandom() if rng is None else rng, dict(options))
+
+
+def secure_sum_option(name: str) -> Callable[[int, int], SecureAggregator] | None:
+    """The CLI's ``--secure-sum``: None for ``ideal`` (the protocols' aggregated, in-process
+    path), else the protocol's factory with ``SecureRandom`` keys."""
+    return None if name == "ideal" else aggregator_factory(name)
+
+
+#: the choices of ``--secure-sum``
+SECURE_SUM_CHOICES = ("ideal", *VARIANTS)

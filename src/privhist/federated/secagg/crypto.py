@@ -1,0 +1,182 @@
+"""Cryptographic primitives of the secure aggregation protocol, all from ``cryptography``.
+
+* key agreement: X25519 (RFC 7748), the ``KA`` of Bonawitz et al. (CCS 2017), Section 4
+  ("Cryptographic primitives", Diffie-Hellman key agreement composed with a hash);
+* key derivation: HKDF-SHA256 (RFC 5869) binds every agreed secret to the round and its purpose;
+* authenticated encryption: AES-256-GCM, the ``AE`` used for the Shamir shares that travel
+  through the server (Bonawitz et al., Section 4, "Authenticated encryption");
+* the mask generator ``PRG``: AES-256 in counter mode expands a 32-byte seed into 64-bit words,
+  each cut to ``w = bitlen(q - 1)`` bits and kept only when below ``q`` (rejection sampling), so
+  every mask entry is uniform on ``[0, q)`` with no modulo bias, for any modulus ``q >= 2``
+  (cPBM's ``n m + 1`` included). An accepted ``w``-bit word is below ``q`` with probability
+  ``q / 2**w > 1/2``.
+
+Randomness for keys and seeds comes from a :class:`~privhist.core.random.RandomSource`
+(``SecureRandom`` in real use), never from ``os.urandom`` directly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from privhist.core.errors import ProtocolError, ValidationError
+from privhist.core.random import RandomSource
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+
+#: bytes of seeds, keys and agreed secrets
+SEED_BYTES = 32
+#: bytes of an AES-GCM nonce
+NONCE_BYTES = 12
+#: largest supported modulus (sums of two residues stay inside int64)
+MAX_MODULUS = 1 << 62
+
+_MASK_INFO = b"privhist/secagg/v1/mask"
+_ENC_INFO = b"privhist/secagg/v1/share-encryption"
+
+
+def random_bytes(rng: RandomSource, n: int) -> bytes:
+    """``n`` bytes from ``rng`` (whole 64-bit words, truncated)."""
+    return rng.uint64((n + 7) // 8).tobytes()[:n]
+
+
+class KeyPair:
+    """An X25519 key pair whose private part is drawn from a :class:`RandomSource`."""
+
+    def __init__(self, rng: RandomSource) -> None:
+        self.private_bytes = random_bytes(rng, SEED_BYTES)
+        self._key = X25519PrivateKey.from_private_bytes(self.private_bytes)
+        self.public_bytes = self._key.public_key().public_bytes_raw()
+
+    def agree(self, public: bytes, info: bytes, round_id: int) -> bytes:
+        """``KA.agree`` followed by HKDF-SHA256 bound to ``info`` and the round."""
+        return agree(self.private_bytes, public, info, round_id)
+
+
+def public_key(private: bytes) -> bytes:
+    """The X25519 public key of a 32-byte private key."""
+    return X25519PrivateKey.from_private_bytes(private).public_key().public_bytes_raw()
+
+
+def check_public_key(public: bytes, function: str) -> bytes:
+    """A 32-byte X25519 public key (raises :class:`ProtocolError` otherwise)."""
+    if not isinstance(public, bytes) or len(public) != SEED_BYTES:
+        raise ProtocolError(f"{function}: a public key must be {SEED_BYTES} bytes")
+    return public
+
+
+def agree(private: bytes, public: bytes, info: bytes, round_id: int) -> bytes:
+    """The 32-byte key shared by the owner of ``private`` and the owner of ``public``.
+
+    Raises :class:`ProtocolError` for a malformed or low-order public key (X25519 then yields
+    the all-zero secret, which ``cryptography`` refuses).
+    """
+    check_public_key(public, "agree")
+    try:
+        secret = X25519PrivateKey.from_private_bytes(private).exchange(
+            X25519PublicKey.from_public_bytes(public)
+        )
+    except ValueError as exc:
+        raise ProtocolError(f"agree: unusable public key ({exc})") from None
+    return HKDF(
+        algorithm=hashes.SHA256(),
+        length=SEED_BYTES,
+        salt=None,
+        info=info + round_id.to_bytes(8, "big"),
+    ).derive(secret)
+
+
+def mask_key(private: bytes, public: bytes, round_id: int) -> bytes:
+    """The pairwise mask seed ``s_{u,v}`` (Bonawitz et al., Section 4, round 2)."""
+    return agree(private, public, _MASK_INFO, round_id)
+
+
+def encryption_key(private: bytes, public: bytes, round_id: int) -> bytes:
+    """The key ``c_{u,v}`` that encrypts the shares ``u`` sends ``v`` (round 1)."""
+    return agree(private, public, _ENC_INFO, round_id)
+
+
+def encrypt(key: bytes, plaintext: bytes, associated: bytes, rng: RandomSource) -> bytes:
+    """AES-256-GCM: ``nonce || ciphertext || tag``."""
+    nonce = random_bytes(rng, NONCE_BYTES)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, associated)
+
+
+def decrypt(key: bytes, blob: bytes, associated: bytes) -> bytes:
+    """Inverse of :func:`encrypt`; a forged, truncated or misdirected ciphertext raises
+    :class:`ProtocolError`."""
+    if len(blob) < NONCE_BYTES + 16:
+        raise ProtocolError("decrypt: ciphertext too short")
+    try:
+        return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
+    except InvalidTag:
+        raise ProtocolError("decrypt: ciphertext failed authentication") from None
+
+
+def check_modulus(modulus: int, function: str) -> int:
+    """A modulus in ``[2, 2**62]``."""
+    if isinstance(modulus, bool) or not isinstance(modulus, int | np.integer):
+        raise ValidationError("modulus", function, "an integer in [2, 2**62]", modulus)
+    q = int(modulus)
+    if q < 2 or q > MAX_MODULUS:
+        raise ValidationError("modulus", function, "an integer in [2, 2**62]", modulus)
+    return q
+
+
+class KeyStream:
+    """AES-256-CTR keystream of a 32-byte seed, read as little-endian 64-bit words."""
+
+    def __init__(self, seed: bytes) -> None:
+        if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
+            raise ValidationError("seed", "KeyStream", f"{SEED_BYTES} bytes", type(seed).__name__)
+        self._enc = Cipher(algorithms.AES(seed), modes.CTR(b"\x00" * 16)).encryptor()
+
+    def words(self, n: int) -> U64:
+        """The next ``n`` words of the stream."""
+        return np.frombuffer(self._enc.update(bytes(8 * n)), dtype=np.uint64)
+
+
+def prg_words(seed: bytes, n: int) -> U64:
+    """The first ``n`` 64-bit words of the seed's stream (for tests of the generator)."""
+    return KeyStream(seed).words(n)
+
+
+def prg_uniform(seed: bytes, modulus: int, size: int) -> I64:
+    """``size`` integers uniform on ``[0, modulus)`` expanded from ``seed``, without bias.
+
+    Each 64-bit word keeps its low ``w = bitlen(modulus - 1)`` bits; values ``>= modulus`` are
+    rejected and the stream continues, so the output is a deterministic function of the seed
+    whose entries are independent and exactly uniform if the stream is.
+
+    >>> a = prg_uniform(bytes(32), 10, 5)
+    >>> bool(((a >= 0) & (a < 10)).all()) and a.tolist() == prg_uniform(bytes(32), 10, 5).tolist()
+    True
+    """
+    q = check_modulus(modulus, "prg_uniform")
+    n = int(size)
+    if n < 0:
+        raise ValidationError("size", "prg_uniform", ">= 0", size)
+    w = max(1, (q - 1).bit_length())
+    mask = np.uint64((1 << w) - 1)
+    stream = KeyStream(seed)
+    out = np.empty(n, dtype=np.int64)
+    filled = 0
+    # expected draws n 2**w / q < 2 n; ask for a little more so one pass usually suffices
+    accept = q / float(1 << w)
+    while filled < n:
+        need = n - filled
+        batch = int(need / accept * 1.02) + 64
+        vals = stream.words(batch) & mask
+        ok = vals[vals < np.uint64(q)]
+        take = min(ok.shape[0], need)
+        out[filled : filled + take] = ok[:take].astype(np.int64)
+        filled += take
+    return out

@@ -1,0 +1,276 @@
+"""The protocol's messages: typed, versioned, schema-checked JSON (never pickle).
+
+Every message is one JSON object ``{"v": 1, "type": ..., "round": ..., "sender": ..., ...}``;
+byte strings travel as base64, masked vectors as base64 of fixed-width little-endian integers
+(``ceil(bitlen(q - 1) / 8)`` bytes each). :func:`decode` checks, before anything else reads the
+message, its total size, the version, the type, the exact set of fields and each field's kind
+and range; anything else raises :class:`~privhist.core.errors.ProtocolError`. Whether a message
+is expected *now* (stage, sender, replay) is the state machines' check
+(:mod:`privhist.federated.secagg.server`).
+
+The message flow is that of Bonawitz et al. (CCS 2017), Section 4 (rounds 0-4):
+
+=============  =========  ============================================================
+type           direction  content
+=============  =========  ============================================================
+``advertise``  C -> S     round 0: public keys ``c_u^PK`` (encryption), ``s_u^PK`` (masks)
+``roster``     S -> C     the advertised keys of the client's neighbours
+``shares``     C -> S     round 1: ``AE`` ciphertexts of the Shamir shares, one per neighbour
+``forward``    S -> C     the ciphertexts addressed to the client
+``masked``     C -> S     round 2: the masked input ``y_u``
+``survivors``  S -> C     round 3: ``U_3``, the clients whose ``y_u`` arrived
+``ack``        C -> S     the client's SHA-256 of ``U_3`` (consistency check)
+``unmask_req`` S -> C     round 4: ``U_4``, the clients that acknowledged
+``unmask``     C -> S     shares of ``s_v^SK`` (``v`` dropped) and of ``b_v`` (``v`` in ``U_3``)
+``done``       S -> C     the round is over (``ok`` true) or aborted (``ok`` false, ``reason``)
+=============  =========  ============================================================
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.core.errors import ProtocolError
+from privhist.federated.secagg.crypto import SEED_BYTES
+from privhist.federated.secagg.shamir import PRIME, SHARE_BYTES
+
+I64 = npt.NDArray[np.int64]
+
+VERSION = 1
+#: server's sender id in messages it sends
+SERVER = -1
+#: default bound on one message's size in bytes
+MAX_MESSAGE_BYTES = 64 << 20
+#: bound on client ids
+MAX_CLIENTS = 1 << 20
+#: bound on a ciphertext's size (nonce + two 33-byte shares + ids + tag, with room)
+MAX_CIPHERTEXT = 256
+
+
+def _int(lo: int, hi: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ProtocolError(f"expected an integer in [{lo}, {hi}]")
+        return value
+
+    return check
+
+
+def _b64(value: Any, max_len: int, exact: int | None = None) -> bytes:
+    if not isinstance(value, str) or len(value) > 4 * (max_len // 3 + 2):
+        raise ProtocolError("expected a base64 string of bounded length")
+    try:
+        raw = base64.b64decode(value.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ProtocolError("expected base64") from None
+    if exact is not None and len(raw) != exact:
+        raise ProtocolError(f"expected {exact} bytes; got {len(raw)}")
+    if len(raw) > max_len:
+        raise ProtocolError(f"expected at most {max_len} bytes")
+    return raw
+
+
+def _key(value: Any) -> bytes:
+    return _b64(value, SEED_BYTES, SEED_BYTES)
+
+
+def _list(value: Any, item: Callable[[Any], Any], max_items: int = MAX_CLIENTS) -> list[Any]:
+    if not isinstance(value, list) or len(value) > max_items:
+        raise ProtocolError("expected a list of bounded length")
+    return [item(v) for v in value]
+
+
+def _tuple(value: Any, *items: Callable[[Any], Any]) -> tuple[Any, ...]:
+    if not isinstance(value, list) or len(value) != len(items):
+        raise ProtocolError(f"expected a list of {len(items)} entries")
+    return tuple(f(v) for f, v in zip(items, value, strict=True))
+
+
+_cid = _int(0, MAX_CLIENTS - 1)
+
+
+def _ids(value: Any) -> list[int]:
+    ids = _list(value, _cid)
+    if len(set(ids)) != len(ids):
+        raise ProtocolError("client ids repeat")
+    return ids
+
+
+def _unique_first(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    firsts = [r[0] for r in rows]
+    if len(set(firsts)) != len(firsts):
+        raise ProtocolError("a client id repeats")
+    return rows
+
+
+def _keys(value: Any) -> list[tuple[Any, ...]]:
+    return _unique_first(_list(value, lambda r: _tuple(r, _cid, _key, _key)))
+
+
+def _cts(value: Any) -> list[tuple[Any, ...]]:
+    return _unique_first(_list(value, lambda r: _tuple(r, _cid, lambda b: _b64(b, MAX_CIPHERTEXT))))
+
+
+def _share(value: Any) -> int:
+    y = int.from_bytes(_b64(value, SHARE_BYTES, SHARE_BYTES), "big")
+    if y >= PRIME:
+        raise ProtocolError("a share lies outside the field")
+    return y
+
+
+def _shares(value: Any) -> list[tuple[Any, ...]]:
+    return _unique_first(_list(value, lambda r: _tuple(r, _cid, _share)))
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ProtocolError("expected true or false")
+    return value
+
+
+def _reason(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 500:
+        raise ProtocolError("expected a short string")
+    return value
+
+
+def _vector(value: Any) -> bytes:
+    return _b64(value, MAX_MESSAGE_BYTES)
+
+
+def _digest(value: Any) -> bytes:
+    return _b64(value, 32, 32)
+
+
+#: the fields of every message type and the check of each (decoded values)
+SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
+    "advertise": {"c_pk": _key, "s_pk": _key},
+    "roster": {"keys": _keys},
+    "shares": {"ciphertexts": _cts},
+    "forward": {"ciphertexts": _cts},
+    "masked": {"y": _vector},
+    "survivors": {"ids": _ids},
+    "ack": {"digest": _digest},
+    "unmask_req": {"ids": _ids},
+    "unmask": {"key_shares": _shares, "seed_shares": _shares},
+    "done": {"ok": _bool, "reason": _reason},
+}
+
+_ENCODERS: dict[str, Callable[[Any], Any]] = {
+    "c_pk": lambda b: base64.b64encode(b).decode(),
+    "s_pk": lambda b: base64.b64encode(b).decode(),
+    "keys": lambda rows: [
+        [i, base64.b64encode(c).decode(), base64.b64encode(s).decode()] for i, c, s in rows
+    ],
+    "ciphertexts": lambda rows: [[i, base64.b64encode(ct).decode()] for i, ct in rows],
+    "y": lambda b: base64.b64encode(b).decode(),
+    "ids": list,
+    "digest": lambda b: base64.b64encode(b).decode(),
+    "key_shares": lambda rows: [
+        [i, base64.b64encode(y.to_bytes(SHARE_BYTES, "big")).decode()] for i, y in rows
+    ],
+    "seed_shares": lambda rows: [
+        [i, base64.b64encode(y.to_bytes(SHARE_BYTES, "big")).decode()] for i, y in rows
+    ],
+    "ok": bool,
+    "reason": str,
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """A decoded message: its type, round, sender (``-1`` for the server) and fields."""
+
+    type: str
+    round: int
+    sender: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        """The message's wire form (checked against :data:`SCHEMA`)."""
+        spec = SCHEMA.get(self.type)
+        if spec is None or set(self.body) != set(spec):
+            raise ProtocolError(f"encode: message '{self.type}' does not match its schema")
+        obj: dict[str, Any] = {
+            "v": VERSION,
+            "type": self.type,
+            "round": self.round,
+            "sender": self.sender,
+        }
+        for name, value in self.body.items():
+            obj[name] = _ENCODERS[name](value)
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def decode(data: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
+    """Parse and check one message; any deviation raises :class:`ProtocolError`."""
+    if not isinstance(data, bytes | bytearray):
+        raise ProtocolError("decode: a message must be bytes")
+    if len(data) > max_bytes:
+        raise ProtocolError(f"decode: message of {len(data)} bytes exceeds {max_bytes}")
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise ProtocolError("decode: not a JSON message") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("decode: a message is a JSON object")
+    if obj.get("v") != VERSION:
+        raise ProtocolError(f"decode: unsupported version {obj.get('v')!r}")
+    kind = obj.get("type")
+    spec = SCHEMA.get(kind) if isinstance(kind, str) else None
+    if spec is None:
+        raise ProtocolError(f"decode: unknown message type {kind!r}")
+    expected = {"v", "type", "round", "sender", *spec}
+    if set(obj) != expected:
+        raise ProtocolError(f"decode: fields of '{kind}' must be {sorted(expected)}")
+    rnd = _int(0, (1 << 63) - 1)(obj["round"])
+    sender = _int(SERVER, MAX_CLIENTS - 1)(obj["sender"])
+    body = {}
+    for name, check in spec.items():
+        try:
+            body[name] = check(obj[name])
+        except ProtocolError as exc:
+            raise ProtocolError(f"decode: field '{name}' of '{kind}': {exc}") from None
+    return Message(str(kind), rnd, sender, body)
+
+
+def width(modulus: int) -> int:
+    """Bytes per packed entry of a vector mod ``modulus``."""
+    return max(1, ((modulus - 1).bit_length() + 7) // 8)
+
+
+def pack_vector(values: I64, modulus: int) -> bytes:
+    """Fixed-width little-endian bytes of entries in ``[0, modulus)``."""
+    w = width(modulus)
+    raw = np.ascontiguousarray(values, dtype="<u8").view(np.uint8).reshape(-1, 8)
+    return raw[:, :w].tobytes()
+
+
+def unpack_vector(data: bytes, modulus: int, dimension: int) -> I64:
+    """Inverse of :func:`pack_vector`; wrong length or an entry ``>= modulus`` raises
+    :class:`ProtocolError`."""
+    w = width(modulus)
+    if len(data) != w * dimension:
+        raise ProtocolError(
+            f"masked vector must be {w * dimension} bytes ({dimension} entries); got {len(data)}"
+        )
+    raw = np.zeros((dimension, 8), dtype=np.uint8)
+    raw[:, :w] = np.frombuffer(data, dtype=np.uint8).reshape(dimension, w)
+    vals = raw.view("<u8").reshape(-1)
+    if dimension and int(vals.max()) >= modulus:
+        raise ProtocolError(f"masked vector has an entry outside [0, {modulus})")
+    return vals.astype(np.int64)
+
+
+def digest_ids(ids: Sequence[int]) -> bytes:
+    """SHA-256 of a sorted id list (what the consistency check acknowledges)."""
+    return hashlib.sha256(json.dumps(sorted(ids)).encode()).digest()

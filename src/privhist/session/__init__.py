@@ -1,0 +1,605 @@
+"""The release pipeline as one Python object: :class:`Session`.
+
+A session holds a budget ledger and the dataset it charges, and an
+:class:`~privhist.engines.base.Engine` that counts. Every kind of release is one method, and every
+method runs the same pipeline, the one the ``privhist`` command runs too (each releasing command is
+argparse plus one call here):
+
+1. **validate** every parameter, build the mechanism, check the output destination and the
+   remaining budget: all before any data is read;
+2. **scan** the source (a file path, or a pandas, Polars or pyarrow table), **drop nulls**
+   (counted), **bound** each user's contribution with cryptographic priorities and **count** per
+   key (the engine);
+3. **draw** the release and encode the output in memory, inside one ledger transaction that
+   **charges** the dataset: the budget is re-checked and taken atomically with the draw, and if
+   anything raises, nothing is spent;
+4. **publish**: only once the spend is committed is the release written (atomically) or returned.
+
+So an exception leaves no spend and no file, and no byte of a release reaches the disk before it is
+paid for (a kill between the draw and the commit leaves neither). A failure while writing after the
+commit keeps the spend: the budget is charged for every release that could have escaped.
+
+Seeded randomness (``seed=``) makes a release reproducible and marks it NOT private; it is never
+charged to a ledger. A dry run (``dry_run=True``) builds the mechanism and answers what the release
+would cost, what would remain and how likely a key of each true count is to appear, without reading
+data or touching the budget (like dp_accounting's compose with ``do_compose=False``).
+
+Example:
+    >>> import polars as pl
+    >>> from privhist import Budget, Session
+    >>> visits = pl.DataFrame({"page": ["home"] * 60 + ["about"] * 3})
+    >>> with Session.in_memory(Budget(2.0, 1e-6)) as s:
+    ...     plan = s.histogram(visits, key="page", epsilon=1, delta=1e-8, dry_run=True)
+    ...     release = s.histogram(visits, key="page", epsilon=1, delta=1e-8)
+    ...     left = s.remaining()
+    >>> plan.cost, plan.remaining.epsilon, plan.allowed
+    (Budget(epsilon=1.0, delta=1e-08), 2.0, True)
+    >>> release.keys.tolist(), left.epsilon
+    (['home'], 1.0)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
+from privhist.core.budget import Budget
+from privhist.core.data import Counts
+from privhist.core.errors import BudgetExceededError, InputDataError, ValidationError
+from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import default_source
+from privhist.core.release import Release
+from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
+from privhist.engines.base import CountRequest, Engine, check_engine
+from privhist.engines.local import LocalEngine
+from privhist.io.writers import check_destination, encode_release, write_bytes_atomic
+from privhist.mechanisms.base import Mechanism
+
+T = TypeVar("T")
+
+__all__ = ["DryRun", "Session", "check_output", "read_domain"]
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What a release would cost and give, computed without data or budget.
+
+    Attributes:
+        mechanism: the mechanism the release would run (for releases built from several
+            mechanisms, the one each key or node goes through), constructed from parameters
+            only; None where no single reporting curve describes the release.
+        cost: the budget it would charge.
+        neighbouring: the relation its guarantee is for.
+        remaining: the dataset's remaining budget now (None without a ledger).
+        allowed: whether the ledger would accept the charge (True without a ledger).
+    """
+
+    mechanism: Mechanism | None
+    cost: Budget
+    neighbouring: Neighbouring
+    remaining: BudgetAmount | None
+    allowed: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def reporting_curve(self, max_count: int = 40) -> list[float]:
+        """Pr[a key is released] for a key of true count 0..max_count (empty when the release
+        has no single reporting curve)."""
+        from privhist.planning.plan import plan
+
+        if self.mechanism is None:
+            return []
+        return list(plan(self.mechanism, max_count)["reporting_probability"])
+
+    def to_dict(self, max_count: int = 40) -> dict[str, Any]:
+        from privhist.planning.plan import plan
+
+        return {
+            "dry_run": True,
+            "cost": {"epsilon": self.cost.epsilon, "delta": self.cost.delta},
+            "remaining": None
+            if self.remaining is None
+            else {"epsilon": self.remaining.epsilon, "delta": self.remaining.delta},
+            "allowed": self.allowed,
+            **self.details,
+            "plan": None if self.mechanism is None else plan(self.mechanism, max_count),
+        }
+
+
+class Session:
+    """A ledger, the dataset it charges, and an engine: the one release path.
+
+    Args:
+        ledger: a :class:`~privhist.accounting.ledger.Ledger`, the path of one (it must exist:
+            create datasets with ``privhist budget init`` or :meth:`Ledger.init_dataset`), or
+            None for no ledger (releases are then not charged anywhere; ``dataset`` must be None).
+            :meth:`in_memory` makes a session with a private ledger of its own.
+        dataset: the dataset id every release of this session is charged to. With a ledger and
+            no dataset, releases are not charged.
+        engine: where counting happens (default :class:`~privhist.engines.local.LocalEngine`).
+        progress: allow progress displays on stderr (shown only when stderr is a terminal).
+
+    Raises:
+        LedgerError: the ledger file does not exist or is not a privhist ledger.
+        UnknownDatasetError: ``dataset`` is not in the ledger.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger | str | os.PathLike[str] | None = None,
+        dataset: str | None = None,
+        *,
+        engine: Engine | None = None,
+        progress: bool = False,
+    ) -> None:
+        fn = "Session"
+        if dataset is not None and (not isinstance(dataset, str) or not dataset):
+            raise ValidationError("dataset", fn, "a non-empty string or None", dataset)
+        if ledger is None and dataset is not None:
+            raise ValidationError("ledger", fn, "a ledger to charge dataset to", None)
+        if ledger is not None and not isinstance(ledger, Ledger):
+            ledger = Ledger(ledger, create=False)
+        self.ledger: Ledger | None = ledger
+        self.dataset = dataset
+        self.engine: Engine = LocalEngine() if engine is None else check_engine(engine, fn)
+        self.progress = bool(progress)
+        self._tempdir: str | None = None
+        if self.ledger is not None and dataset is not None:
+            self.ledger.show(dataset)  # fails now for an unknown dataset
+
+    @classmethod
+    def in_memory(
+        cls,
+        total: Budget,
+        *,
+        unit: PrivacyUnit | str = PrivacyUnit.RECORD,
+        dataset: str = "data",
+        engine: Engine | None = None,
+        progress: bool = False,
+    ) -> Session:
+        """A session with a ledger of its own holding one dataset with budget ``total``.
+
+        The ledger lives in a private temporary directory removed by :meth:`close` (or at the end
+        of a ``with`` block): use it for notebooks and pipelines that do not need the budget to
+        outlive the process.
+        """
+        tmp = tempfile.mkdtemp(prefix="privhist-ledger-")
+        try:
+            ledger = Ledger(Path(tmp) / "ledger.sqlite")
+            ledger.init_dataset(dataset, total, unit=unit)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        session = cls(ledger, dataset, engine=engine, progress=progress)
+        session._tempdir = tmp
+        return session
+
+    def close(self) -> None:
+        """Remove an in-memory session's ledger (a no-op for a ledger file of the user's)."""
+        if self._tempdir is not None:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+            self.ledger = None
+            self.dataset = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "no ledger" if self.ledger is None else str(self.ledger.path)
+        return f"Session({where}, dataset={self.dataset!r}, engine={self.engine.name!r})"
+
+    # -- budget ------------------------------------------------------------------------------
+
+    def status(self) -> LedgerStatus | None:
+        """The charged dataset's total, spent and remaining budget (None when not charging)."""
+        if self.ledger is None or self.dataset is None:
+            return None
+        return self.ledger.show(self.dataset)
+
+    def remaining(self) -> BudgetAmount | None:
+        """The charged dataset's remaining budget (None when not charging)."""
+        st = self.status()
+        return None if st is None else st.remaining
+
+    @property
+    def charging(self) -> bool:
+        return self.ledger is not None and self.dataset is not None
+
+    def _check_budget(
+        self, cost: Budget, neighbouring: Neighbouring | None, seed: int | None, function: str
+    ) -> None:
+        """Before any data is read: seeded output is never charged, and the budget must allow
+        the release (re-checked atomically when it is spent)."""
+        if not self.charging:
+            return
+        if seed is not None:
+            raise ValidationError(
+                "seed",
+                function,
+                "None when charging a dataset (seeded output is not private)",
+                seed,
+            )
+        st = self.status()
+        assert st is not None and self.dataset is not None
+        if not st.allows(cost):
+            raise BudgetExceededError(self.dataset, cost, st.remaining)
+        st.check(cost, neighbouring)
+
+    def _dry_run(
+        self,
+        mechanism: Mechanism | None,
+        cost: Budget,
+        neighbouring: Neighbouring,
+        details: dict[str, Any] | None = None,
+    ) -> DryRun:
+        st = self.status()
+        allowed = True
+        if st is not None:
+            allowed = st.allows(cost) and st.admits(neighbouring)
+        return DryRun(
+            mechanism=mechanism,
+            cost=cost,
+            neighbouring=neighbouring,
+            remaining=None if st is None else st.remaining,
+            allowed=allowed,
+            details=dict(details or {}),
+        )
+
+    @contextlib.contextmanager
+    def _charge(
+        self, cost: Budget, mechanism: str, neighbouring: Neighbouring | None
+    ) -> Iterator[None]:
+        """The body (the draw) as one ledger spend: nothing is recorded if it raises."""
+        if not self.charging:
+            yield
+            return
+        assert self.ledger is not None and self.dataset is not None
+        with self.ledger.spend(self.dataset, cost, mechanism=mechanism, neighbouring=neighbouring):
+            yield
+
+    def charged(
+        self,
+        cost: Budget,
+        mechanism: str,
+        neighbouring: Neighbouring | None,
+        draw: Callable[[], T],
+        *,
+        encode: Callable[[T], bytes] | None = None,
+        output: str | os.PathLike[str] | None = None,
+    ) -> T:
+        """Run ``draw`` as one spend of ``cost``, then publish.
+
+        The draw and the in-memory encoding of its output (``encode``) run inside the ledger
+        transaction; the file ``output`` is written atomically only after the spend is committed.
+        This is the one place where the pipeline draws, charges and publishes; every release
+        method ends here.
+        """
+        data: bytes | None = None
+        with self._charge(cost, mechanism, neighbouring):
+            result = draw()
+            if output is not None and encode is not None:
+                data = encode(result)
+        if output is not None and data is not None:
+            write_bytes_atomic(output, data)
+        return result
+
+    # -- releases ----------------------------------------------------------------------------
+
+    def histogram(
+        self,
+        source: Any,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        key: str | None = None,
+        user: str | bool | None = None,
+        mechanism: str = "default",
+        max_partitions: int | None = None,
+        max_per_partition: int | None = None,
+        domain: Sequence[Any] | npt.ArrayLike | str | os.PathLike[str] | None = None,
+        confidence: float = 0.95,
+        input_format: str | None = None,
+        key_type: str | None = None,
+        options: dict[str, Any] | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: str | None = None,
+        escape_formulas: bool = True,
+        seed: int | None = None,
+        dry_run: bool = False,
+    ) -> Release | DryRun:
+        """Release a private histogram of the keys of ``source``.
+
+        Args:
+            source: a file path (CSV/TSV, Parquet, NDJSON, text, FIMI) or a table the engine
+                reads (local engine: pandas, Polars or pyarrow).
+            epsilon, delta: the guarantee of the release (its cost).
+            key: the key column (not needed for text and FIMI files).
+            user: the user column for user-level privacy (``True`` for text/FIMI files: each
+                line is a user; FIMI files are always user-level).
+            mechanism: a registered mechanism name, or ``"default"`` (the planner's choice).
+            max_partitions, max_per_partition: the contribution bounds ``k`` and ``c`` for
+                user-level data (default 1 each).
+            domain: a public domain of keys (a sequence, or a file with one key per line).
+            confidence: the confidence of intervals.
+            input_format: the file format when the name does not tell.
+            key_type: ``"str"`` or ``"int"``; never inferred from the data.
+            options: mechanism options (e.g. ``{"keys_only": True}``).
+            output: write the release here (CSV, JSON or Parquet), atomically and only after the
+                spend is committed; refused if it is the input file or the ledger.
+            output_format: ``csv``, ``json`` or ``parquet`` (default: from ``output``'s name).
+            escape_formulas: escape CSV keys a spreadsheet would run as formulas (see
+                :mod:`privhist.io.writers`).
+            seed: reproducible, NOT private randomness (never charged).
+            dry_run: return a :class:`DryRun` instead, reading no data and spending nothing.
+
+        Returns:
+            The :class:`~privhist.core.release.Release` (or a :class:`DryRun`).
+        """
+        fn = "histogram"
+        check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
+        check_delta(delta, fn)
+        path = source if isinstance(source, str | os.PathLike) else None
+        fimi = path is not None and (
+            input_format == "fimi" or (input_format is None and _is_fimi(path))
+        )
+        if not self.engine.accepts(source):
+            raise ValidationError(
+                "source",
+                fn,
+                f"a file path or a table the {self.engine.name} engine reads",
+                type(source).__name__,
+            )
+        if key is None and not (input_format == "text" or fimi):
+            raise ValidationError("key", fn, "a column name", None)
+        if fimi and user is None:
+            user = True  # FIMI baskets are users by the format's definition
+        if user is None or user is False:
+            user = None
+            for name, value in (
+                ("max_partitions", max_partitions),
+                ("max_per_partition", max_per_partition),
+            ):
+                if value is not None:
+                    raise ValidationError(
+                        name, fn, "given together with a user column (user-level data)", value
+                    )
+        if not isinstance(escape_formulas, bool):
+            raise ValidationError("escape_formulas", fn, "True or False", escape_formulas)
+        dom = read_domain(domain, fn)
+        nb = (
+            Neighbouring.user(
+                1 if max_partitions is None else max_partitions,
+                1 if max_per_partition is None else max_per_partition,
+            )
+            if user is not None
+            else Neighbouring.add_remove()
+        )
+        mech = _build(mechanism, epsilon, delta, nb, dom, confidence, dict(options or {}))
+        cost = mech.guarantee()
+        out_format = self._check_output_for(mech, output, output_format, [path], fn)
+        if dry_run:
+            return self._dry_run(mech, cost, nb)
+        self._check_budget(cost, nb, seed, fn)
+        rng = default_source(seed)
+        request = CountRequest(
+            key=key or "key",
+            user=user,
+            format=input_format,
+            key_type=key_type,
+            max_partitions=nb.max_partitions_contributed if user is not None else None,
+            max_per_partition=nb.max_contributions_per_partition if user is not None else None,
+        )
+        counts = self.engine.count(source, request, rng, progress=self.progress)
+        release: Release = self.charged(
+            cost,
+            mech.name,
+            nb,
+            lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
+            encode=lambda r: encode_release(
+                r, out_format or "csv", escape_formulas=escape_formulas, function=fn
+            ),
+            output=output,
+        )
+        return release
+
+    def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:
+        """TrieHH++ heavy hitters (or ``one_shot=True``: one sample-and-threshold histogram of
+        whole items) over one item per client; see :func:`privhist.session.analyses.heavy_hitters`
+        for the parameters. Returns a :class:`~privhist.session.analyses.HeavyHittersResult`."""
+        from privhist.session.analyses import heavy_hitters
+
+        return heavy_hitters(self, source, **kwargs)
+
+    def quantiles(self, source: Any, **kwargs: Any) -> Any:
+        """Private quantiles of a numeric column; see
+        :func:`privhist.session.analyses.quantiles`."""
+        from privhist.session.analyses import quantiles
+
+        return quantiles(self, source, **kwargs)
+
+    def range_counts(self, source: Any, **kwargs: Any) -> Any:
+        """Private range counts of a numeric column; see
+        :func:`privhist.session.analyses.range_counts`."""
+        from privhist.session.analyses import range_counts
+
+        return range_counts(self, source, **kwargs)
+
+    def weighted_sample(self, source: Any, **kwargs: Any) -> Any:
+        """A private weighted sample; see :func:`privhist.session.analyses.weighted_sample`."""
+        from privhist.session.analyses import weighted_sample
+
+        return weighted_sample(self, source, **kwargs)
+
+    def federated_frequency(self, source: Any, **kwargs: Any) -> Any:
+        """User-level federated frequency estimation (TFFE/MFFE); see
+        :func:`privhist.session.analyses.federated_frequency`."""
+        from privhist.session.analyses import federated_frequency
+
+        return federated_frequency(self, source, **kwargs)
+
+    def count(
+        self,
+        source: Any,
+        request: CountRequest,
+        *,
+        seed: int | None = None,
+    ) -> Counts:
+        """The engine's bounded counts of ``source`` (exact, NOT private: nothing is released).
+
+        For building releases by hand; the counts themselves must never be published.
+        """
+        return self.engine.count(source, request, default_source(seed), progress=self.progress)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _check_output_for(
+        self,
+        mech: Mechanism,
+        output: str | os.PathLike[str] | None,
+        output_format: str | None,
+        inputs: Sequence[str | os.PathLike[str] | None],
+        fn: str,
+    ) -> str | None:
+        formats = getattr(mech, "output_formats", None)  # e.g. compact: a polynomial, not rows
+        if output is None:
+            if formats is not None:
+                raise ValidationError(
+                    "output",
+                    f"{fn} with mechanism {mech.name}",
+                    f"a {' or '.join(formats)} file (CSV rows cannot hold this release)",
+                    None,
+                )
+            return None
+        fmt = check_output(output, output_format, inputs, self.ledger_path, fn)
+        if formats is not None and fmt not in formats:
+            raise ValidationError(
+                "format", f"{fn} with mechanism {mech.name}", " or ".join(formats), fmt
+            )
+        return fmt
+
+    @property
+    def ledger_path(self) -> Path | None:
+        return None if self.ledger is None else self.ledger.path
+
+
+def check_output(
+    output: str | os.PathLike[str],
+    output_format: str | None,
+    inputs: Sequence[str | os.PathLike[str] | None],
+    ledger: str | os.PathLike[str] | None,
+    function: str,
+) -> str:
+    """Validate an output destination before any data is read; return its format.
+
+    Refused: a missing directory, a directory, a format that disagrees with the file name, and
+    any path that resolves to an input file or to the ledger (through links too): writing the
+    release there would destroy the data or the record of its budget.
+    """
+    dest, fmt = check_destination(output, output_format, function)
+    protected: list[tuple[str, Path]] = [
+        ("an input file", Path(p)) for p in inputs if p is not None
+    ]
+    if ledger is not None:
+        protected.append(("the budget ledger", Path(ledger)))
+        protected.extend(
+            ("the budget ledger", Path(f"{ledger}{suffix}")) for suffix in ("-wal", "-journal")
+        )
+    for what, p in protected:
+        if _same_file(dest, p):
+            raise ValidationError(
+                "output", function, f"a file other than {what} (it would be overwritten)", str(dest)
+            )
+    return fmt
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def read_domain(
+    domain: Sequence[Any] | npt.ArrayLike | str | os.PathLike[str] | None, function: str
+) -> npt.NDArray[Any] | None:
+    """A public domain: as given (array-like), or read from a file of one key per line.
+
+    Lines that are all integers make an integer domain; otherwise keys are text.
+    """
+    if domain is None:
+        return None
+    if isinstance(domain, str | os.PathLike):
+        p = Path(domain)
+        if not p.is_file():
+            raise InputDataError(f"domain file '{p}' does not exist")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputDataError(
+                f"domain file '{p}' is not UTF-8 text (byte {exc.start}: {exc.reason})"
+            ) from exc
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if not lines:
+            raise InputDataError(f"domain file '{p}' is empty")
+        try:
+            return np.array([int(x) for x in lines], dtype=np.int64)
+        except ValueError:
+            return np.array(lines, dtype=object)
+    arr = np.asarray(domain)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValidationError("domain", function, "a non-empty one-dimensional sequence", domain)
+    if arr.dtype.kind in "U":
+        arr = arr.astype(object)
+    return arr
+
+
+def _build(
+    name: str,
+    epsilon: float,
+    delta: float,
+    nb: Neighbouring,
+    domain: Any,
+    confidence: float,
+    options: dict[str, Any],
+) -> Mechanism:
+    from privhist.planning.plan import build, choose_default
+
+    if name == "default":
+        keys_only = bool(options.get("keys_only"))
+        try:
+            name = choose_default(epsilon, delta, nb, domain=domain, keys_only=keys_only)
+        except ValidationError as exc:
+            if exc.parameter != "mechanism":
+                raise
+            # no mechanism applies: building the one that would be chosen says why
+            preferred = (
+                "dense" if domain is not None else "optimal-selection" if keys_only else "stability"
+            )
+            build(preferred, epsilon, delta, nb, domain=domain, confidence=confidence, **options)
+            raise
+    return build(name, epsilon, delta, nb, domain=domain, confidence=confidence, **options)
+
+
+def _with_counts_info(release: Release, counts: Counts, engine: str) -> Release:
+    release.diagnostics.setdefault("distinct_keys_counted", len(counts))
+    release.diagnostics.setdefault("engine", engine)
+    return release
+
+
+def _is_fimi(path: str | os.PathLike[str]) -> bool:
+    return os.fspath(path).endswith((".dat", ".fimi"))

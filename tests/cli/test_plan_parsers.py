@@ -1,0 +1,62 @@
+"""``privhist plan``: one sub-parser per mechanism, each with only its own options."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import privhist.mechanisms.registry as registry
+from privhist.cli.main import main
+
+
+def _run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse refusals
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cpbm_computes_epsilon_without_being_given_one(capsys: Any) -> None:
+    argv = ["plan", "cpbm", "--users", "10000", "--dimension", "64", "--m", "30"]
+    code, out, err = _run(capsys, *argv, "--theta", "0.2", "--delta", "1e-5", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert 0 < report["epsilon"] < 100 and "target_epsilon" not in report
+    code, out, _ = _run(
+        capsys, *argv, "--theta", "0.2", "--delta", "1e-5", "--json", "--epsilon", "1"
+    )
+    with_target = json.loads(out)
+    assert code == 0 and with_target["epsilon"] == report["epsilon"]
+    assert with_target["meets_target"] is (report["epsilon"] <= 1)
+
+
+@pytest.mark.parametrize(
+    ("target", "foreign"),
+    [
+        ("stability", ["--strict-time"]),  # a finite-computers option
+        ("stability", ["--users", "10"]),  # a cpbm planner option
+        ("cpbm", ["--keys-only"]),
+        ("dense", ["--max-keys", "3"]),  # compact's
+    ],
+)
+def test_a_mechanism_refuses_other_mechanisms_options(
+    target: str, foreign: list[str], capsys: Any
+) -> None:
+    code, _, err = _run(capsys, "plan", target, "--epsilon", "1", "--delta", "1e-8", *foreign)
+    assert code == 2 and "unrecognized arguments" in err and err.count("\n") == 1
+
+
+def test_every_registered_mechanism_has_its_own_plan_parser(capsys: Any) -> None:
+    for name in registry.names():
+        code, out, err = _run(capsys, "plan", name, "--help")
+        assert code == 0 and f"privhist plan {name}" in out, (name, err)
+        own = {o.flag for o in registry.get(name).options}
+        others = {
+            o.flag for cls in registry.registry().values() for o in cls.options if o.flag not in own
+        }
+        assert all(flag in out for flag in own), name
+        assert not any(f" {flag} " in out or f"[{flag}" in out for flag in others), name

@@ -1,0 +1,130 @@
+"""The Spark engine counts exactly what the local engine counts, and (same seed, NOT private)
+gives the same release, whatever the partitioning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+
+from privhist import Session
+from privhist.core.data import Counts
+from privhist.core.random import SeededRandom
+from privhist.engines import CountRequest, Engine, LocalEngine
+from privhist.engines.spark import SparkEngine
+from privhist.session import DryRun
+
+
+def _records(seed: int, n: int, users: int, keys: int, text: bool) -> pd.DataFrame:
+    g = np.random.default_rng(seed)
+    key = g.zipf(1.3, n) % keys
+    user = g.integers(0, users, n)
+    frame = pd.DataFrame(
+        {
+            "key": [f"k{x}" for x in key] if text else key,
+            "user": [f"u{x}" for x in user] if text else user,
+        }
+    )
+    frame.loc[g.random(n) < 0.02, "key"] = None
+    frame.loc[g.random(n) < 0.02, "user"] = None
+    if not text:
+        frame = frame.astype({"key": "Int64", "user": "Int64"})
+    return frame
+
+
+def _same(a: Counts, b: Counts) -> None:
+    assert a.keys.tolist() == b.keys.tolist()
+    assert a.counts.tolist() == b.counts.tolist()
+    assert (a.units is None) == (b.units is None)
+    if a.units is not None and b.units is not None:
+        assert a.units.tolist() == b.units.tolist()
+    assert a.neighbouring == b.neighbouring
+    for name in (
+        "records",
+        "null_keys",
+        "distinct_keys",
+        "records_kept",
+        "users",
+        "users_bounded",
+        "null_users",
+    ):
+        assert a.info.get(name) == b.info.get(name), name
+
+
+@pytest.mark.parametrize(("text", "k", "c"), [(False, None, None), (False, 2, 1), (True, 3, 4)])
+def test_same_counts_as_the_local_engine(spark: Any, text: bool, k: Any, c: Any) -> None:
+    frame = _records(7, 4000, 150, 60, text)
+    user = None if k is None else "user"
+    request = CountRequest(key="key", user=user, max_partitions=k, max_per_partition=c)
+    local = LocalEngine().count(pl.from_pandas(frame), request, SeededRandom(11))
+    sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
+    remote = SparkEngine(spark).count(sdf, request, SeededRandom(11))
+    _same(local, remote)
+
+
+def test_independent_of_partitioning(spark: Any) -> None:
+    frame = _records(3, 3000, 100, 40, False)
+    sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
+    request = CountRequest(key="key", user="user", max_partitions=2)
+    one = SparkEngine(spark).count(sdf.repartition(1), request, SeededRandom(5))
+    seven = SparkEngine(spark).count(sdf.repartition(7, "key"), request, SeededRandom(5))
+    _same(one, seven)
+
+
+def test_same_release_through_the_session(spark: Any, tmp_path: Path) -> None:
+    """Seeded runs: the Spark engine and the local engine give the same release, from a Spark
+    DataFrame and from the Parquet file Spark reads itself."""
+    frame = _records(9, 6000, 200, 30, True)
+    kwargs: dict[str, Any] = dict(
+        key="key", user="user", max_partitions=3, epsilon=1, delta=1e-6, seed=21
+    )
+    local = Session().histogram(frame, **kwargs)
+    sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
+    remote = Session(engine=SparkEngine(spark)).histogram(sdf, **kwargs)
+    assert not isinstance(local, DryRun) and not isinstance(remote, DryRun)
+    assert len(local) > 0
+    assert local.to_polars().equals(remote.to_polars())
+    path = tmp_path / "records.parquet"
+    pl.from_pandas(frame).write_parquet(path)
+    from_file = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
+    assert not isinstance(from_file, DryRun)
+    assert from_file.to_polars().equals(local.to_polars())
+
+
+def test_engine_protocol_and_refusals(spark: Any, tmp_path: Path) -> None:
+    eng = SparkEngine(spark)
+    assert isinstance(eng, Engine) and eng.accepts(spark.range(3)) and not eng.accepts(3)
+    text = tmp_path / "book.txt"
+    text.write_text("a b c\n")
+    from privhist.core.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="local engine"):
+        eng.count(text, CountRequest(format="text"), SeededRandom(0))
+
+
+def test_uniform_subsets_on_spark(spark: Any) -> None:
+    """One user with four keys keeps k = 1: Spark chooses what the local engine chooses, run by
+    run, and the local choice is uniform over 400 seeded runs (chi-square at alpha = 1e-6)."""
+    from scipy import stats
+
+    sdf = spark.createDataFrame(pd.DataFrame({"user": [1] * 4, "key": ["a", "b", "c", "d"]}))
+    eng = SparkEngine(spark)
+    request = CountRequest(key="key", user="user", max_partitions=1)
+    chosen = [eng.count(sdf, request, SeededRandom(s)).keys[0] for s in range(4)]
+    local = [
+        LocalEngine().count(pl.from_pandas(sdf.toPandas()), request, SeededRandom(s)).keys[0]
+        for s in range(4)
+    ]
+    assert chosen == local  # the same priorities, run by run
+    many = [
+        LocalEngine()
+        .count(pl.DataFrame({"user": [1] * 4, "key": list("abcd")}), request, SeededRandom(s))
+        .keys[0]
+        for s in range(400)
+    ]
+    observed = [many.count(x) for x in "abcd"]
+    assert stats.chisquare(observed).pvalue > 1e-6

@@ -384,3 +384,41 @@ def test_cli_dry_run(ledger: Ledger, tmp_path: Path, capsys: Any) -> None:
     assert report["cost"] == {"epsilon": 0.5, "delta": 1e-8} and report["allowed"]
     assert report["remaining"]["epsilon"] == 2.0 and report["plan"]["mechanism"] == "stability"
     assert not out.exists() and _spends(ledger) == 0
+
+
+def _baskets(seed: int, users: int) -> pd.DataFrame:
+    g = np.random.default_rng(seed)
+    rows = []
+    for u in range(users):
+        for k in set((g.zipf(1.4, 8) % 50).tolist()):
+            rows.append((u, f"item{k}"))
+    return pd.DataFrame(rows, columns=["user", "item"])
+
+
+@pytest.mark.parametrize("mechanism", ["wgm", "dp-sips"])
+def test_weighted_selectors_through_the_session_and_the_cli(
+    mechanism: str, tmp_path: Path, capsys: Any
+) -> None:
+    """The weighted selectors release from a DataFrame (Session) and from a file (CLI) with the
+    same rows for the same seed, are charged to a user-level dataset, and take keys_only."""
+    frame = _baskets(1, 3000)
+    csv = tmp_path / "baskets.csv"
+    frame.to_csv(csv, index=False)
+    kwargs: dict[str, Any] = dict(
+        key="item", user="user", mechanism=mechanism, epsilon=1.0, delta=1e-6
+    )
+    r = Session().histogram(frame.astype({"user": str}), seed=5, **kwargs)
+    assert not isinstance(r, DryRun) and len(r) > 0 and r.values is not None
+    out = tmp_path / "r.json"
+    argv = ["histogram", str(csv), "--key", "item", "--user", "user", "--mechanism", mechanism]
+    argv += ["--epsilon", "1", "--delta", "1e-6", "--seed", "5", "-o", str(out), "--no-progress"]
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["rows"] == r.to_polars().to_dicts()
+    keys = Session().histogram(frame, seed=5, options={"keys_only": True}, **kwargs)
+    assert not isinstance(keys, DryRun) and keys.values is None and len(keys) > 0
+    with Session.in_memory(Budget(2.0, 1e-5), unit="user") as s:
+        s.histogram(frame, **kwargs)
+        st = s.status()
+        assert st is not None and len(st.spends) == 1 and st.spends[0].mechanism == mechanism
+    with pytest.raises(ValidationError, match="'user'"):
+        Session().histogram(frame, key="item", mechanism=mechanism, epsilon=1, delta=1e-6)

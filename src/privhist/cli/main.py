@@ -133,7 +133,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--text", action="store_true", help="input is plain text: count words")
     h.add_argument("--input-format", choices=["csv", "parquet", "ndjson", "text", "fimi"])
-    h.add_argument("--mechanism", choices=["default", *registry.names()], default="default")
+    h.add_argument(
+        "--mechanism",
+        choices=["default", *registry.names(), *sorted(registry.weighted_registry())],
+        default="default",
+        help="a registered mechanism, or a weighted user-level selector (wgm, dp-sips)",
+    )
     _privacy_args(h)
     h.add_argument("--domain", help="file with the public key domain, one key per line")
     h.add_argument("--output", "-o", help="output file (default: CSV on stdout)")
@@ -470,7 +475,11 @@ def _summary(release: Any) -> None:
     ]
     if "warning" in release.metadata:
         parts.append(release.metadata["warning"])
-    facts = [f"{info.get('distinct_keys_counted', 0)} distinct keys"]
+    facts = []
+    if "distinct_keys_counted" in info:
+        facts.append(f"{info['distinct_keys_counted']} distinct keys")
+    if "users" in info:
+        facts.append(f"{info['users']} users")
     if info.get("null_keys"):
         facts.append(f"{info['null_keys']} records with a null key were dropped")
     if info.get("null_users"):

@@ -95,6 +95,12 @@ class SparkEngine:
             return os.fspath(source)
         return "a Spark DataFrame"
 
+    def weighted_source(self, source: Any, request: CountRequest, rng: RandomSource) -> Any:
+        """Not yet: the weighted selectors (WGM, DP-SIPS) run on the local engine only."""
+        raise UnsupportedError(
+            "the weighted selectors (wgm, dp-sips) run on the local engine only for now"
+        )
+
     def count(
         self,
         source: Any,

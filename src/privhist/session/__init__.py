@@ -52,10 +52,16 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+import privhist.mechanisms.registry as registry
 from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
 from privhist.core.budget import Budget
 from privhist.core.data import Counts
-from privhist.core.errors import BudgetExceededError, InputDataError, ValidationError
+from privhist.core.errors import (
+    BudgetExceededError,
+    InputDataError,
+    UnsupportedError,
+    ValidationError,
+)
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import default_source
 from privhist.core.release import Release
@@ -382,6 +388,28 @@ class Session:
         if not isinstance(escape_formulas, bool):
             raise ValidationError("escape_formulas", fn, "True or False", escape_formulas)
         dom = read_domain(domain, fn)
+        if mechanism in registry.weighted_registry():
+            return self._weighted_histogram(
+                source,
+                mechanism=mechanism,
+                epsilon=epsilon,
+                delta=delta,
+                key=key,
+                user=user,
+                max_partitions=max_partitions,
+                max_per_partition=max_per_partition,
+                domain=dom,
+                confidence=confidence,
+                input_format=input_format,
+                key_type=key_type,
+                options=dict(options or {}),
+                output=output,
+                output_format=output_format,
+                escape_formulas=escape_formulas,
+                seed=seed,
+                dry_run=dry_run,
+                path=path,
+            )
         nb = (
             Neighbouring.user(
                 1 if max_partitions is None else max_partitions,
@@ -411,6 +439,89 @@ class Session:
             mech.name,
             nb,
             lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
+            encode=lambda r: encode_release(
+                r, out_format or "csv", escape_formulas=escape_formulas, function=fn
+            ),
+            output=output,
+        )
+        return release
+
+    def _weighted_histogram(
+        self,
+        source: Any,
+        *,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        key: str | None,
+        user: str | bool | None,
+        max_partitions: int | None,
+        max_per_partition: int | None,
+        domain: Any,
+        confidence: float,
+        input_format: str | None,
+        key_type: str | None,
+        options: dict[str, Any],
+        output: str | os.PathLike[str] | None,
+        output_format: str | None,
+        escape_formulas: bool,
+        seed: int | None,
+        dry_run: bool,
+        path: Any,
+    ) -> Release | DryRun:
+        """A weighted user-level selector (WGM, DP-SIPS; :mod:`privhist.mechanisms.user_level`):
+        each user spreads one unit of L2 weight over at most ``max_partitions`` keys (default
+        :data:`~privhist.mechanisms.user_level.selectors.DEFAULT_MAX_KEYS`); keys only with
+        ``keys_only``, else keys and counts from a second Gaussian release."""
+        fn = "histogram"
+        if user is None:
+            raise ValidationError(
+                "user", f"{fn} with mechanism {mechanism}", "a user column (user-level data)", None
+            )
+        if domain is not None:
+            raise ValidationError("domain", f"{fn} with mechanism {mechanism}", "None", "a domain")
+        if max_per_partition not in (None, 1):
+            raise ValidationError(
+                "max_per_partition",
+                f"{fn} with mechanism {mechanism}",
+                "1 (the selectors count users, not records)",
+                max_per_partition,
+            )
+        keys_only = bool(options.pop("keys_only", False))
+        if options:
+            name = sorted(options)[0]
+            raise ValidationError(
+                name,
+                f"{fn} with mechanism {mechanism}",
+                "an option of this mechanism",
+                options[name],
+            )
+        cls = registry.weighted_registry()[mechanism]
+        kwargs: dict[str, Any] = {"counts": not keys_only, "confidence": confidence}
+        if max_partitions is not None:
+            kwargs["max_keys"] = max_partitions
+        selector = cls(epsilon, delta, **kwargs)
+        nb = Neighbouring.user(selector.max_keys, 1)
+        cost = selector.guarantee()
+        out_format = None
+        if output is not None:
+            out_format = check_output(output, output_format, [path], self.ledger_path, fn)
+        if dry_run:
+            return self._dry_run(None, cost, nb, {"mechanism": mechanism, **selector.parameters()})
+        self._check_budget(cost, nb, seed, fn)
+        rng = default_source(seed)
+        request = CountRequest(key=key or "key", user=user, format=input_format, key_type=key_type)
+        weighted_source = getattr(self.engine, "weighted_source", None)
+        if weighted_source is None:
+            raise UnsupportedError(
+                f"the {self.engine.name} engine has no weighted source for {mechanism}"
+            )
+        src = weighted_source(source, request, rng)
+        release: Release = self.charged(
+            cost,
+            mechanism,
+            nb,
+            lambda: selector.release_weighted(src, rng),
             encode=lambda r: encode_release(
                 r, out_format or "csv", escape_formulas=escape_formulas, function=fn
             ),

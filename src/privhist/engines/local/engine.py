@@ -81,6 +81,27 @@ class LocalEngine:
             return os.fspath(source)
         return f"a {type(source).__module__.split('.')[0]} {type(source).__name__}"
 
+    def weighted_source(self, source: Any, request: CountRequest, rng: RandomSource) -> Any:
+        """The distinct (user, key) pairs of ``source`` as a
+        :class:`~privhist.core.weighted.WeightedSource` for the weighted selectors (WGM,
+        DP-SIPS); users keep their keys with the engine's keyed priorities under ``rng``."""
+        from privhist.engines.local.weighting import LocalWeightedSource
+
+        if not request.user_level:
+            raise ValidationError(
+                "user", "weighted_source", "a user column (weighted selectors are user-level)", None
+            )
+        if not isinstance(source, str | os.PathLike):
+            source = as_polars(source, "weighted_source")
+        return LocalWeightedSource.from_source(
+            source,
+            key=request.key,
+            user=request.user if request.user is not None else True,
+            format=request.format,
+            key_type=request.key_type,
+            rng=rng,
+        )
+
     def count(
         self,
         source: Any,

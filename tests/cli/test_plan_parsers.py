@@ -62,3 +62,17 @@ def test_every_registered_mechanism_has_its_own_plan_parser(capsys: Any) -> None
         assert all(flag in out for flag in own), name
         shown = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", out))
         assert not shown & others, (name, shown & others)
+
+
+@pytest.mark.parametrize("name", ["wgm", "dp-sips"])
+def test_weighted_selectors_have_a_plan(name: str, capsys: Any) -> None:
+    code, out, err = _run(
+        capsys, "plan", name, "--epsilon", "1", "--delta", "1e-8", "--max-count", "150", "--json"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    p = report["reporting_probability"]
+    assert len(p) == 151 and p[0] < 1e-8 and p[-1] > 0.99
+    assert all(b >= a - 1e-12 for a, b in zip(p, p[1:], strict=False))
+    assert report["users_at_half"] < report["users_at_99"] <= 150
+    assert report["parameters"]["max_keys"] == 20  # the documented default cap

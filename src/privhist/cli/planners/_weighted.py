@@ -1,0 +1,42 @@
+"""The shared body of ``privhist plan wgm`` and ``privhist plan dp-sips``: the weighted selectors'
+parameters and Pr[released] by the number of users holding a key
+(:func:`privhist.planning.user_level.selector_curve`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from privhist.cli.common import print_report
+
+COMMON = ("epsilon", "delta", "max_count")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-partitions", type=int, help="keys each user keeps (Delta0; 20)")
+    parser.add_argument(
+        "--degree", type=int, default=1, help="keys each holder of the key keeps (1)"
+    )
+    parser.add_argument("--keys-only", action="store_true", help="no second release for counts")
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    import privhist.mechanisms.registry as registry
+    from privhist.planning.user_level import selector_curve
+
+    cls = registry.weighted_registry()[name]
+    kwargs: dict[str, Any] = {"counts": not args.keys_only}
+    if args.max_partitions is not None:
+        kwargs["max_keys"] = args.max_partitions
+    selector = cls(args.epsilon, args.delta, **kwargs)
+    curve = selector_curve(selector, args.max_count, degree=args.degree)
+    report = {
+        "mechanism": name,
+        "guarantee": str(selector.guarantee()),
+        "parameters": selector.parameters(),
+        "users_at_half": curve["users_at_half"],
+        "users_at_99": curve["users_at_99"],
+        "reporting_probability": [float(p) for p in curve["probability"]],
+    }
+    print_report(report, args.json)
+    return 0

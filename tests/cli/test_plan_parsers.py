@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -73,6 +74,6 @@ def test_weighted_selectors_have_a_plan(name: str, capsys: Any) -> None:
     report = json.loads(out)
     p = report["reporting_probability"]
     assert len(p) == 151 and p[0] < 1e-8 and p[-1] > 0.99
-    assert all(b >= a - 1e-12 for a, b in zip(p, p[1:], strict=False))
+    assert all(b >= a - 1e-12 for a, b in itertools.pairwise(p))
     assert report["users_at_half"] < report["users_at_99"] <= 150
     assert report["parameters"]["max_keys"] == 20  # the documented default cap

@@ -422,3 +422,16 @@ def test_weighted_selectors_through_the_session_and_the_cli(
         assert st is not None and len(st.spends) == 1 and st.spends[0].mechanism == mechanism
     with pytest.raises(ValidationError, match="'user'"):
         Session().histogram(frame, key="item", mechanism=mechanism, epsilon=1, delta=1e-6)
+
+
+def test_user_level_default_is_dp_sips_unless_a_cap_is_given() -> None:
+    frame = _baskets(2, 2000)
+    base: dict[str, Any] = dict(key="item", user="user", epsilon=1, delta=1e-6, seed=1)
+    r = Session().histogram(frame, **base)
+    assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "dp-sips"
+    capped = Session().histogram(frame, max_partitions=1, **base)
+    assert not isinstance(capped, DryRun) and capped.metadata["mechanism"] != "dp-sips"
+    plan = Session().histogram(
+        frame, dry_run=True, **{k: v for k, v in base.items() if k != "seed"}
+    )
+    assert isinstance(plan, DryRun) and plan.details["mechanism"] == "dp-sips"

@@ -75,6 +75,8 @@ class SparkEngine:
     """
 
     name = "spark"
+    #: no weighted source yet (the weighted selectors run on the local engine)
+    weighted = False
 
     def __init__(self, spark: Any = None) -> None:
         self._spark = spark

@@ -73,6 +73,11 @@ from privhist.mechanisms.base import Mechanism
 
 T = TypeVar("T")
 
+#: the mechanism of a user-level release given no contribution cap: DP-SIPS with its default cap
+#: released the most keys (keys only) and, with counts, more keys at a smaller error than every
+#: per-key mechanism and PipelineDP on retail and msweb (benchmarks/bench_user_level.py)
+USER_LEVEL_DEFAULT = "dp-sips"
+
 __all__ = ["DryRun", "Session", "check_output", "read_domain"]
 
 
@@ -388,6 +393,17 @@ class Session:
         if not isinstance(escape_formulas, bool):
             raise ValidationError("escape_formulas", fn, "True or False", escape_formulas)
         dom = read_domain(domain, fn)
+        if (
+            mechanism == "default"
+            and user is not None
+            and max_partitions is None
+            and max_per_partition is None
+            and dom is None
+            and getattr(self.engine, "weighted", False)
+        ):
+            # user-level data with no cap given: the most accurate release measured
+            # (benchmarks/bench_user_level.py), DP-SIPS with its default cap
+            mechanism = USER_LEVEL_DEFAULT
         if mechanism in registry.weighted_registry():
             return self._weighted_histogram(
                 source,

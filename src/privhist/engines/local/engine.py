@@ -68,6 +68,8 @@ class LocalEngine:
     """
 
     name = "local"
+    #: provides a weighted source (:meth:`weighted_source`) for the weighted selectors
+    weighted = True
 
     def accepts(self, source: Any) -> bool:
         return (

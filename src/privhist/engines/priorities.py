@@ -44,6 +44,9 @@ U64 = npt.NDArray[np.uint64]
 #: bytes of the secret
 SECRET_BYTES: Final[int] = 32
 
+#: pairs encrypted per call of the cipher
+_CHUNK: Final[int] = 1 << 16
+
 
 class PairPriorities:
     """The keyed priority function of one release (see the module notes).
@@ -100,16 +103,22 @@ class PairPriorities:
         if u.shape != k.shape:
             raise ValidationError("keys", "PairPriorities", f"shape {u.shape}", k.shape)
         n = int(u.shape[0])
+        result: U64 = np.empty(n, dtype=np.uint64)
         if n == 0:
-            return np.zeros(0, dtype=np.uint64)
-        blocks = np.empty((n, 2), dtype="<u8")
-        blocks[:, 0] = u
-        blocks[:, 1] = k
-        out = bytearray(16 * n + 15)
+            return result
+        # in chunks: buffers that stay in cache instead of arrays of 16 bytes a pair
+        size = min(n, _CHUNK)
+        blocks = np.empty((size, 2), dtype="<u8")
+        out = bytearray(16 * size + 15)
+        words = np.frombuffer(out, dtype="<u8", count=2 * size)
         encryptor: Any = self._cipher.encryptor()
-        encryptor.update_into(blocks.view(np.uint8).reshape(-1), out)
-        words = np.frombuffer(out, dtype="<u8", count=2 * n)
-        result: U64 = words[0::2].astype(np.uint64)
+        for start in range(0, n, size):
+            stop = min(n, start + size)
+            m = stop - start
+            blocks[:m, 0] = u[start:stop]
+            blocks[:m, 1] = k[start:stop]
+            encryptor.update_into(blocks[:m].view(np.uint8).reshape(-1), out)
+            result[start:stop] = words[0 : 2 * m : 2]
         return result
 
 

@@ -704,21 +704,22 @@ def _count_user_codes(
         new_user = np.empty(pair.size, dtype=np.bool_)
         new_user[0] = True
         np.not_equal(users[1:], users[:-1], out=new_user[1:])
-        del users
         user_starts = np.flatnonzero(new_user)
         del new_user
         sizes = np.diff(np.append(user_starts, pair.size)).astype(np.int64)
+        keys = pair - users * width
 
         def priorities(
-            rows: npt.NDArray[np.int64], pair: npt.NDArray[np.int64] = pair
+            rows: npt.NDArray[np.int64],
+            users: npt.NDArray[np.int64] = users,
+            keys: npt.NDArray[np.int64] = keys,
         ) -> npt.NDArray[np.uint64]:
-            chosen = pair[rows]
-            return prio(chosen // width + u0, chosen % width + k0)
+            return prio(users[rows] + u0, keys[rows] + k0)
 
         keep, bounded = _keep_mask(sizes, k, priorities)
+        del users
         info["users"] += int(user_starts.size)
         info["users_bounded"] += bounded
-        keys = pair % width
         kept_counts = np.minimum(n[keep], c)
         if dense:
             present |= np.bincount(keys, minlength=width).astype(np.bool_)

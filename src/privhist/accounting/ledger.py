@@ -43,6 +43,17 @@ same lock, and no two releases can both pass a check that only one of them fits.
 written at once but only committed when the ``with`` body finishes normally; if the body raises,
 the transaction is rolled back and nothing is recorded. The lock is held while the body runs, so
 other processes wait (up to ``timeout`` seconds) rather than race.
+
+Nothing published without a recorded spend. A process killed inside the ``with`` body (SIGKILL,
+power loss) never reaches COMMIT: the spend is rolled back when the file is next opened (SQLite's
+rollback journal), so the body must leave nothing readable behind. The body therefore draws and
+encodes the release in memory only; the release is written to a file, or returned, after the
+``with`` statement, once COMMIT has returned, and with SQLite's default ``synchronous=FULL`` the
+spend is on disk by then. A kill after the COMMIT and before the file is complete keeps the spend
+and loses the release, which errs on the side of privacy. :meth:`privhist.session.Session.charged`
+follows this order, and ``tests/hardening/test_kill.py`` kills a release at each step
+(:mod:`privhist.core.faults`) and finds no readable release without its spend. Writing a file
+inside the body, even a hidden temporary one, would break this.
 """
 
 from __future__ import annotations
@@ -66,6 +77,7 @@ import platformdirs
 
 from privhist.core.budget import Budget
 from privhist.core.errors import BudgetExceededError, LedgerError, ValidationError
+from privhist.core.faults import checkpoint
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.validation import float_down, float_up
 
@@ -389,7 +401,9 @@ class Ledger:
         with ledger.spend("survey", Budget(1.0, 1e-8), mechanism="stability",
                           neighbouring=Neighbouring.user(3)):
             release = mechanism.release(counts, rng)  # runs only if the budget allows it
-            write(release)                           # if anything raises, nothing is recorded
+            data = encode_release(release, "csv")     # in memory; if anything raises, nothing
+                                                      # is recorded
+        write_bytes_atomic("release.csv", data)       # only once the spend is committed
     """
 
     def __init__(
@@ -810,6 +824,7 @@ class SpendTransaction:
                 _rollback_quietly(conn)
                 return False
             try:
+                checkpoint("before-commit")
                 conn.execute("COMMIT")
             except sqlite3.Error as e:
                 _rollback_quietly(conn)

@@ -27,6 +27,29 @@ leading apostrophe from a key that starts with ``'`` followed by one of those ch
 Writes are atomic: the file is written to a temporary file in the destination directory and
 renamed over the destination only when complete, so a failure leaves no partial file and never
 damages a file already there.
+
+No unpaid release on disk. A release that is charged to a budget ledger must not reach a file
+before its spend is durable: a hidden temporary file written while the ledger transaction is open
+survives a kill (SIGKILL, power loss) that rolls the spend back, and running the same release again
+and again would then give unlimited free releases to average. So the release path encodes the
+release in memory (:func:`encode_release`) inside the transaction and hands the bytes to
+:func:`write_bytes_atomic` only after the COMMIT has returned (:meth:`privhist.session.Session.
+charged`). The order of the steps, and what a kill at each leaves behind:
+
+1. draw and encode, in memory, with the spend row written but not committed: a kill leaves no
+   spend (SQLite rolls the open transaction back when the ledger is next opened) and no byte on
+   disk;
+2. COMMIT (durable: SQLite's default ``synchronous=FULL`` syncs the journal before COMMIT returns);
+3. write the hidden temporary file and fsync it, then rename it over the destination: a kill here
+   leaves the spend recorded and, at worst, a complete hidden file beside the destination, which
+   has been paid for.
+
+So at every instant, a readable release implies a recorded spend. The reverse does not hold (a kill
+after the COMMIT can lose a paid release): the budget errs on the side of privacy. The crash test
+``tests/hardening/test_kill.py`` kills a release at every step (:mod:`privhist.core.faults`) and
+checks this. :func:`stage_release` and :func:`write_atomic` write whatever they are given at once;
+call them with a charged release only after its spend has been committed, never inside
+:meth:`privhist.accounting.ledger.Ledger.spend`.
 """
 
 from __future__ import annotations
@@ -51,6 +74,7 @@ import numpy as np
 import polars as pl
 
 from privhist.core.errors import ValidationError
+from privhist.core.faults import checkpoint
 from privhist.core.release import Release
 
 #: the formats :func:`write_release` writes
@@ -262,8 +286,10 @@ class StagedRelease:
     """A release written completely to a hidden file beside its destination, not yet visible.
 
     :meth:`publish` renames it over the destination in one step; :meth:`discard` removes it.
-    The CLI stages a release, records its cost in the ledger, and only then publishes it, so no
-    byte of a release becomes visible before its budget is charged.
+    A staged file holds the whole release, readable by anyone who can list the directory: stage
+    a charged release only after its spend is committed (see the module notes), never while the
+    ledger transaction is open, since a kill then leaves the release on disk and the spend
+    rolled back.
     """
 
     staged: Path
@@ -272,10 +298,12 @@ class StagedRelease:
     def publish(self) -> Path:
         """Rename the staged file over the destination; a failed rename removes it and raises."""
         try:
+            checkpoint("staged")
             os.replace(self.staged, self.dest)
         except BaseException:
             self.discard()
             raise
+        checkpoint("published")
         return self.dest
 
     def discard(self) -> None:

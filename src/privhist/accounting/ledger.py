@@ -93,6 +93,7 @@ __all__ = [
     "SpendTransaction",
     "UnknownDatasetError",
     "default_ledger_path",
+    "init_ledger",
 ]
 
 SCHEMA_VERSION = 2
@@ -477,6 +478,11 @@ class Ledger:
             ) from e
         except sqlite3.Error as e:
             raise LedgerError(f"ledger {self.path}: {action} failed: {e}") from e
+        except UnicodeDecodeError as e:  # flipped bytes in a text cell or in the schema
+            raise LedgerError(
+                f"ledger {self.path} is corrupted ({action}): text that is not UTF-8 "
+                f"(byte {e.start}: {e.reason})"
+            ) from e
 
     @staticmethod
     @contextlib.contextmanager
@@ -741,6 +747,47 @@ class Ledger:
 def _amount(epsilon: Any, delta: Any) -> tuple[float, float]:
     a = BudgetAmount(float(epsilon), float(delta))
     return a.epsilon, a.delta
+
+
+def init_ledger(
+    path: str | os.PathLike[str],
+    dataset: str,
+    total: Budget,
+    *,
+    unit: PrivacyUnit | str = PrivacyUnit.RECORD,
+) -> Ledger:
+    """Register ``dataset`` with budget ``total`` in the ledger file ``path``, creating the file
+    (but never its directory) if it is missing; ``privhist budget init`` runs this.
+
+    A refusal has no side effect: every argument is checked before the file is touched, and a
+    file this call created is removed again if the registration fails.
+
+    Raises:
+        ValidationError: an empty dataset id, a total that is not a Budget, an unknown unit, or a
+            path whose directory does not exist or that is a directory.
+        LedgerError: as :meth:`Ledger.init_dataset`.
+    """
+    function = "budget init"
+    _check_name(dataset, function, "dataset")
+    if not isinstance(total, Budget):
+        raise ValidationError("total", function, "a Budget", total)
+    unit = _check_unit(unit, function)
+    dest = Path(path)
+    if not dest.parent.is_dir():
+        raise ValidationError("ledger", function, "a file in an existing directory", str(dest))
+    if dest.is_dir():
+        raise ValidationError("ledger", function, "a file, not a directory", str(dest))
+    existed = dest.exists()
+    try:
+        ledger = Ledger(dest)
+        ledger.init_dataset(dataset, total, unit=unit)
+    except BaseException:
+        if not existed:
+            for leftover in (dest, Path(f"{dest}-journal")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+        raise
+    return ledger
 
 
 class SpendTransaction:

@@ -465,10 +465,10 @@ def _summary(release: Any) -> None:
 
 
 def _cmd_budget_init(args: argparse.Namespace) -> int:
-    from privhist.accounting.ledger import Ledger, default_ledger_path
+    from privhist.accounting.ledger import default_ledger_path, init_ledger
 
-    ledger = Ledger(args.ledger or default_ledger_path())
-    ledger.init_dataset(args.dataset, Budget(args.epsilon, args.delta), unit=args.unit)
+    total = Budget(args.epsilon, args.delta)  # checked before any file is touched
+    ledger = init_ledger(args.ledger or default_ledger_path(), args.dataset, total, unit=args.unit)
     print(
         f"dataset '{args.dataset}' registered with total budget {Budget(args.epsilon, args.delta)}"
         f" in {ledger.path}",
@@ -481,7 +481,7 @@ def _cmd_budget_show(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import Ledger, default_ledger_path
 
     ledger = Ledger(args.ledger or default_ledger_path(), create=False)
-    ids = [args.dataset] if args.dataset else list(ledger.datasets())
+    ids = [args.dataset] if args.dataset is not None else list(ledger.datasets())
     rows: list[dict[str, Any]] = []
     for ds in ids:
         st = ledger.show(ds)

@@ -109,7 +109,7 @@ def secure_sum_modulus(n: int, m: int, bits: int = 32) -> int:
         raise ValidationError("bits", fn, "at most 62", bits)
     modulus = n * m + 1
     if modulus > 1 << b:
-        raise ValidationError("m", fn, f"such that n * m + 1 <= 2**{b}", f"{m} (with n = {n})")
+        raise ValidationError("m", fn, f"such that (number of users) * m + 1 <= 2**{b}", m)
     return modulus
 
 

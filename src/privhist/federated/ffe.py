@@ -222,8 +222,8 @@ def _split(
         raise ValidationError(
             "epsilon",
             function,
-            f"large enough for m >= 1 with {dimension} coordinates at n = {n} (it allows "
-            f"{total} coordinate-trials in all)",
+            f"large enough for m >= 1 with {dimension} coordinates and this number of users "
+            "(the number of users is an exact fact of the input, so it is not shown)",
             epsilon,
         )
     m = min(m, ((1 << sum_bits) - 1) // n)
@@ -512,7 +512,7 @@ def round_sizes(n: int, rounds: int) -> list[int]:
     nn = check_positive_int(n, "round_sizes", "n")
     r = check_positive_int(rounds, "round_sizes", "rounds")
     if r > nn:
-        raise ValidationError("rounds", "round_sizes", f"at most the number of users ({nn})", r)
+        raise ValidationError("rounds", "round_sizes", "at most the number of users", r)
     base, extra = divmod(nn, r)
     return [base + (1 if i < extra else 0) for i in range(r)]
 

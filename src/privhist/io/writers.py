@@ -9,6 +9,11 @@ the columns of :meth:`Release.columns`: ``key``, then ``count``, ``estimate``, `
 * Parquet: the table, with the metadata as a JSON string under the file's key-value metadata
   entry ``privhist`` (see :data:`PARQUET_METADATA_KEY`).
 
+JSON and Parquet files carry a row count and a SHA-256 checksum in their metadata (entry
+``integrity``; see :mod:`privhist.io.integrity`), which privhist checks when it reads a release
+back (``privhist compact-query``). CSV releases carry none: their readers are spreadsheets and
+other programs, and privhist does not read them back.
+
 Metadata is made JSON-safe: NumPy scalars and arrays become numbers and lists, ``Fraction`` and
 ``Decimal`` become strings (``"1/3"``), enums their values, objects with ``to_dict()`` that
 dict, paths and dates strings; non-finite floats become ``"inf"``, ``"-inf"`` or ``"nan"``
@@ -76,6 +81,7 @@ import polars as pl
 from privhist.core.errors import ValidationError
 from privhist.core.faults import checkpoint
 from privhist.core.release import Release
+from privhist.io.integrity import seal_metadata
 
 #: the formats :func:`write_release` writes
 WRITE_FORMATS: Final[tuple[str, ...]] = ("csv", "json", "parquet")
@@ -200,11 +206,20 @@ def encode_release(
     if fmt == "csv":
         return release_to_csv(release, escape_formulas=escape_formulas).encode("utf-8")
     if fmt == "json":
-        return _to_json(release, 2, function).encode("utf-8") + b"\n"
-    meta = json.dumps(metadata_to_json(release, function), allow_nan=False, ensure_ascii=False)
+        return _to_json(release, 2, function, seal=True).encode("utf-8") + b"\n"
+    frame = release_to_frame(release)
     buf = io.BytesIO()
-    release_to_frame(release).write_parquet(buf, metadata={PARQUET_METADATA_KEY: meta})
+    frame.write_parquet(
+        buf, metadata={PARQUET_METADATA_KEY: _parquet_meta(release, frame, function)}
+    )
     return buf.getvalue()
+
+
+def _parquet_meta(release: Release, frame: pl.DataFrame, fn: str) -> str:
+    """The metadata JSON of a Parquet file, with its integrity entry (row count; checksum of the
+    metadata: see :mod:`privhist.io.integrity`)."""
+    meta = seal_metadata(metadata_to_json(release, fn), None, row_count=frame.height)
+    return json.dumps(meta, allow_nan=False, ensure_ascii=False)
 
 
 def write_bytes_atomic(
@@ -233,8 +248,11 @@ def release_to_json(release: Release, *, indent: int | None = 2) -> str:
     return _to_json(release, indent, "release_to_json")
 
 
-def _to_json(release: Release, indent: int | None, fn: str) -> str:
-    document = {"metadata": metadata_to_json(release, fn), "rows": _rows(release)}
+def _to_json(release: Release, indent: int | None, fn: str, *, seal: bool = False) -> str:
+    metadata, rows = metadata_to_json(release, fn), _rows(release)
+    if seal:  # files carry a row count and checksum (privhist.io.integrity)
+        metadata = seal_metadata(metadata, rows)
+    document = {"metadata": metadata, "rows": rows}
     return json.dumps(document, indent=indent, allow_nan=False, ensure_ascii=False)
 
 
@@ -271,14 +289,34 @@ def write_release(
 def check_destination(
     path: str | os.PathLike[str], format: str | None = None, function: str = "write_release"
 ) -> tuple[Path, str]:
-    """Validate an output path and format before any work is done; return both resolved."""
+    """Validate an output path and format before any work is done; return both resolved.
+
+    Refused: an unknown format or one the file name contradicts, a missing directory, a
+    directory, and a directory where no file can be created (probed with an empty file).
+    """
     dest = Path(path)
     fmt = _resolve_write_format(dest, format, function)
     if not dest.parent.is_dir():
         raise ValidationError("path", function, "a file in an existing directory", str(dest))
     if dest.is_dir():
         raise ValidationError("path", function, "a file, not a directory", str(dest))
+    _probe_writable(dest, function)
     return dest, fmt
+
+
+def _probe_writable(dest: Path, function: str) -> None:
+    """Refuse, before any data is read or any budget spent, a directory where no file can be
+    created: an empty hidden file is created there and removed at once."""
+    try:
+        fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".probe")
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ValidationError(
+            "path", function, f"a file in a directory privhist can write ({reason})", str(dest)
+        ) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
 
 
 @dataclass
@@ -300,6 +338,9 @@ class StagedRelease:
         try:
             checkpoint("staged")
             os.replace(self.staged, self.dest)
+        except OSError as exc:
+            self.discard()
+            raise _write_error(self.dest, exc) from None
         except BaseException:
             self.discard()
             raise
@@ -331,14 +372,14 @@ def stage_release(
             frame.write_csv(fh)
 
     elif fmt == "json":
-        encoded = _to_json(release, 2, fn).encode("utf-8") + b"\n"
+        encoded = _to_json(release, 2, fn, seal=True).encode("utf-8") + b"\n"
 
         def writer(fh: IO[bytes]) -> None:
             fh.write(encoded)
 
     else:
         frame = release_to_frame(release)
-        meta = json.dumps(metadata_to_json(release, fn), allow_nan=False, ensure_ascii=False)
+        meta = _parquet_meta(release, frame, fn)
 
         def writer(fh: IO[bytes]) -> None:
             frame.write_parquet(fh, metadata={PARQUET_METADATA_KEY: meta})
@@ -399,7 +440,10 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, mode: int | No
 def _stage(dest: Path, writer: Callable[[IO[bytes]], None], mode: int) -> Path:
     """Write a hidden temporary file beside ``dest`` with ``writer``, flushed to disk and with
     permission bits ``mode``; return its path. A failure removes the partial file and raises."""
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _write_error(dest, exc) from None
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -407,11 +451,21 @@ def _stage(dest: Path, writer: Callable[[IO[bytes]], None], mode: int) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _write_error(dest, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     return tmp
+
+
+def _write_error(dest: Path, exc: OSError) -> OSError:
+    """An error that names the destination, not the hidden temporary file beside it."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return OSError(exc.errno, f"cannot write {dest}: {reason}")
 
 
 def _resolve_write_format(dest: Path, format: str | None, fn: str) -> str:

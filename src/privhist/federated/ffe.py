@@ -215,7 +215,20 @@ def _split(
     dl = check_delta(delta, function, positive=True)
     if not 0 < float(share) < 1:
         raise ValidationError("quantile_share", function, "a number in (0, 1)", share)
-    total = calibrate_m(eps, dl, n, theta, 1)
+    try:
+        total = calibrate_m(eps, dl, n, theta, 1)
+    except ValidationError as exc:
+        if exc.parameter != "epsilon":
+            raise
+        # the smallest epsilon that works is a function of the number of users, an exact fact
+        # of the input: say that epsilon is too small, not by how much
+        raise ValidationError(
+            "epsilon",
+            function,
+            "large enough for one trial per coordinate with this number of users (the exact "
+            "bound depends on the number of users, an input fact, so it is not shown)",
+            epsilon,
+        ) from None
     mq = max(1, math.floor(share * total / quantile_dimension))
     m = (total - mq * quantile_dimension) // dimension
     if m < 1:

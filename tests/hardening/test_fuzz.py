@@ -281,6 +281,56 @@ COMMANDS = [
         {"input": READBACK_KINDS},
     ),
     Command(
+        "plan",
+        lambda w: ["plan", "default", "--epsilon", "1", "--delta", "1e-6", "--json"],
+        {
+            "--epsilon": BAD_EPSILON,
+            "--delta": BAD_DELTA,
+            "--max-count": ["-1", "1" + "0" * 30, "x"],
+            "--confidence": BAD_FRACTION,
+        },
+        {"--domain": DATA_KINDS},
+    ),
+    Command(
+        "demo",
+        lambda w: ["demo", "--records", "1000", "--distinct", "50", "--top", "3"],
+        {
+            "--epsilon": BAD_EPSILON,
+            "--delta": BAD_DELTA,
+            "--records": BAD_COUNT,
+            "--distinct": BAD_COUNT,
+            "--exponent": ["nan", "inf", "-1", "x"],
+            "--top": ["-1", "x"],
+        },
+        {},
+    ),
+    Command(
+        "simulate",
+        lambda w: [
+            "simulate",
+            "sample-and-threshold",
+            w.path("data.csv"),
+            "--key",
+            "key",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--seed",
+            "1",
+            "--no-progress",
+        ],
+        {
+            "--epsilon": BAD_EPSILON,
+            "--delta": BAD_DELTA,
+            "--sampling-rate": ["0", "2", "-0.5", "nan"],
+            "--threshold": ["0", "-1", "x"],
+            "--top": ["-1", "x"],
+            "--key": ["nosuchcolumn"],
+        },
+        {"input": DATA_KINDS},
+    ),
+    Command(
         "budget-init",
         lambda w: [
             "budget",
@@ -428,7 +478,8 @@ def _spoil(command: Command, w: World, data: st.DataObject) -> list[str]:
             return argv
         return [*argv, slot, value]
     kind = data.draw(st.sampled_from(command.files[slot]), label=slot)
-    index = 1 if slot == "input" else argv.index(slot) + 1 if slot in argv else None
+    first = 2 if command.name == "simulate" else 1  # after the protocol name
+    index = first if slot == "input" else argv.index(slot) + 1 if slot in argv else None
     if command.name.startswith("budget"):
         index = argv.index(slot) + 1
     valid = Path(argv[index]) if index is not None else w.root / "domain.txt"

@@ -44,7 +44,8 @@ def _command(kind: str, data: Path, ledger: Path, out: Path) -> list[str]:
                 "--output", str(out), *charge]  # fmt: skip
     if kind == "sample":
         return ["sample", str(data), "--key", "key", "--tau", "0.5", "--epsilon", "0.5",
-                "--delta", "1e-6", "--output", str(out), *charge]  # fmt: skip
+                "--max-frequency", "50", "--delta", "1e-6", "--output", str(out),
+                *charge]  # fmt: skip
     assert kind == "heavy-hitters"
     return ["heavy-hitters", str(data), "--key", "key", "--one-shot", "--epsilon", "0.5",
             "--delta", "1e-6", "--output", str(out), *charge]  # fmt: skip
@@ -55,7 +56,16 @@ def forkserver() -> multiprocessing.context.ForkServerContext:
     """Children forked from one server process that has imported privhist (a fresh interpreter
     per kill would cost seconds of imports each)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["privhist.cli.main", "_hardening_child"])
+    ctx.set_forkserver_preload(
+        [
+            "privhist.cli.main",
+            "privhist.session.analyses",
+            "privhist.engines.local",
+            "privhist.federated.triehh",
+            "privhist.mechanisms.sampling.pws.sanitize",
+            "_hardening_child",
+        ]
+    )
     return ctx
 
 

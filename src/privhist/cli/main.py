@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import traceback
@@ -518,7 +519,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise ValidationError(
             "--records", "demo", f"<= {MAX_DEMO_RECORDS} (the largest accepted)", records
         )
-    check_positive_int(args.distinct, "demo", "--distinct")
+    distinct = check_positive_int(args.distinct, "demo", "--distinct")
+    if distinct > MAX_DEMO_RECORDS:  # one weight per possible key is held in memory
+        raise ValidationError(
+            "--distinct", "demo", f"<= {MAX_DEMO_RECORDS} (the largest accepted)", distinct
+        )
+    if not math.isfinite(args.exponent) or args.exponent < 0:
+        raise ValidationError("--exponent", "demo", "a finite number >= 0", args.exponent)
     check_positive_int(args.top, "demo", "--top", minimum=0)
 
     run_demo(

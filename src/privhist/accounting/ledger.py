@@ -48,12 +48,12 @@ Nothing published without a recorded spend. A process killed inside the ``with``
 power loss) never reaches COMMIT: the spend is rolled back when the file is next opened (SQLite's
 rollback journal), so the body must leave nothing readable behind. The body therefore draws and
 encodes the release in memory only; the release is written to a file, or returned, after the
-``with`` statement, once COMMIT has returned, and with SQLite's default ``synchronous=FULL`` the
-spend is on disk by then. A kill after the COMMIT and before the file is complete keeps the spend
-and loses the release, which errs on the side of privacy. :meth:`privhist.session.Session.charged`
-follows this order, and ``tests/hardening/test_kill.py`` kills a release at each step
-(:mod:`privhist.core.faults`) and finds no readable release without its spend. Writing a file
-inside the body, even a hidden temporary one, would break this.
+``with`` statement, once COMMIT has returned, and with ``synchronous=FULL`` (set on every
+connection) the spend is on disk by then. A kill after the COMMIT and before the file is complete
+keeps the spend and loses the release, which errs on the side of privacy.
+:meth:`privhist.session.Session.charged` follows this order, and ``tests/hardening/test_kill.py``
+kills a release at each step (:mod:`privhist.core.faults`) and finds no readable release without
+its spend. Writing a file inside the body, even a hidden temporary one, would break this.
 """
 
 from __future__ import annotations
@@ -452,6 +452,9 @@ class Ledger:
         try:
             with self._errors("open"):
                 conn.execute("PRAGMA foreign_keys = ON")
+                # a committed spend is on disk when COMMIT returns (SQLite's default, stated
+                # here because "nothing published without a recorded spend" relies on it)
+                conn.execute("PRAGMA synchronous = FULL")
         except BaseException:
             conn.close()
             raise

@@ -99,7 +99,7 @@ def secure_sum_modulus(n: int, m: int, bits: int = 32) -> int:
     ...     secure_sum_modulus(1 << 27, 32)
     ... except ValidationError as e:
     ...     print(e.parameter, e.expected)
-    m such that n * m + 1 <= 2**32
+    m such that (number of users) * m + 1 <= 2**32
     """
     fn = "secure_sum_modulus"
     n = check_positive_int(n, fn, "n")

@@ -44,7 +44,7 @@ charged`). The order of the steps, and what a kill at each leaves behind:
 1. draw and encode, in memory, with the spend row written but not committed: a kill leaves no
    spend (SQLite rolls the open transaction back when the ledger is next opened) and no byte on
    disk;
-2. COMMIT (durable: SQLite's default ``synchronous=FULL`` syncs the journal before COMMIT returns);
+2. COMMIT (durable: the ledger's ``synchronous=FULL`` syncs the file before COMMIT returns);
 3. write the hidden temporary file and fsync it, then rename it over the destination: a kill here
    leaves the spend recorded and, at worst, a complete hidden file beside the destination, which
    has been paid for.

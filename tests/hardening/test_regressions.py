@@ -377,3 +377,26 @@ def _writable(directory: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+def test_compact_query_refuses_tampered_parquet_metadata(
+    capsys: pytest.CaptureFixture[str], data: Path, tmp_path: Path
+) -> None:
+    import polars as pl
+
+    release = tmp_path / "compact.parquet"
+    code, _, err = run(capsys, "histogram", str(data), "--key", "value", "--key-type", "int",
+                       "--mechanism", "compact", "--universe-bits", "8", "--max-keys", "128",
+                       "--count-bound", "100", "--epsilon", "1", "-o", str(release), "--seed", "3",
+                       "--no-progress")  # fmt: skip
+    assert code == 0, err
+    code, out, _ = run(capsys, "compact-query", str(release), "3")
+    assert code == 0 and out.startswith("3\t")
+    meta = json.loads(pl.read_parquet_metadata(release)["privhist"])
+    meta["compact"]["count_bound"] += 1
+    tampered = tmp_path / "tampered.parquet"
+    pl.read_parquet(release).write_parquet(tampered, metadata={"privhist": json.dumps(meta)})
+    assert "integrity check" in refused(capsys, "compact-query", str(tampered), "3")
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(release.read_bytes()[: release.stat().st_size // 2])
+    assert "not a privhist Parquet release" in refused(capsys, "compact-query", str(cut), "3")

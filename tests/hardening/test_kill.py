@@ -24,7 +24,7 @@ import pytest
 from privhist.accounting.ledger import Ledger
 from privhist.cli.main import main
 from privhist.core.budget import Budget
-from privhist.core.faults import STEPS
+from privhist.core.faults import KILL_ENV, STEPS, checkpoint
 
 #: steps before which the spend is committed: a kill there must leave nothing spent and no file
 UNPAID_STEPS = ("read", "drawn", "encoded", "before-commit")
@@ -147,3 +147,14 @@ def test_kill_at_every_step_leaves_no_unpaid_release(
     assert code == 0, err
     _check_release(out, kind)
     assert len(Ledger(ledger_path, create=False).show("d").spends) == spends + 1
+
+
+def test_checkpoints_are_inert_unless_their_step_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Normal runs pass every checkpoint (a named step would kill this very process)."""
+    monkeypatch.delenv(KILL_ENV, raising=False)
+    for step in STEPS:
+        checkpoint(step)
+    monkeypatch.setenv(KILL_ENV, "no-such-step")
+    for step in STEPS:
+        checkpoint(step)
+    assert len(set(STEPS)) == 7

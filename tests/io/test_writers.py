@@ -144,6 +144,8 @@ def test_json_document_and_metadata_are_serialisable(tmp_path: Path) -> None:
     assert meta["unbounded"] == "inf"
     assert meta["flags"] == [True]
     assert meta["nested"] == {"k": 3, "7": None}
+    # a file carries a row count and checksum (privhist.io.integrity); the string form does not
+    assert doc["metadata"].pop("integrity")["rows"] == len(doc["rows"])
     assert doc == json.loads(release_to_json(values_only()))
 
 
@@ -168,7 +170,9 @@ def test_parquet_round_trip_with_metadata(tmp_path: Path) -> None:
     assert back.columns == ["key", "count", "lower", "upper"]
     assert back.equals(release_to_frame(r))
     kv = pl.read_parquet_metadata(out)
-    assert json.loads(kv[PARQUET_METADATA_KEY]) == {"mechanism": "demo", "confidence": 0.95}
+    meta = json.loads(kv[PARQUET_METADATA_KEY])
+    assert meta.pop("integrity")["rows"] == back.height
+    assert meta == {"mechanism": "demo", "confidence": 0.95}
 
 
 def test_parquet_string_keys(tmp_path: Path) -> None:
@@ -177,6 +181,7 @@ def test_parquet_string_keys(tmp_path: Path) -> None:
     assert back["key"].to_list() == ["b", "a,c", 'q"t']
     assert back.schema == pl.Schema({"key": pl.String, "count": pl.Int64})
     meta = json.loads(pl.read_parquet_metadata(out)[PARQUET_METADATA_KEY])
+    assert meta.pop("integrity")["rows"] == back.height
     assert meta == metadata_to_json(values_only())
 
 

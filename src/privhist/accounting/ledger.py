@@ -43,6 +43,17 @@ same lock, and no two releases can both pass a check that only one of them fits.
 written at once but only committed when the ``with`` body finishes normally; if the body raises,
 the transaction is rolled back and nothing is recorded. The lock is held while the body runs, so
 other processes wait (up to ``timeout`` seconds) rather than race.
+
+Nothing published without a recorded spend. A process killed inside the ``with`` body (SIGKILL,
+power loss) never reaches COMMIT: the spend is rolled back when the file is next opened (SQLite's
+rollback journal), so the body must leave nothing readable behind. The body therefore draws and
+encodes the release in memory only; the release is written to a file, or returned, after the
+``with`` statement, once COMMIT has returned, and with ``synchronous=FULL`` (set on every
+connection) the spend is on disk by then. A kill after the COMMIT and before the file is complete
+keeps the spend and loses the release, which errs on the side of privacy.
+:meth:`privhist.session.Session.charged` follows this order, and ``tests/hardening/test_kill.py``
+kills a release at each step (:mod:`privhist.core.faults`) and finds no readable release without
+its spend. Writing a file inside the body, even a hidden temporary one, would break this.
 """
 
 from __future__ import annotations
@@ -66,6 +77,7 @@ import platformdirs
 
 from privhist.core.budget import Budget
 from privhist.core.errors import BudgetExceededError, LedgerError, ValidationError
+from privhist.core.faults import checkpoint
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.validation import float_down, float_up
 
@@ -81,6 +93,7 @@ __all__ = [
     "SpendTransaction",
     "UnknownDatasetError",
     "default_ledger_path",
+    "init_ledger",
 ]
 
 SCHEMA_VERSION = 2
@@ -389,7 +402,9 @@ class Ledger:
         with ledger.spend("survey", Budget(1.0, 1e-8), mechanism="stability",
                           neighbouring=Neighbouring.user(3)):
             release = mechanism.release(counts, rng)  # runs only if the budget allows it
-            write(release)                           # if anything raises, nothing is recorded
+            data = encode_release(release, "csv")     # in memory; if anything raises, nothing
+                                                      # is recorded
+        write_bytes_atomic("release.csv", data)       # only once the spend is committed
     """
 
     def __init__(
@@ -437,6 +452,9 @@ class Ledger:
         try:
             with self._errors("open"):
                 conn.execute("PRAGMA foreign_keys = ON")
+                # a committed spend is on disk when COMMIT returns (SQLite's default, stated
+                # here because "nothing published without a recorded spend" relies on it)
+                conn.execute("PRAGMA synchronous = FULL")
         except BaseException:
             conn.close()
             raise
@@ -463,6 +481,11 @@ class Ledger:
             ) from e
         except sqlite3.Error as e:
             raise LedgerError(f"ledger {self.path}: {action} failed: {e}") from e
+        except UnicodeDecodeError as e:  # flipped bytes in a text cell or in the schema
+            raise LedgerError(
+                f"ledger {self.path} is corrupted ({action}): text that is not UTF-8 "
+                f"(byte {e.start}: {e.reason})"
+            ) from e
 
     @staticmethod
     @contextlib.contextmanager
@@ -729,6 +752,47 @@ def _amount(epsilon: Any, delta: Any) -> tuple[float, float]:
     return a.epsilon, a.delta
 
 
+def init_ledger(
+    path: str | os.PathLike[str],
+    dataset: str,
+    total: Budget,
+    *,
+    unit: PrivacyUnit | str = PrivacyUnit.RECORD,
+) -> Ledger:
+    """Register ``dataset`` with budget ``total`` in the ledger file ``path``, creating the file
+    (but never its directory) if it is missing; ``privhist budget init`` runs this.
+
+    A refusal has no side effect: every argument is checked before the file is touched, and a
+    file this call created is removed again if the registration fails.
+
+    Raises:
+        ValidationError: an empty dataset id, a total that is not a Budget, an unknown unit, or a
+            path whose directory does not exist or that is a directory.
+        LedgerError: as :meth:`Ledger.init_dataset`.
+    """
+    function = "budget init"
+    _check_name(dataset, function, "dataset")
+    if not isinstance(total, Budget):
+        raise ValidationError("total", function, "a Budget", total)
+    unit = _check_unit(unit, function)
+    dest = Path(path)
+    if not dest.parent.is_dir():
+        raise ValidationError("ledger", function, "a file in an existing directory", str(dest))
+    if dest.is_dir():
+        raise ValidationError("ledger", function, "a file, not a directory", str(dest))
+    existed = dest.exists()
+    try:
+        ledger = Ledger(dest)
+        ledger.init_dataset(dataset, total, unit=unit)
+    except BaseException:
+        if not existed:
+            for leftover in (dest, Path(f"{dest}-journal")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+        raise
+    return ledger
+
+
 class SpendTransaction:
     """The context manager returned by :meth:`Ledger.spend`.
 
@@ -810,6 +874,7 @@ class SpendTransaction:
                 _rollback_quietly(conn)
                 return False
             try:
+                checkpoint("before-commit")
                 conn.execute("COMMIT")
             except sqlite3.Error as e:
                 _rollback_quietly(conn)

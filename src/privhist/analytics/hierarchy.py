@@ -149,7 +149,9 @@ class Hierarchy:
             raise ValidationError("hi", fn, f"> lo = {self.lo:g}", self.hi)
         beta = check_positive_int(self.branching, fn, "branching", minimum=2)
         depth = check_positive_int(self.levels, fn, "levels")
-        if beta**depth > MAX_LEAVES:
+        # beta >= 2, so depth > 22 exceeds 2^22 leaves: test it first (beta**depth of a huge
+        # depth would not fit in memory)
+        if depth > MAX_LEAVES.bit_length() - 1 or beta**depth > MAX_LEAVES:
             raise ValidationError(
                 "levels", fn, f"such that branching^levels <= 2^22 (branching {beta})", depth
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import traceback
@@ -491,10 +492,10 @@ def _summary(release: Any) -> None:
 
 
 def _cmd_budget_init(args: argparse.Namespace) -> int:
-    from privhist.accounting.ledger import Ledger, default_ledger_path
+    from privhist.accounting.ledger import default_ledger_path, init_ledger
 
-    ledger = Ledger(args.ledger or default_ledger_path())
-    ledger.init_dataset(args.dataset, Budget(args.epsilon, args.delta), unit=args.unit)
+    total = Budget(args.epsilon, args.delta)  # checked before any file is touched
+    ledger = init_ledger(args.ledger or default_ledger_path(), args.dataset, total, unit=args.unit)
     print(
         f"dataset '{args.dataset}' registered with total budget {Budget(args.epsilon, args.delta)}"
         f" in {ledger.path}",
@@ -507,7 +508,7 @@ def _cmd_budget_show(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import Ledger, default_ledger_path
 
     ledger = Ledger(args.ledger or default_ledger_path(), create=False)
-    ids = [args.dataset] if args.dataset else list(ledger.datasets())
+    ids = [args.dataset] if args.dataset is not None else list(ledger.datasets())
     rows: list[dict[str, Any]] = []
     for ds in ids:
         st = ledger.show(ds)
@@ -544,7 +545,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise ValidationError(
             "--records", "demo", f"<= {MAX_DEMO_RECORDS} (the largest accepted)", records
         )
-    check_positive_int(args.distinct, "demo", "--distinct")
+    distinct = check_positive_int(args.distinct, "demo", "--distinct")
+    if distinct > MAX_DEMO_RECORDS:  # one weight per possible key is held in memory
+        raise ValidationError(
+            "--distinct", "demo", f"<= {MAX_DEMO_RECORDS} (the largest accepted)", distinct
+        )
+    if not math.isfinite(args.exponent) or args.exponent < 0:
+        raise ValidationError("--exponent", "demo", "a finite number >= 0", args.exponent)
     check_positive_int(args.top, "demo", "--top", minimum=0)
 
     run_demo(

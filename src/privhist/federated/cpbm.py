@@ -99,7 +99,7 @@ def secure_sum_modulus(n: int, m: int, bits: int = 32) -> int:
     ...     secure_sum_modulus(1 << 27, 32)
     ... except ValidationError as e:
     ...     print(e.parameter, e.expected)
-    m such that n * m + 1 <= 2**32
+    m such that (number of users) * m + 1 <= 2**32
     """
     fn = "secure_sum_modulus"
     n = check_positive_int(n, fn, "n")
@@ -109,7 +109,7 @@ def secure_sum_modulus(n: int, m: int, bits: int = 32) -> int:
         raise ValidationError("bits", fn, "at most 62", bits)
     modulus = n * m + 1
     if modulus > 1 << b:
-        raise ValidationError("m", fn, f"such that n * m + 1 <= 2**{b}", f"{m} (with n = {n})")
+        raise ValidationError("m", fn, f"such that (number of users) * m + 1 <= 2**{b}", m)
     return modulus
 
 

@@ -215,15 +215,28 @@ def _split(
     dl = check_delta(delta, function, positive=True)
     if not 0 < float(share) < 1:
         raise ValidationError("quantile_share", function, "a number in (0, 1)", share)
-    total = calibrate_m(eps, dl, n, theta, 1)
+    try:
+        total = calibrate_m(eps, dl, n, theta, 1)
+    except ValidationError as exc:
+        if exc.parameter != "epsilon":
+            raise
+        # the smallest epsilon that works is a function of the number of users, an exact fact
+        # of the input: say that epsilon is too small, not by how much
+        raise ValidationError(
+            "epsilon",
+            function,
+            "large enough for one trial per coordinate with this number of users (the exact "
+            "bound depends on the number of users, an input fact, so it is not shown)",
+            epsilon,
+        ) from None
     mq = max(1, math.floor(share * total / quantile_dimension))
     m = (total - mq * quantile_dimension) // dimension
     if m < 1:
         raise ValidationError(
             "epsilon",
             function,
-            f"large enough for m >= 1 with {dimension} coordinates at n = {n} (it allows "
-            f"{total} coordinate-trials in all)",
+            f"large enough for m >= 1 with {dimension} coordinates and this number of users "
+            "(the number of users is an exact fact of the input, so it is not shown)",
             epsilon,
         )
     m = min(m, ((1 << sum_bits) - 1) // n)
@@ -512,7 +525,7 @@ def round_sizes(n: int, rounds: int) -> list[int]:
     nn = check_positive_int(n, "round_sizes", "n")
     r = check_positive_int(rounds, "round_sizes", "rounds")
     if r > nn:
-        raise ValidationError("rounds", "round_sizes", f"at most the number of users ({nn})", r)
+        raise ValidationError("rounds", "round_sizes", "at most the number of users", r)
     base, extra = divmod(nn, r)
     return [base + (1 if i < extra else 0) for i in range(r)]
 

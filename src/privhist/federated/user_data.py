@@ -194,13 +194,18 @@ def read_domain(path: str | os.PathLike[str], function: str = "read_domain") -> 
     """A public item domain: one key per line (surrounding blanks and empty lines ignored).
 
     Raises:
-        InputDataError: the file is missing or empty, or a key is listed twice.
+        InputDataError: the file is missing, empty or not UTF-8 text, or a key is listed twice.
     """
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise InputDataError(f"{function}: domain file '{p}' does not exist")
-    with open(p, encoding="utf-8") as fh:
-        keys = [ln.strip() for ln in fh if ln.strip()]
+    try:
+        with open(p, encoding="utf-8") as fh:
+            keys = [ln.strip() for ln in fh if ln.strip()]
+    except UnicodeDecodeError as exc:
+        raise InputDataError(
+            f"{function}: domain file '{p}' is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     if not keys:
         raise InputDataError(f"{function}: domain file '{p}' is empty")
     if len(set(keys)) != len(keys):
@@ -266,7 +271,12 @@ def from_frame(
 def _from_records(lf: Any, top_d: int | None, domain: Any, label: str, fn: str) -> UserCounts:
     import polars as pl
 
-    df = lf.drop_nulls().collect()
+    try:
+        df = lf.drop_nulls().collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        raise InputDataError(f"{fn}: cannot read {label}: {first}") from None
     if df.height == 0:
         raise InputDataError(f"{fn}: {label} has no records with a user and a key")
     if domain is not None:

@@ -9,6 +9,11 @@ the columns of :meth:`Release.columns`: ``key``, then ``count``, ``estimate``, `
 * Parquet: the table, with the metadata as a JSON string under the file's key-value metadata
   entry ``privhist`` (see :data:`PARQUET_METADATA_KEY`).
 
+JSON and Parquet files carry a row count and a SHA-256 checksum in their metadata (entry
+``integrity``; see :mod:`privhist.io.integrity`), which privhist checks when it reads a release
+back (``privhist compact-query``). CSV releases carry none: their readers are spreadsheets and
+other programs, and privhist does not read them back.
+
 Metadata is made JSON-safe: NumPy scalars and arrays become numbers and lists, ``Fraction`` and
 ``Decimal`` become strings (``"1/3"``), enums their values, objects with ``to_dict()`` that
 dict, paths and dates strings; non-finite floats become ``"inf"``, ``"-inf"`` or ``"nan"``
@@ -27,6 +32,29 @@ leading apostrophe from a key that starts with ``'`` followed by one of those ch
 Writes are atomic: the file is written to a temporary file in the destination directory and
 renamed over the destination only when complete, so a failure leaves no partial file and never
 damages a file already there.
+
+No unpaid release on disk. A release that is charged to a budget ledger must not reach a file
+before its spend is durable: a hidden temporary file written while the ledger transaction is open
+survives a kill (SIGKILL, power loss) that rolls the spend back, and running the same release again
+and again would then give unlimited free releases to average. So the release path encodes the
+release in memory (:func:`encode_release`) inside the transaction and hands the bytes to
+:func:`write_bytes_atomic` only after the COMMIT has returned (:meth:`privhist.session.Session.
+charged`). The order of the steps, and what a kill at each leaves behind:
+
+1. draw and encode, in memory, with the spend row written but not committed: a kill leaves no
+   spend (SQLite rolls the open transaction back when the ledger is next opened) and no byte on
+   disk;
+2. COMMIT (durable: the ledger's ``synchronous=FULL`` syncs the file before COMMIT returns);
+3. write the hidden temporary file and fsync it, then rename it over the destination: a kill here
+   leaves the spend recorded and, at worst, a complete hidden file beside the destination, which
+   has been paid for.
+
+So at every instant, a readable release implies a recorded spend. The reverse does not hold (a kill
+after the COMMIT can lose a paid release): the budget errs on the side of privacy. The crash test
+``tests/hardening/test_kill.py`` kills a release at every step (:mod:`privhist.core.faults`) and
+checks this. :func:`stage_release` and :func:`write_atomic` write whatever they are given at once;
+call them with a charged release only after its spend has been committed, never inside
+:meth:`privhist.accounting.ledger.Ledger.spend`.
 """
 
 from __future__ import annotations
@@ -51,7 +79,9 @@ import numpy as np
 import polars as pl
 
 from privhist.core.errors import ValidationError
+from privhist.core.faults import checkpoint
 from privhist.core.release import Release
+from privhist.io.integrity import seal_metadata
 
 #: the formats :func:`write_release` writes
 WRITE_FORMATS: Final[tuple[str, ...]] = ("csv", "json", "parquet")
@@ -176,11 +206,20 @@ def encode_release(
     if fmt == "csv":
         return release_to_csv(release, escape_formulas=escape_formulas).encode("utf-8")
     if fmt == "json":
-        return _to_json(release, 2, function).encode("utf-8") + b"\n"
-    meta = json.dumps(metadata_to_json(release, function), allow_nan=False, ensure_ascii=False)
+        return _to_json(release, 2, function, seal=True).encode("utf-8") + b"\n"
+    frame = release_to_frame(release)
     buf = io.BytesIO()
-    release_to_frame(release).write_parquet(buf, metadata={PARQUET_METADATA_KEY: meta})
+    frame.write_parquet(
+        buf, metadata={PARQUET_METADATA_KEY: _parquet_meta(release, frame, function)}
+    )
     return buf.getvalue()
+
+
+def _parquet_meta(release: Release, frame: pl.DataFrame, fn: str) -> str:
+    """The metadata JSON of a Parquet file, with its integrity entry (row count; checksum of the
+    metadata: see :mod:`privhist.io.integrity`)."""
+    meta = seal_metadata(metadata_to_json(release, fn), None, row_count=frame.height)
+    return json.dumps(meta, allow_nan=False, ensure_ascii=False)
 
 
 def write_bytes_atomic(
@@ -209,8 +248,11 @@ def release_to_json(release: Release, *, indent: int | None = 2) -> str:
     return _to_json(release, indent, "release_to_json")
 
 
-def _to_json(release: Release, indent: int | None, fn: str) -> str:
-    document = {"metadata": metadata_to_json(release, fn), "rows": _rows(release)}
+def _to_json(release: Release, indent: int | None, fn: str, *, seal: bool = False) -> str:
+    metadata, rows = metadata_to_json(release, fn), _rows(release)
+    if seal:  # files carry a row count and checksum (privhist.io.integrity)
+        metadata = seal_metadata(metadata, rows)
+    document = {"metadata": metadata, "rows": rows}
     return json.dumps(document, indent=indent, allow_nan=False, ensure_ascii=False)
 
 
@@ -247,14 +289,34 @@ def write_release(
 def check_destination(
     path: str | os.PathLike[str], format: str | None = None, function: str = "write_release"
 ) -> tuple[Path, str]:
-    """Validate an output path and format before any work is done; return both resolved."""
+    """Validate an output path and format before any work is done; return both resolved.
+
+    Refused: an unknown format or one the file name contradicts, a missing directory, a
+    directory, and a directory where no file can be created (probed with an empty file).
+    """
     dest = Path(path)
     fmt = _resolve_write_format(dest, format, function)
     if not dest.parent.is_dir():
         raise ValidationError("path", function, "a file in an existing directory", str(dest))
     if dest.is_dir():
         raise ValidationError("path", function, "a file, not a directory", str(dest))
+    _probe_writable(dest, function)
     return dest, fmt
+
+
+def _probe_writable(dest: Path, function: str) -> None:
+    """Refuse, before any data is read or any budget spent, a directory where no file can be
+    created: an empty hidden file is created there and removed at once."""
+    try:
+        fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".probe")
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ValidationError(
+            "path", function, f"a file in a directory privhist can write ({reason})", str(dest)
+        ) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
 
 
 @dataclass
@@ -262,8 +324,10 @@ class StagedRelease:
     """A release written completely to a hidden file beside its destination, not yet visible.
 
     :meth:`publish` renames it over the destination in one step; :meth:`discard` removes it.
-    The CLI stages a release, records its cost in the ledger, and only then publishes it, so no
-    byte of a release becomes visible before its budget is charged.
+    A staged file holds the whole release, readable by anyone who can list the directory: stage
+    a charged release only after its spend is committed (see the module notes), never while the
+    ledger transaction is open, since a kill then leaves the release on disk and the spend
+    rolled back.
     """
 
     staged: Path
@@ -272,10 +336,15 @@ class StagedRelease:
     def publish(self) -> Path:
         """Rename the staged file over the destination; a failed rename removes it and raises."""
         try:
+            checkpoint("staged")
             os.replace(self.staged, self.dest)
+        except OSError as exc:
+            self.discard()
+            raise _write_error(self.dest, exc) from None
         except BaseException:
             self.discard()
             raise
+        checkpoint("published")
         return self.dest
 
     def discard(self) -> None:
@@ -303,14 +372,14 @@ def stage_release(
             frame.write_csv(fh)
 
     elif fmt == "json":
-        encoded = _to_json(release, 2, fn).encode("utf-8") + b"\n"
+        encoded = _to_json(release, 2, fn, seal=True).encode("utf-8") + b"\n"
 
         def writer(fh: IO[bytes]) -> None:
             fh.write(encoded)
 
     else:
         frame = release_to_frame(release)
-        meta = json.dumps(metadata_to_json(release, fn), allow_nan=False, ensure_ascii=False)
+        meta = _parquet_meta(release, frame, fn)
 
         def writer(fh: IO[bytes]) -> None:
             frame.write_parquet(fh, metadata={PARQUET_METADATA_KEY: meta})
@@ -371,7 +440,10 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, mode: int | No
 def _stage(dest: Path, writer: Callable[[IO[bytes]], None], mode: int) -> Path:
     """Write a hidden temporary file beside ``dest`` with ``writer``, flushed to disk and with
     permission bits ``mode``; return its path. A failure removes the partial file and raises."""
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _write_error(dest, exc) from None
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -379,11 +451,21 @@ def _stage(dest: Path, writer: Callable[[IO[bytes]], None], mode: int) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _write_error(dest, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     return tmp
+
+
+def _write_error(dest: Path, exc: OSError) -> OSError:
+    """An error that names the destination, not the hidden temporary file beside it."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return OSError(exc.errno, f"cannot write {dest}: {reason}")
 
 
 def _resolve_write_format(dest: Path, format: str | None, fn: str) -> str:

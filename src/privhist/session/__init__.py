@@ -62,6 +62,7 @@ from privhist.core.errors import (
     UnsupportedError,
     ValidationError,
 )
+from privhist.core.faults import checkpoint
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import default_source
 from privhist.core.release import Release
@@ -302,10 +303,14 @@ class Session:
         method ends here.
         """
         data: bytes | None = None
+        checkpoint("read")
         with self._charge(cost, mechanism, neighbouring):
             result = draw()
+            checkpoint("drawn")
             if output is not None and encode is not None:
                 data = encode(result)
+                checkpoint("encoded")
+        checkpoint("committed")
         if output is not None and data is not None:
             write_bytes_atomic(output, data)
         return result

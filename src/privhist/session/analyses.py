@@ -25,6 +25,8 @@ from privhist.core.errors import InputDataError, UnsupportedError, ValidationErr
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, default_source
 from privhist.core.release import Release
+from privhist.core.validation import MAX_EPSILON
+from privhist.io.integrity import seal_csv, seal_metadata
 from privhist.io.writers import encode_release
 
 if TYPE_CHECKING:
@@ -507,7 +509,7 @@ def weighted_sample(
     if tau is not None:
         check_tau(tau, fn)
     power = check_power(power, fn)
-    eps = check_epsilon(epsilon, fn)
+    eps = check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
     check_delta(delta, fn, positive=True)
     m = check_positive_int(max_frequency, fn, "max_frequency")
     if not keys_only and m > MAX_MATRIX:
@@ -591,10 +593,10 @@ def weighted_sample(
             rows = [
                 {k2: (None if v != v else v) for k2, v in r.items()} for r in ws.table.to_dicts()
             ]
-            doc = {"metadata": ws.metadata, "rows": rows}
+            doc = {"metadata": seal_metadata(ws.metadata, rows), "rows": rows}
             return (_json.dumps(doc, indent=2) + "\n").encode("utf-8")
-        text = ws.table.write_csv()
-        return (text if isinstance(text, str) else "").encode("utf-8")
+        text = ws.table.write_csv()  # sealed with a trailer line (privhist.io.integrity)
+        return seal_csv(text if isinstance(text, str) else "").encode("utf-8")
 
     return session.charged(
         budget, f"pws sample ({scheme})", None, draw, encode=encode, output=output
@@ -642,7 +644,7 @@ def federated_frequency(
     from privhist.federated.user_data import from_file, from_frame, read_domain
 
     fn = "federated-frequency"
-    eps = check_epsilon(epsilon, fn, "epsilon")
+    eps = check_epsilon(epsilon, fn, "epsilon", maximum=MAX_EPSILON)
     delta = check_delta(delta, fn, "delta", positive=True)
     theta = check_theta(theta, fn, "theta")
     bits = check_bits(bits, fn)

@@ -11,7 +11,9 @@
 
 The estimate is ``sum of estimate`` over the selected rows (equation 8); the printed bias and
 standard deviation add the per-row exact bias and variance (keys are sanitised independently).
-Estimation is post-processing and costs no privacy.
+Estimation is post-processing and costs no privacy. A sample whose integrity check fails (a cut
+or edited file: :mod:`privhist.io.integrity`), or that holds a non-finite estimate or a negative
+variance, is refused.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ import argparse
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any
 
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import ValidationError
 
 
 def register(sub: Any) -> None:
@@ -57,22 +58,9 @@ def parse_where(spec: str) -> Any:
 
 
 def _rows(path: str) -> list[dict[str, Any]]:
-    import polars as pl
+    from privhist.io.samples import read_sample
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputDataError(f"estimate: no such file: {path}")
-    if p.suffix.lower() == ".json":
-        try:
-            rows: list[dict[str, Any]] = json.loads(p.read_text())["rows"]
-        except (ValueError, KeyError) as exc:
-            raise InputDataError(f"estimate: {path} is not a privhist sample ({exc})") from None
-        return rows
-    df = pl.read_csv(p, schema_overrides={"key": pl.String})
-    need = {"key", "estimate", "bias", "variance"}
-    if not need <= set(df.columns):
-        raise InputDataError(f"estimate: {path} lacks columns {sorted(need - set(df.columns))}")
-    return df.to_dicts()
+    return read_sample(path, "estimate")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from privhist.cli.common import add_ledger_arguments, session_for
+from privhist.cli.common import add_ledger_arguments, note, session_for
 from privhist.core.errors import ValidationError
 
 FN = "heavy-hitters"
@@ -101,7 +101,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{release.keys[i]!s:<24} {int(release.values[i]):>10} "
                 f"{release.estimates[i]:>14.1f}"
             )
-    print(f"not private    clients {result.clients}, dropped for the alphabet {result.dropped}")
     if not result.private:
         print("warning        seeded randomness: reproducible and NOT private")
+    # exact facts of the input go to stderr, marked, never beside the release on stdout
+    note(
+        f"input (exact, not private, not in the output): {result.clients} clients, "
+        f"{result.dropped} dropped for the alphabet"
+    )
     return 0

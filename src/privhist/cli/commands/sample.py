@@ -14,7 +14,9 @@ with exact inclusion probabilities, sanitised with the certified keys-and-freque
 (or the keys sanitiser with ``--keys-only``); each row is ``key, token, estimate, bias,
 variance`` (the MLE of the frequency and its exact bias and variance at the frequency the MLE
 attributes to the token). Output goes to ``--output`` (CSV, or JSON with metadata), written
-atomically, or to stdout.
+atomically, or to stdout. A file carries a row count and checksum (CSV: a last line
+``# privhist integrity: ...``; JSON: ``metadata.integrity``; see :mod:`privhist.io.integrity`),
+which ``privhist estimate`` checks.
 
 Sample size instead of a threshold (``--k K``). A bottom-k sample's threshold is the
 ``(k+1)``-th smallest rank, a function of the data, which the sanitisers' guarantee does not

@@ -447,7 +447,10 @@ def encode_keys(
         value: int | None = None
         if encoding == "utf8":
             if isinstance(key, str):
-                value = int.from_bytes(b"\x01" + key.encode("utf-8"), "big")
+                try:
+                    value = int.from_bytes(b"\x01" + key.encode("utf-8"), "big")
+                except UnicodeEncodeError:  # e.g. undecodable command-line bytes (surrogates)
+                    raise ValidationError("keys", function, "valid Unicode text", key) from None
             if value is None or value >= top:
                 raise ValidationError(
                     "keys", function, f"strings of at most {bits // 8 - 1} UTF-8 bytes", key
@@ -505,30 +508,46 @@ class CompactCounts:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CompactCounts:
         """Read a compact JSON file, a release written as JSON, or one written as Parquet."""
+        from privhist.io.integrity import verify_document
+
         p = Path(path)
         if not p.is_file():
             raise InputDataError(f"compact release '{path}' does not exist")
         if p.suffix.lower() in (".parquet", ".pq"):
             import pyarrow.parquet as pq
 
-            meta = pq.ParquetFile(p).metadata.metadata or {}
-            raw = meta.get(b"privhist")
-            if raw is None:
-                raise InputDataError(f"'{path}' has no privhist metadata")
-            doc = json.loads(raw)
+            try:
+                parquet = pq.ParquetFile(p).metadata
+                raw = (parquet.metadata or {}).get(b"privhist")
+                if raw is None:
+                    raise InputDataError(f"'{path}' has no privhist metadata")
+                meta = json.loads(raw)
+            except (OSError, ValueError) as err:  # pyarrow's errors, bad JSON and bad UTF-8
+                raise InputDataError(
+                    f"'{path}' is not a privhist Parquet release ({err})"
+                ) from None
+            metadata, _ = verify_document(
+                {"metadata": meta},
+                f"'{path}'",
+                rows_required=False,
+                row_count=parquet.num_rows,
+                kind="a compact histogram release",
+            )
         else:
             try:
-                doc = json.loads(p.read_text(encoding="utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                doc = json.loads(p.read_bytes().decode("utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
                 raise InputDataError(
                     f"'{path}' is not JSON ({err}); a compact release is written as JSON or "
                     "Parquet, not CSV"
                 ) from None
-        if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
-            doc = doc["metadata"].get("compact", doc)
-        elif isinstance(doc, dict) and "compact" in doc:
-            doc = doc["compact"]
-        return cls(doc)
+            metadata, _ = verify_document(
+                doc, f"'{path}'", rows_required=False, kind="a compact histogram release"
+            )
+        compact = metadata.get("compact")
+        if not isinstance(compact, dict):
+            raise InputDataError(f"'{path}' is not a compact histogram release (no 'compact')")
+        return cls(compact)
 
     def value(self, key: int) -> int:
         """The field value ``p(key)`` (``key`` a field element)."""
@@ -549,6 +568,7 @@ def write_compact(release: Release, path: str | os.PathLike[str]) -> Path:
     """Write the compact payload of ``release`` (with its metadata) to ``path`` as JSON,
     atomically (:func:`privhist.io.writers.write_text_atomic`: a hidden temporary file beside
     ``path`` renamed over it when complete; nothing is left on failure)."""
+    from privhist.io.integrity import seal_metadata
     from privhist.io.writers import metadata_to_json, write_text_atomic
 
     fn = "write_compact"
@@ -557,5 +577,6 @@ def write_compact(release: Release, path: str | os.PathLike[str]) -> Path:
     dest = Path(path)
     if not dest.parent.is_dir() or dest.is_dir():
         raise ValidationError("path", fn, "a file in an existing directory", str(dest))
-    text = json.dumps({"metadata": metadata_to_json(release, fn)}, indent=1) + "\n"
+    meta = seal_metadata(metadata_to_json(release, fn), None)  # privhist.io.integrity
+    text = json.dumps({"metadata": meta}, indent=1) + "\n"
     return write_text_atomic(dest, text)

@@ -435,3 +435,28 @@ def test_user_level_default_is_dp_sips_unless_a_cap_is_given() -> None:
         frame, dry_run=True, **{k: v for k, v in base.items() if k != "seed"}
     )
     assert isinstance(plan, DryRun) and plan.details["mechanism"] == "dp-sips"
+
+
+def test_max_partitions_auto_spends_one_budget_for_cap_and_release() -> None:
+    from privhist.mechanisms.user_level.caps import CAP_CANDIDATES
+
+    frame = _baskets(3, 3000)
+    with Session.in_memory(Budget(1.0, 1e-6), unit="user") as s:
+        r = s.histogram(
+            frame, key="item", user="user", max_partitions="auto", epsilon=1.0, delta=1e-6
+        )
+        assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "dp-sips"
+        assert r.metadata["cap"]["max_partitions"] in CAP_CANDIDATES
+        st = s.status()
+        assert st is not None and len(st.spends) == 1 and st.remaining.epsilon == 0
+        with pytest.raises(ValidationError, match="'auto' is for"):
+            s.histogram(
+                frame,
+                key="item",
+                user="user",
+                mechanism="stability",
+                max_partitions="auto",
+                epsilon=0.1,
+                delta=1e-9,
+                dry_run=True,
+            )

@@ -210,6 +210,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _int_or_auto(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an integer or 'auto'; got {text!r}") from None
+
+
 def _plan_parsers(sub: Any) -> None:
     """``privhist plan MECHANISM``: one sub-parser per mechanism with only its own options.
 
@@ -296,7 +305,12 @@ def _plan_order(name: str) -> tuple[int, str]:
 def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, default=0.0)
-    p.add_argument("--max-partitions", type=int, help="max keys per user (user-level)")
+    p.add_argument(
+        "--max-partitions",
+        type=_int_or_auto,
+        help="max keys per user (user-level); 'auto' (wgm, dp-sips): a DP quantile of users' "
+        "key counts, 5%% of the budget",
+    )
     p.add_argument("--max-per-partition", type=int, help="max records per user and key")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
     seen: set[str] = set()

@@ -326,7 +326,7 @@ class Session:
         key: str | None = None,
         user: str | bool | None = None,
         mechanism: str = "default",
-        max_partitions: int | None = None,
+        max_partitions: int | str | None = None,
         max_per_partition: int | None = None,
         domain: Sequence[Any] | npt.ArrayLike | str | os.PathLike[str] | None = None,
         confidence: float = 0.95,
@@ -350,7 +350,10 @@ class Session:
                 line is a user; FIMI files are always user-level).
             mechanism: a registered mechanism name, or ``"default"`` (the planner's choice).
             max_partitions, max_per_partition: the contribution bounds ``k`` and ``c`` for
-                user-level data (default 1 each).
+                user-level data (default: no cap given, DP-SIPS with its own default cap; a
+                per-key mechanism then takes 1 each). ``max_partitions="auto"`` (weighted
+                selectors) spends 5% of the budget on a DP quantile of users' key counts
+                (:func:`privhist.mechanisms.user_level.caps.auto_selector`).
             domain: a public domain of keys (a sequence, or a file with one key per line).
             confidence: the confidence of intervals.
             input_format: the file format when the name does not tell.
@@ -409,6 +412,16 @@ class Session:
             # user-level data with no cap given: the most accurate release measured
             # (benchmarks/bench_user_level.py), DP-SIPS with its default cap
             mechanism = USER_LEVEL_DEFAULT
+        if max_partitions == "auto" and mechanism == "default":
+            mechanism = USER_LEVEL_DEFAULT
+        if max_partitions == "auto" and mechanism not in registry.weighted_registry():
+            raise ValidationError(
+                "max_partitions",
+                fn,
+                f"an integer for mechanism {mechanism} ('auto' is for "
+                f"{', '.join(sorted(registry.weighted_registry()))})",
+                max_partitions,
+            )
         if mechanism in registry.weighted_registry():
             return self._weighted_histogram(
                 source,
@@ -431,6 +444,7 @@ class Session:
                 dry_run=dry_run,
                 path=path,
             )
+        assert not isinstance(max_partitions, str)  # "auto" went to a weighted selector above
         nb = (
             Neighbouring.user(
                 1 if max_partitions is None else max_partitions,
@@ -476,7 +490,7 @@ class Session:
         delta: float,
         key: str | None,
         user: str | bool | None,
-        max_partitions: int | None,
+        max_partitions: int | str | None,
         max_per_partition: int | None,
         domain: Any,
         confidence: float,
@@ -519,16 +533,31 @@ class Session:
             )
         cls = registry.weighted_registry()[mechanism]
         kwargs: dict[str, Any] = {"counts": not keys_only, "confidence": confidence}
-        if max_partitions is not None:
+        auto = max_partitions == "auto"
+        if max_partitions is not None and not auto:
             kwargs["max_keys"] = max_partitions
+        # with "auto" the cap comes from the data, but parameters are checked (and the cost,
+        # the whole (epsilon, delta), is known) before anything is read
         selector = cls(epsilon, delta, **kwargs)
-        nb = Neighbouring.user(selector.max_keys, 1)
+        # the relation recorded: user-level; with "auto" the cap is chosen privately, so the
+        # largest candidate bounds what the ledger records
+        from privhist.mechanisms.user_level.caps import CAP_CANDIDATES, auto_selector
+
+        nb = Neighbouring.user(max(CAP_CANDIDATES) if auto else selector.max_keys, 1)
         cost = selector.guarantee()
         out_format = None
         if output is not None:
             out_format = check_output(output, output_format, [path], self.ledger_path, fn)
         if dry_run:
-            return self._dry_run(None, cost, nb, {"mechanism": mechanism, **selector.parameters()})
+            details = (
+                {"mechanism": mechanism, "max_partitions": "auto"}
+                if auto
+                else {
+                    "mechanism": mechanism,
+                    **selector.parameters(),
+                }
+            )
+            return self._dry_run(None, cost, nb, details)
         self._check_budget(cost, nb, seed, fn)
         rng = default_source(seed)
         request = CountRequest(key=key or "key", user=user, format=input_format, key_type=key_type)
@@ -538,11 +567,26 @@ class Session:
                 f"the {self.engine.name} engine has no weighted source for {mechanism}"
             )
         src = weighted_source(source, request, rng)
+
+        def draw() -> Release:
+            if not auto:
+                plain: Release = selector.release_weighted(src, rng)
+                return plain
+            # the cap's noise is drawn inside the transaction too: both parts are one spend
+            chosen, choice = auto_selector(cls, epsilon, delta, src, rng=rng, **kwargs)
+            release: Release = chosen.release_weighted(src, rng)
+            release.metadata["cap"] = {
+                "max_partitions": choice.cap,
+                "chosen_by": "dp quantile of users' distinct keys",
+                "quantile": choice.quantile,
+            }
+            return release
+
         release: Release = self.charged(
             cost,
             mechanism,
             nb,
-            lambda: selector.release_weighted(src, rng),
+            draw,
             encode=lambda r: encode_release(
                 r, out_format or "csv", escape_formulas=escape_formulas, function=fn
             ),

@@ -93,7 +93,7 @@ DEFAULT_MAX_CONTRIBUTIONS_PER_PARTITION: Final[int] = 1
 
 #: user-level Parquet files of more (user, key) records than this are counted in several passes
 #: over disjoint sets of users (see :func:`_count_users`), so memory holds one pass's pairs
-ROWS_PER_USER_PARTITION: Final[int] = 25_000_000
+ROWS_PER_USER_PARTITION: Final[int] = 34_000_000
 
 #: rows per batch of a streamed record-level count of integer keys, and how many counted
 #: batches pile up before they are merged
@@ -103,6 +103,9 @@ _MERGE_EVERY: Final[int] = 16
 #: bounded users are ranked by one sort of a packed (user, priority) word while their number
 #: needs at most this many bits (else by a two-column sort)
 _PACKED_GROUP_BITS: Final[int] = 24
+
+#: caps up to this size mark each bounded user's first k sorted rows in k passes over the users
+_RANK_LOOP_MAX: Final[int] = 64
 
 #: key ranges up to this size are counted with dense arrays in the integer user-level path
 _DENSE_KEYS: Final[int] = 1 << 26
@@ -559,7 +562,9 @@ def _bound(
     users = pairs["user"].to_numpy()
     keys = pairs["key"].to_numpy()
 
-    def priorities(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    def priorities(rows: npt.NDArray[np.int64] | None) -> npt.NDArray[np.uint64]:
+        if rows is None:
+            return prio(users, keys)
         return prio(users[rows], keys[rows])
 
     keep, users_bounded = _keep_mask(sizes, k, priorities)
@@ -570,61 +575,75 @@ def _bound(
 def _keep_mask(
     sizes: npt.NDArray[np.int64],
     k: int,
-    priorities: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.uint64]],
+    priorities: Callable[[npt.NDArray[np.int64] | None], npt.NDArray[np.uint64]],
+    group_ids: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], int]:
     """Which pairs the users keep, for pairs grouped by user in runs of ``sizes``: all of a user
     holding at most ``k`` keys, else the ``k`` of smallest priority; and how many users were
-    bounded. ``priorities(rows)`` gives the priorities of those rows; it is asked only for the
-    rows of bounded users."""
+    bounded. ``priorities(rows)`` gives the priorities of those rows (``None``: of every row);
+    it is asked only for the rows of bounded users. ``group_ids`` (optional) are non-negative
+    per-row user ids, increasing from run to run, used in the packed sort instead of run
+    indexes."""
     m = int(sizes.sum())
     bounded = sizes > k
     users_bounded = int(bounded.sum())
     keep = np.ones(m, dtype=np.bool_)
-    if users_bounded:
-        # rows of users holding more than k keys, still grouped by user in (user, key) order
-        big_rows = np.flatnonzero(np.repeat(bounded, sizes))
-        big_sizes = sizes[bounded]
+    if not users_bounded:
+        return keep, users_bounded
+    # rows of users holding more than k keys, still grouped by user in (user, key) order
+    every = users_bounded == sizes.size
+    big_rows = None if every else np.flatnonzero(np.repeat(bounded, sizes))
+    big_sizes = sizes if every else sizes[bounded]
+    nb = int(big_sizes.sum())
+    # pseudorandom priorities of the pairs themselves (engines/priorities.py), whatever the row
+    # order: each user keeps the k smallest, a uniform k-subset of their keys, independently
+    # of every other user
+    priority = priorities(big_rows)
+    if group_ids is not None:
+        group = group_ids if big_rows is None else group_ids[big_rows]
+        bits = max(1, int(group[-1]).bit_length())
+    else:
         group = np.repeat(np.arange(users_bounded, dtype=np.int64), big_sizes)
-        # pseudorandom priorities of the pairs themselves (engines/priorities.py), whatever the
-        # row order: each user keeps the k smallest, a uniform k-subset of their keys,
-        # independently of every other user
-        priority = priorities(big_rows)
         bits = max(1, users_bounded.bit_length())
-        if bits <= _PACKED_GROUP_BITS:
-            # one sort of (group, top 64 - bits bits of the priority) packed in a word; a
-            # stable sort breaks ties of those bits (probability below s**2 * 2**(bits - 65)
-            # for a user holding s keys: 2**-41 at 2**23 users) by key order
-            packed = (group.astype(np.uint64) << np.uint64(64 - bits)) | (
-                priority >> np.uint64(bits)
-            )
-            order = (
-                pl.DataFrame({"packed": packed})
-                .with_row_index("i")
-                .sort("packed", maintain_order=True)
-                .get_column("i")
-                .to_numpy()
-            )
-            ranked = big_rows[order]
-        else:
-            # a stable sort breaks (probability < 2**-64) ties by key order
-            ranked = (
-                pl.DataFrame(
-                    {
-                        "group": group,
-                        "priority": pl.Series(priority, dtype=pl.UInt64),
-                        "row": big_rows,
-                    }
-                )
-                .sort("group", "priority", maintain_order=True)
-                .get_column("row")
-                .to_numpy()
-            )
-        # sorting by group first keeps every group's block where it was, so the position of
-        # a row inside its block is its rank among the user's priorities
-        block_start = np.repeat(np.cumsum(big_sizes) - big_sizes, big_sizes)
-        rank = np.arange(group.size, dtype=np.int64) - block_start
+    if bits <= _PACKED_GROUP_BITS:
+        # one sort of (group, top 64 - bits bits of the priority) packed in a word; a stable
+        # sort breaks ties of those bits (probability below s**2 * 2**(bits - 65) for a user
+        # holding s keys: 2**-41 at 2**23 users) by key order
+        packed = (group.astype(np.uint64) << np.uint64(64 - bits)) | (priority >> np.uint64(bits))
+        order = (
+            pl.DataFrame({"packed": packed})
+            .with_row_index("i")
+            .sort("packed", maintain_order=True)
+            .get_column("i")
+            .to_numpy()
+        )
+    else:
+        # a stable sort breaks (probability < 2**-64) ties by key order
+        order = (
+            pl.DataFrame({"group": group, "priority": pl.Series(priority, dtype=pl.UInt64)})
+            .with_row_index("i")
+            .sort("group", "priority", maintain_order=True)
+            .get_column("i")
+            .to_numpy()
+        )
+    del group, priority
+    # sorting by group first keeps every group's block where it was, so a user's kept rows are
+    # the first k positions of its block in sorted order
+    starts = np.cumsum(big_sizes) - big_sizes
+    first_k = np.zeros(nb, dtype=np.bool_)
+    if k <= _RANK_LOOP_MAX:
+        for j in range(k):  # k passes over the users, not over the rows
+            first_k[starts[big_sizes > j] + j] = True
+    else:
+        rank = np.arange(nb, dtype=np.int64) - np.repeat(starts, big_sizes)
+        first_k = rank < k
+    chosen = order[first_k]
+    if big_rows is None:
+        keep[:] = False
+        keep[chosen] = True
+    else:
         keep[big_rows] = False
-        keep[ranked[rank < k]] = True
+        keep[big_rows[chosen]] = True
     return keep, users_bounded
 
 
@@ -710,13 +729,15 @@ def _count_user_codes(
         keys = pair - users * width
 
         def priorities(
-            rows: npt.NDArray[np.int64],
+            rows: npt.NDArray[np.int64] | None,
             users: npt.NDArray[np.int64] = users,
             keys: npt.NDArray[np.int64] = keys,
         ) -> npt.NDArray[np.uint64]:
+            if rows is None:
+                return prio(users + u0, keys + k0)
             return prio(users[rows] + u0, keys[rows] + k0)
 
-        keep, bounded = _keep_mask(sizes, k, priorities)
+        keep, bounded = _keep_mask(sizes, k, priorities, users - users[0])
         del users
         info["users"] += int(user_starts.size)
         info["users_bounded"] += bounded

@@ -449,14 +449,40 @@ def test_max_partitions_auto_spends_one_budget_for_cap_and_release() -> None:
         assert r.metadata["cap"]["max_partitions"] in CAP_CANDIDATES
         st = s.status()
         assert st is not None and len(st.spends) == 1 and st.remaining.epsilon == 0
-        with pytest.raises(ValidationError, match="'auto' is for"):
-            s.histogram(
-                frame,
-                key="item",
-                user="user",
-                mechanism="stability",
-                max_partitions="auto",
-                epsilon=0.1,
-                delta=1e-9,
-                dry_run=True,
-            )
+
+
+@pytest.mark.parametrize("mechanism", ["stability", "gaussian-threshold"])
+def test_max_partitions_auto_for_per_key_mechanisms(mechanism: str) -> None:
+    """5% of epsilon on a DP cap (discrete Laplace), the mechanism at the rest: one spend of the
+    whole (epsilon, delta), the cap and the composition in the metadata."""
+    from privhist.mechanisms.user_level.caps import CAP_CANDIDATES
+
+    frame = _baskets(4, 3000)
+    with Session.in_memory(Budget(1.0, 1e-6), unit="user") as s:
+        plan = s.histogram(
+            frame,
+            key="item",
+            user="user",
+            mechanism=mechanism,
+            max_partitions="auto",
+            epsilon=1.0,
+            delta=1e-6,
+            dry_run=True,
+        )
+        assert isinstance(plan, DryRun) and plan.cost.epsilon == 1.0 and plan.allowed
+        r = s.histogram(
+            frame,
+            key="item",
+            user="user",
+            mechanism=mechanism,
+            max_partitions="auto",
+            epsilon=1.0,
+            delta=1e-6,
+        )
+        assert not isinstance(r, DryRun) and r.metadata["mechanism"] == mechanism
+        cap = r.metadata["cap"]
+        assert cap["max_partitions"] in CAP_CANDIDATES and cap["epsilon"] == pytest.approx(0.05)
+        assert r.metadata["guarantee"]["epsilon"] == pytest.approx(0.95)
+        assert cap["total"] == {"epsilon": 1.0, "delta": 1e-6}
+        st = s.status()
+        assert st is not None and len(st.spends) == 1 and st.remaining.epsilon == 0

@@ -308,8 +308,8 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
     p.add_argument(
         "--max-partitions",
         type=_int_or_auto,
-        help="max keys per user (user-level); 'auto' (wgm, dp-sips): a DP quantile of users' "
-        "key counts, 5%% of the budget",
+        help="max keys per user (user-level); 'auto': a DP quantile of users' key counts, "
+        "bought with 5%% of the budget inside the same spend",
     )
     p.add_argument("--max-per-partition", type=int, help="max records per user and key")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")

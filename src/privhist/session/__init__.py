@@ -351,9 +351,10 @@ class Session:
             mechanism: a registered mechanism name, or ``"default"`` (the planner's choice).
             max_partitions, max_per_partition: the contribution bounds ``k`` and ``c`` for
                 user-level data (default: no cap given, DP-SIPS with its own default cap; a
-                per-key mechanism then takes 1 each). ``max_partitions="auto"`` (weighted
-                selectors) spends 5% of the budget on a DP quantile of users' key counts
-                (:func:`privhist.mechanisms.user_level.caps.auto_selector`).
+                per-key mechanism then takes 1 each). ``max_partitions="auto"`` spends 5% of the
+                budget on a DP quantile of users' key counts, in the same spend (zCDP for the
+                weighted selectors, :func:`privhist.mechanisms.user_level.caps.auto_selector`;
+                discrete Laplace and basic composition for per-key mechanisms).
             domain: a public domain of keys (a sequence, or a file with one key per line).
             confidence: the confidence of intervals.
             input_format: the file format when the name does not tell.
@@ -415,12 +416,25 @@ class Session:
         if max_partitions == "auto" and mechanism == "default":
             mechanism = USER_LEVEL_DEFAULT
         if max_partitions == "auto" and mechanism not in registry.weighted_registry():
-            raise ValidationError(
-                "max_partitions",
-                fn,
-                f"an integer for mechanism {mechanism} ('auto' is for "
-                f"{', '.join(sorted(registry.weighted_registry()))})",
-                max_partitions,
+            return self._auto_cap_histogram(
+                source,
+                mechanism=mechanism,
+                epsilon=epsilon,
+                delta=delta,
+                key=key,
+                user=user,
+                max_per_partition=max_per_partition,
+                domain=dom,
+                confidence=confidence,
+                input_format=input_format,
+                key_type=key_type,
+                options=dict(options or {}),
+                output=output,
+                output_format=output_format,
+                escape_formulas=escape_formulas,
+                seed=seed,
+                dry_run=dry_run,
+                path=path,
             )
         if mechanism in registry.weighted_registry():
             return self._weighted_histogram(
@@ -474,6 +488,114 @@ class Session:
             mech.name,
             nb,
             lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
+            encode=lambda r: encode_release(
+                r, out_format or "csv", escape_formulas=escape_formulas, function=fn
+            ),
+            output=output,
+        )
+        return release
+
+    def _auto_cap_histogram(
+        self,
+        source: Any,
+        *,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        key: str | None,
+        user: str | bool | None,
+        max_per_partition: int | None,
+        domain: Any,
+        confidence: float,
+        input_format: str | None,
+        key_type: str | None,
+        options: dict[str, Any],
+        output: str | os.PathLike[str] | None,
+        output_format: str | None,
+        escape_formulas: bool,
+        seed: int | None,
+        dry_run: bool,
+        path: Any,
+    ) -> Release | DryRun:
+        """A per-key mechanism whose cap ``k`` is a DP quantile of users' key counts
+        (:func:`privhist.mechanisms.user_level.caps.dp_degree_cap`, discrete Laplace): 5% of
+        epsilon buys the cap, the mechanism runs at the rest, and basic composition gives
+        ``(epsilon, delta)`` for the whole, charged as one spend.
+
+        The mechanism is built for every candidate cap before any data is read, so no
+        failure after the cap is drawn can depend on (and reveal) the cap.
+        """
+        from privhist.mechanisms.user_level.caps import (
+            CAP_CANDIDATES,
+            DEFAULT_CAP_FRACTION,
+            DEFAULT_QUANTILE,
+            dp_degree_cap,
+        )
+
+        fn = "histogram"
+        if user is None:
+            raise ValidationError(
+                "max_partitions", fn, "an integer unless there is a user column", "auto"
+            )
+        c = 1 if max_per_partition is None else max_per_partition
+        eps_cap = float(epsilon) * DEFAULT_CAP_FRACTION
+        eps_mech = float(epsilon) - eps_cap
+        built = {
+            cap: _build(
+                mechanism,
+                eps_mech,
+                delta,
+                Neighbouring.user(cap, c),
+                domain,
+                confidence,
+                dict(options),
+            )
+            for cap in CAP_CANDIDATES
+        }
+        name = next(iter(built.values())).name
+        widest = Neighbouring.user(max(CAP_CANDIDATES), c)
+        cost = Budget(epsilon, max(m.guarantee().delta for m in built.values()))
+        out_format = None
+        for m in built.values():
+            out_format = self._check_output_for(m, output, output_format, [path], fn)
+        if dry_run:
+            return self._dry_run(None, cost, widest, {"mechanism": name, "max_partitions": "auto"})
+        self._check_budget(cost, widest, seed, fn)
+        rng = default_source(seed)
+        weighted_source = getattr(self.engine, "weighted_source", None)
+        if weighted_source is None or not getattr(self.engine, "weighted", False):
+            raise UnsupportedError(f"the {self.engine.name} engine cannot choose a cap ('auto')")
+        request = CountRequest(key=key or "key", user=user, format=input_format, key_type=key_type)
+        histogram = weighted_source(source, request, rng).degree_histogram(CAP_CANDIDATES)
+
+        def draw() -> Release:
+            choice = dp_degree_cap(histogram, quantile=DEFAULT_QUANTILE, epsilon=eps_cap, rng=rng)
+            mech = built[choice.cap]
+            bounded = CountRequest(
+                key=key or "key",
+                user=user,
+                format=input_format,
+                key_type=key_type,
+                max_partitions=choice.cap,
+                max_per_partition=c,
+            )
+            counts = self.engine.count(source, bounded, rng, progress=self.progress)
+            release = _with_counts_info(mech.release(counts, rng), counts, self.engine.name)
+            release.metadata["cap"] = {
+                "max_partitions": choice.cap,
+                "chosen_by": "dp quantile of users' distinct keys (discrete Laplace)",
+                "quantile": choice.quantile,
+                "epsilon": eps_cap,
+                "composition": f"basic: ({eps_cap:.6g} + {eps_mech:.6g}, {delta:g})",
+                "total": {"epsilon": cost.epsilon, "delta": cost.delta},
+            }
+            return release
+
+        release: Release = self.charged(
+            cost,
+            f"{name} (auto cap)",
+            widest,
+            draw,
             encode=lambda r: encode_release(
                 r, out_format or "csv", escape_formulas=escape_formulas, function=fn
             ),

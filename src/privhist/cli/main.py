@@ -23,7 +23,6 @@ from privhist.core.budget import Budget
 from privhist.core.errors import PrivhistError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.planning.plan import build, choose_default, plan
-from privhist.session import DryRun
 
 EXIT_ERROR = 2
 
@@ -437,6 +436,7 @@ def _plot(args: argparse.Namespace, mech: Any, nb: Neighbouring, domain: Any) ->
 def _cmd_histogram(args: argparse.Namespace) -> int:
     from privhist.cli.common import session_for
     from privhist.io.writers import release_to_csv
+    from privhist.session import DryRun
 
     if args.output is None and args.format not in (None, "csv"):
         raise ValidationError("--format", "histogram", "csv when writing to stdout", args.format)

@@ -127,6 +127,42 @@ class DryRun:
         }
 
 
+@dataclass(frozen=True)
+class _HistogramCall:
+    """The checked arguments of one :meth:`Session.histogram`, for the paths it dispatches to."""
+
+    source: Any
+    path: str | os.PathLike[str] | None
+    mechanism: str
+    epsilon: float
+    delta: float
+    key: str | None
+    user: str | bool | None
+    max_partitions: int | str | None
+    max_per_partition: int | None
+    domain: Any
+    confidence: float
+    input_format: str | None
+    key_type: str | None
+    options: dict[str, Any]
+    output: str | os.PathLike[str] | None
+    output_format: str | None
+    escape_formulas: bool
+    seed: int | None
+    dry_run: bool
+
+    def request(self, max_partitions: int | None, max_per_partition: int | None) -> CountRequest:
+        """What the engine counts, with these bounds."""
+        return CountRequest(
+            key=self.key or "key",
+            user=self.user,
+            format=self.input_format,
+            key_type=self.key_type,
+            max_partitions=max_partitions,
+            max_per_partition=max_per_partition,
+        )
+
+
 class Session:
     """A ledger, the dataset it charges, and an engine: the one release path.
 
@@ -378,13 +414,7 @@ class Session:
         fimi = path is not None and (
             input_format == "fimi" or (input_format is None and _is_fimi(path))
         )
-        if not self.engine.accepts(source):
-            raise ValidationError(
-                "source",
-                fn,
-                f"a file path or a table the {self.engine.name} engine reads",
-                type(source).__name__,
-            )
+        self.check_source(source, fn)
         if key is None and not (input_format == "text" or fimi):
             raise ValidationError("key", fn, "a column name", None)
         if fimi and user is None:
@@ -415,49 +445,31 @@ class Session:
             mechanism = USER_LEVEL_DEFAULT
         if max_partitions == "auto" and mechanism == "default":
             mechanism = USER_LEVEL_DEFAULT
+        call = _HistogramCall(
+            source=source,
+            path=path,
+            mechanism=mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            key=key,
+            user=user,
+            max_partitions=max_partitions,
+            max_per_partition=max_per_partition,
+            domain=dom,
+            confidence=confidence,
+            input_format=input_format,
+            key_type=key_type,
+            options=dict(options or {}),
+            output=output,
+            output_format=output_format,
+            escape_formulas=escape_formulas,
+            seed=seed,
+            dry_run=dry_run,
+        )
         if max_partitions == "auto" and mechanism not in registry.weighted_registry():
-            return self._auto_cap_histogram(
-                source,
-                mechanism=mechanism,
-                epsilon=epsilon,
-                delta=delta,
-                key=key,
-                user=user,
-                max_per_partition=max_per_partition,
-                domain=dom,
-                confidence=confidence,
-                input_format=input_format,
-                key_type=key_type,
-                options=dict(options or {}),
-                output=output,
-                output_format=output_format,
-                escape_formulas=escape_formulas,
-                seed=seed,
-                dry_run=dry_run,
-                path=path,
-            )
+            return self._auto_cap_histogram(call)
         if mechanism in registry.weighted_registry():
-            return self._weighted_histogram(
-                source,
-                mechanism=mechanism,
-                epsilon=epsilon,
-                delta=delta,
-                key=key,
-                user=user,
-                max_partitions=max_partitions,
-                max_per_partition=max_per_partition,
-                domain=dom,
-                confidence=confidence,
-                input_format=input_format,
-                key_type=key_type,
-                options=dict(options or {}),
-                output=output,
-                output_format=output_format,
-                escape_formulas=escape_formulas,
-                seed=seed,
-                dry_run=dry_run,
-                path=path,
-            )
+            return self._weighted_histogram(call)
         assert not isinstance(max_partitions, str)  # "auto" went to a weighted selector above
         nb = (
             Neighbouring.user(
@@ -474,49 +486,46 @@ class Session:
             return self._dry_run(mech, cost, nb)
         self._check_budget(cost, nb, seed, fn)
         rng = default_source(seed)
-        request = CountRequest(
-            key=key or "key",
-            user=user,
-            format=input_format,
-            key_type=key_type,
-            max_partitions=nb.max_partitions_contributed if user is not None else None,
-            max_per_partition=nb.max_contributions_per_partition if user is not None else None,
+        bounds = (
+            (nb.max_partitions_contributed, nb.max_contributions_per_partition)
+            if user is not None
+            else (None, None)
         )
-        counts = self.engine.count(source, request, rng, progress=self.progress)
-        release: Release = self.charged(
+        counts = self.engine.count(source, call.request(*bounds), rng, progress=self.progress)
+        return self._publish(
+            call,
             cost,
             mech.name,
             nb,
             lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
-            encode=lambda r: encode_release(
-                r, out_format or "csv", escape_formulas=escape_formulas, function=fn
-            ),
-            output=output,
+            out_format,
         )
-        return release
 
-    def _auto_cap_histogram(
+    def _publish(
         self,
-        source: Any,
-        *,
-        mechanism: str,
-        epsilon: float,
-        delta: float,
-        key: str | None,
-        user: str | bool | None,
-        max_per_partition: int | None,
-        domain: Any,
-        confidence: float,
-        input_format: str | None,
-        key_type: str | None,
-        options: dict[str, Any],
-        output: str | os.PathLike[str] | None,
-        output_format: str | None,
-        escape_formulas: bool,
-        seed: int | None,
-        dry_run: bool,
-        path: Any,
-    ) -> Release | DryRun:
+        call: _HistogramCall,
+        cost: Budget,
+        name: str,
+        neighbouring: Neighbouring,
+        draw: Callable[[], Release],
+        out_format: str | None,
+    ) -> Release:
+        """:meth:`charged` for a histogram: encode to ``out_format`` and write ``output``."""
+        return self.charged(
+            cost,
+            name,
+            neighbouring,
+            draw,
+            encode=lambda r: encode_release(
+                r,
+                out_format or "csv",
+                escape_formulas=call.escape_formulas,
+                function="histogram",
+            ),
+            output=call.output,
+        )
+
+    def _auto_cap_histogram(self, call: _HistogramCall) -> Release | DryRun:
         """A per-key mechanism whose cap ``k`` is a DP quantile of users' key counts
         (:func:`privhist.mechanisms.user_level.caps.dp_degree_cap`, discrete Laplace): 5% of
         epsilon buys the cap, the mechanism runs at the rest, and basic composition gives
@@ -533,169 +542,137 @@ class Session:
         )
 
         fn = "histogram"
-        if user is None:
+        if call.user is None:
             raise ValidationError(
                 "max_partitions", fn, "an integer unless there is a user column", "auto"
             )
-        c = 1 if max_per_partition is None else max_per_partition
-        eps_cap = float(epsilon) * DEFAULT_CAP_FRACTION
-        eps_mech = float(epsilon) - eps_cap
+        c = 1 if call.max_per_partition is None else call.max_per_partition
+        eps_cap = float(call.epsilon) * DEFAULT_CAP_FRACTION
+        eps_mech = float(call.epsilon) - eps_cap
         built = {
             cap: _build(
-                mechanism,
+                call.mechanism,
                 eps_mech,
-                delta,
+                call.delta,
                 Neighbouring.user(cap, c),
-                domain,
-                confidence,
-                dict(options),
+                call.domain,
+                call.confidence,
+                dict(call.options),
             )
             for cap in CAP_CANDIDATES
         }
         name = next(iter(built.values())).name
         widest = Neighbouring.user(max(CAP_CANDIDATES), c)
-        cost = Budget(epsilon, max(m.guarantee().delta for m in built.values()))
+        cost = Budget(call.epsilon, max(m.guarantee().delta for m in built.values()))
         out_format = None
         for m in built.values():
-            out_format = self._check_output_for(m, output, output_format, [path], fn)
-        if dry_run:
+            out_format = self._check_output_for(m, call.output, call.output_format, [call.path], fn)
+        if call.dry_run:
             return self._dry_run(None, cost, widest, {"mechanism": name, "max_partitions": "auto"})
-        self._check_budget(cost, widest, seed, fn)
-        rng = default_source(seed)
+        self._check_budget(cost, widest, call.seed, fn)
+        rng = default_source(call.seed)
         weighted_source = getattr(self.engine, "weighted_source", None)
         if weighted_source is None or not getattr(self.engine, "weighted", False):
             raise UnsupportedError(f"the {self.engine.name} engine cannot choose a cap ('auto')")
-        request = CountRequest(key=key or "key", user=user, format=input_format, key_type=key_type)
-        histogram = weighted_source(source, request, rng).degree_histogram(CAP_CANDIDATES)
+        request = call.request(None, None)
+        histogram = weighted_source(call.source, request, rng).degree_histogram(CAP_CANDIDATES)
 
         def draw() -> Release:
             choice = dp_degree_cap(histogram, quantile=DEFAULT_QUANTILE, epsilon=eps_cap, rng=rng)
             mech = built[choice.cap]
-            bounded = CountRequest(
-                key=key or "key",
-                user=user,
-                format=input_format,
-                key_type=key_type,
-                max_partitions=choice.cap,
-                max_per_partition=c,
-            )
-            counts = self.engine.count(source, bounded, rng, progress=self.progress)
+            bounded = call.request(choice.cap, c)
+            counts = self.engine.count(call.source, bounded, rng, progress=self.progress)
             release = _with_counts_info(mech.release(counts, rng), counts, self.engine.name)
             release.metadata["cap"] = {
                 "max_partitions": choice.cap,
                 "chosen_by": "dp quantile of users' distinct keys (discrete Laplace)",
                 "quantile": choice.quantile,
                 "epsilon": eps_cap,
-                "composition": f"basic: ({eps_cap:.6g} + {eps_mech:.6g}, {delta:g})",
+                "composition": f"basic: ({eps_cap:.6g} + {eps_mech:.6g}, {call.delta:g})",
                 "total": {"epsilon": cost.epsilon, "delta": cost.delta},
             }
             return release
 
-        release: Release = self.charged(
-            cost,
-            f"{name} (auto cap)",
-            widest,
-            draw,
-            encode=lambda r: encode_release(
-                r, out_format or "csv", escape_formulas=escape_formulas, function=fn
-            ),
-            output=output,
-        )
-        return release
+        return self._publish(call, cost, f"{name} (auto cap)", widest, draw, out_format)
 
-    def _weighted_histogram(
-        self,
-        source: Any,
-        *,
-        mechanism: str,
-        epsilon: float,
-        delta: float,
-        key: str | None,
-        user: str | bool | None,
-        max_partitions: int | str | None,
-        max_per_partition: int | None,
-        domain: Any,
-        confidence: float,
-        input_format: str | None,
-        key_type: str | None,
-        options: dict[str, Any],
-        output: str | os.PathLike[str] | None,
-        output_format: str | None,
-        escape_formulas: bool,
-        seed: int | None,
-        dry_run: bool,
-        path: Any,
-    ) -> Release | DryRun:
+    def _weighted_histogram(self, call: _HistogramCall) -> Release | DryRun:
         """A weighted user-level selector (WGM, DP-SIPS; :mod:`privhist.mechanisms.user_level`):
         each user spreads one unit of L2 weight over at most ``max_partitions`` keys (default
         :data:`~privhist.mechanisms.user_level.selectors.DEFAULT_MAX_KEYS`); keys only with
         ``keys_only``, else keys and counts from a second Gaussian release."""
         fn = "histogram"
-        if user is None:
+        if call.user is None:
             raise ValidationError(
-                "user", f"{fn} with mechanism {mechanism}", "a user column (user-level data)", None
+                "user",
+                f"{fn} with mechanism {call.mechanism}",
+                "a user column (user-level data)",
+                None,
             )
-        if domain is not None:
-            raise ValidationError("domain", f"{fn} with mechanism {mechanism}", "None", "a domain")
-        if max_per_partition not in (None, 1):
+        if call.domain is not None:
+            raise ValidationError(
+                "domain", f"{fn} with mechanism {call.mechanism}", "None", "a domain"
+            )
+        if call.max_per_partition not in (None, 1):
             raise ValidationError(
                 "max_per_partition",
-                f"{fn} with mechanism {mechanism}",
+                f"{fn} with mechanism {call.mechanism}",
                 "1 (the selectors count users, not records)",
-                max_per_partition,
+                call.max_per_partition,
             )
-        keys_only = bool(options.pop("keys_only", False))
-        if options:
-            name = sorted(options)[0]
+        keys_only = bool(call.options.pop("keys_only", False))
+        if call.options:
+            name = sorted(call.options)[0]
             raise ValidationError(
                 name,
-                f"{fn} with mechanism {mechanism}",
+                f"{fn} with mechanism {call.mechanism}",
                 "an option of this mechanism",
-                options[name],
+                call.options[name],
             )
-        cls = registry.weighted_registry()[mechanism]
-        kwargs: dict[str, Any] = {"counts": not keys_only, "confidence": confidence}
-        auto = max_partitions == "auto"
-        if max_partitions is not None and not auto:
-            kwargs["max_keys"] = max_partitions
+        cls = registry.weighted_registry()[call.mechanism]
+        kwargs: dict[str, Any] = {"counts": not keys_only, "confidence": call.confidence}
+        auto = call.max_partitions == "auto"
+        if call.max_partitions is not None and not auto:
+            kwargs["max_keys"] = call.max_partitions
         # with "auto" the cap comes from the data, but parameters are checked (and the cost,
-        # the whole (epsilon, delta), is known) before anything is read
-        selector = cls(epsilon, delta, **kwargs)
-        # the relation recorded: user-level; with "auto" the cap is chosen privately, so the
+        # the whole (call.epsilon, call.delta), is known) before anything is read
+        selector = cls(call.epsilon, call.delta, **kwargs)
+        # the relation recorded: call.user-level; with "auto" the cap is chosen privately, so the
         # largest candidate bounds what the ledger records
         from privhist.mechanisms.user_level.caps import CAP_CANDIDATES, auto_selector
 
         nb = Neighbouring.user(max(CAP_CANDIDATES) if auto else selector.max_keys, 1)
         cost = selector.guarantee()
         out_format = None
-        if output is not None:
-            out_format = check_output(output, output_format, [path], self.ledger_path, fn)
-        if dry_run:
+        if call.output is not None:
+            out_format = check_output(
+                call.output, call.output_format, [call.path], self.ledger_path, fn
+            )
+        if call.dry_run:
             details = (
-                {"mechanism": mechanism, "max_partitions": "auto"}
+                {"mechanism": call.mechanism, "max_partitions": "auto"}
                 if auto
                 else {
-                    "mechanism": mechanism,
+                    "mechanism": call.mechanism,
                     **selector.parameters(),
                 }
             )
             return self._dry_run(None, cost, nb, details)
-        self._check_budget(cost, nb, seed, fn)
-        rng = default_source(seed)
-        request = CountRequest(key=key or "key", user=user, format=input_format, key_type=key_type)
+        self._check_budget(cost, nb, call.seed, fn)
+        rng = default_source(call.seed)
+        request = call.request(None, None)
         weighted_source = getattr(self.engine, "weighted_source", None)
         if weighted_source is None:
             raise UnsupportedError(
-                f"the {self.engine.name} engine has no weighted source for {mechanism}"
+                f"the {self.engine.name} engine has no weighted source for {call.mechanism}"
             )
-        src = weighted_source(source, request, rng)
+        src = weighted_source(call.source, request, rng)
 
         def draw() -> Release:
             if not auto:
                 plain: Release = selector.release_weighted(src, rng)
                 return plain
             # the cap's noise is drawn inside the transaction too: both parts are one spend
-            chosen, choice = auto_selector(cls, epsilon, delta, src, rng=rng, **kwargs)
+            chosen, choice = auto_selector(cls, call.epsilon, call.delta, src, rng=rng, **kwargs)
             release: Release = chosen.release_weighted(src, rng)
             release.metadata["cap"] = {
                 "max_partitions": choice.cap,
@@ -704,17 +681,7 @@ class Session:
             }
             return release
 
-        release: Release = self.charged(
-            cost,
-            mechanism,
-            nb,
-            draw,
-            encode=lambda r: encode_release(
-                r, out_format or "csv", escape_formulas=escape_formulas, function=fn
-            ),
-            output=output,
-        )
-        return release
+        return self._publish(call, cost, call.mechanism, nb, draw, out_format)
 
     def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:
         """TrieHH++ heavy hitters (or ``one_shot=True``: one sample-and-threshold histogram of
@@ -765,6 +732,16 @@ class Session:
         return self.engine.count(source, request, default_source(seed), progress=self.progress)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def check_source(self, source: Any, function: str) -> None:
+        """A typed error unless the session's engine reads ``source`` (no data is read)."""
+        if not self.engine.accepts(source):
+            raise ValidationError(
+                "source",
+                function,
+                f"a file path or a table the {self.engine.name} engine reads",
+                type(source).__name__,
+            )
 
     def _check_output_for(
         self,

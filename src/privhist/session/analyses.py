@@ -46,16 +46,6 @@ def _source_label(source: Any) -> str:
     return os.fspath(source) if _is_path(source) else f"a {type(source).__name__}"
 
 
-def _check_source(session: Session, source: Any, fn: str) -> None:
-    if not session.engine.accepts(source):
-        raise ValidationError(
-            "source",
-            fn,
-            f"a file path or a table the {session.engine.name} engine reads",
-            type(source).__name__,
-        )
-
-
 def _output(
     session: Session,
     output: str | os.PathLike[str] | None,
@@ -123,7 +113,7 @@ def heavy_hitters(
     from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 
     fn = "heavy-hitters"
-    _check_source(session, source, fn)
+    session.check_source(source, fn)
     alphabet = DEFAULT_ALPHABET if alphabet is None else alphabet
     terminator = DEFAULT_TERMINATOR if terminator is None else terminator
     if one_shot:
@@ -297,7 +287,7 @@ def quantiles(
     from privhist.analytics.quantiles import answer_quantiles, check_levels, quantile_method
 
     fn = "quantiles"
-    _check_source(session, source, fn)
+    session.check_source(source, fn)
     qs = check_levels(q, fn)
     if method == "binary-search" and branching != 2:
         raise ValidationError("branching", fn, "2 with method binary-search", branching)
@@ -354,7 +344,7 @@ def range_counts(
     from privhist.analytics.range_query import HierarchicalHistogram
 
     fn = "range"
-    _check_source(session, source, fn)
+    session.check_source(source, fn)
     hh = HierarchicalHistogram(
         epsilon,
         delta,
@@ -532,7 +522,7 @@ def weighted_sample(
             raise ValidationError("output", fn, "a file in an existing directory", str(output))
         out_format = _output(session, output, out_path.suffix.lower()[1:], source, fn)
     budget = Budget(epsilon, delta)
-    _check_source(session, source, fn)
+    session.check_source(source, fn)
     if dry_run:
         return session._dry_run(None, budget, Neighbouring.add_remove(), {"scheme": scheme})
     session._check_budget(budget, None, seed, fn)
@@ -666,7 +656,7 @@ def federated_frequency(
         )
     if top_d is not None and not domain_from_data:
         raise ValidationError("top_d", fn, "used with domain_from_data", top_d)
-    _check_source(session, source, fn)
+    session.check_source(source, fn)
     if session.charging:
         # its guarantee is for replacing one user's whole vector, a unit the ledger does not keep
         raise UnsupportedError(

@@ -68,6 +68,25 @@ def stability_threshold(scale: Fraction, c: int, delta_key: Fraction) -> int:
     return c + m
 
 
+def thresholded_distribution(
+    table: dict[int, Any], tail: Any, count: int, threshold: int
+) -> KeyDistribution:
+    """The law of one key's output when ``count + Z`` is released iff it reaches ``threshold``:
+    ``table`` holds Pr[Z = z] on a symmetric window and ``tail`` the mass outside it, half on
+    each side (the upper half left as the distribution's unaccounted tail)."""
+    with mpmath.workprec(PREC):
+        probs: dict[Any, Any] = {}
+        kept = mpmath.mpf(0)
+        for z, p in table.items():
+            v = count + z
+            if v >= threshold:
+                probs[v] = p
+                kept += p
+        # not released: everything below the threshold, including the lower tail
+        probs[NOT_RELEASED] = 1 - kept - tail / 2
+    return KeyDistribution(probs, tail / 2)
+
+
 @register
 class StabilityHistogram(Mechanism):
     """Stability-based sparse histogram: discrete Laplace counts, keep those >= T.
@@ -115,19 +134,8 @@ class StabilityHistogram(Mechanism):
     def key_distribution(self, units: int, count: int) -> KeyDistribution:
         if count == 0:
             return KeyDistribution({NOT_RELEASED: mpmath.mpf(1)})
-        radius = self.noise.radius_for_tail()
-        table, tail = self.noise.mp_pmf_table(radius)
-        with mpmath.workprec(PREC):
-            probs: dict[Any, Any] = {}
-            kept = mpmath.mpf(0)
-            for z, p in table.items():
-                v = count + z
-                if v >= self.threshold:
-                    probs[v] = p
-                    kept += p
-            # not released: everything below the threshold, including the lower tail
-            probs[NOT_RELEASED] = 1 - kept - tail / 2
-        return KeyDistribution(probs, tail / 2)
+        table, tail = self.noise.mp_pmf_table(self.noise.radius_for_tail())
+        return thresholded_distribution(table, tail, count, self.threshold)
 
     def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
         present = counts.counts > 0

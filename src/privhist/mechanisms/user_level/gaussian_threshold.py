@@ -47,6 +47,7 @@ from privhist.core.validation import check_probability
 from privhist.mechanisms._noise import PREC
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
+from privhist.mechanisms.stability import thresholded_distribution
 from privhist.mechanisms.user_level._gauss import (
     calibrate,
     calibrate_threshold,
@@ -171,16 +172,7 @@ class GaussianThresholdHistogram(Mechanism):
         if count == 0:
             return KeyDistribution({NOT_RELEASED: mpmath.mpf(1)})
         table, tail = dg_table(self.sigma2)
-        with mpmath.workprec(PREC):
-            probs: dict[Any, Any] = {}
-            kept = mpmath.mpf(0)
-            for z, p in table.items():
-                v = count + z
-                if v >= self.threshold:
-                    probs[v] = p
-                    kept += p
-            probs[NOT_RELEASED] = 1 - kept - tail / 2
-        return KeyDistribution(probs, tail / 2)
+        return thresholded_distribution(table, tail, count, self.threshold)
 
     def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
         present = counts.counts > 0

@@ -96,10 +96,13 @@ def heavy_hitters(
     seed: int | None = None,
     dry_run: bool = False,
     secure_sum: str = "ideal",
+    confidence: float = 0.95,
 ) -> HeavyHittersResult | DryRun:
     """TrieHH++ (or one sample-and-threshold histogram of whole items) over one item per client.
 
     See :class:`privhist.federated.triehh.TrieHH` (Bharadwaj & Cormode 2022, Section 4.1).
+    Each TrieHH++ item carries ``lower`` / ``upper``: a ``confidence`` interval for its number
+    of clients, valid given its release (:mod:`privhist.federated.triehh_intervals`).
     """
     from privhist.engines.base import CountRequest
     from privhist.federated.population import Population
@@ -140,6 +143,7 @@ def heavy_hitters(
             terminator=terminator,
             drop_unknown=drop_unknown,
             level_epsilon=level_epsilon,
+            confidence=confidence,
         )
         cost = hh.composition.guarantee
         name = f"{fn} (TrieHH++)"

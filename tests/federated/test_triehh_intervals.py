@@ -38,7 +38,9 @@ def _exact_interval(x: int, p: Fraction, tau: int, conf: Fraction) -> tuple[int,
     return lower, n
 
 
-@pytest.mark.parametrize(("p", "tau"), [(Fraction(1, 2), 2), (Fraction(1, 5), 4), (Fraction(1, 3), 6)])
+@pytest.mark.parametrize(
+    ("p", "tau"), [(Fraction(1, 2), 2), (Fraction(1, 5), 4), (Fraction(1, 3), 6)]
+)
 def test_endpoints_match_exact_rational_inversion(p: Fraction, tau: int) -> None:
     for x in range(tau, tau + 9):
         lo, hi = node_interval(x, float(p), tau, 0.95)
@@ -81,18 +83,14 @@ CASES = [(50, 0.125, 10, 200_000), (100, 0.125, 10, 20_000), (600, 0.125, 10, 10
 def test_coverage_given_release_is_at_least_nominal(
     n_true: int, p: float, tau: int, draws: int
 ) -> None:
-    hits, total = _coverage(
-        n_true, p, tau, draws, 11, lambda x: node_interval(x, p, tau, 0.95)
-    )
+    hits, total = _coverage(n_true, p, tau, draws, 11, lambda x: node_interval(x, p, tau, 0.95))
     assert total > 5000
     assert _covers_at_least(hits, total, 0.95), hits / total
 
 
 def test_power_a_90_percent_interval_fails_the_95_percent_check() -> None:
     n_true, p, tau = 100, 0.125, 10
-    hits, total = _coverage(
-        n_true, p, tau, 60_000, 12, lambda x: node_interval(x, p, tau, 0.80)
-    )
+    hits, total = _coverage(n_true, p, tau, 60_000, 12, lambda x: node_interval(x, p, tau, 0.80))
     assert not _covers_at_least(hits, total, 0.95), hits / total
 
 
@@ -100,9 +98,7 @@ def test_power_ignoring_selection_undercovers_near_the_threshold() -> None:
     """The unconditional Clopper-Pearson interval (tau = 1: no selection) is valid before
     release but not given it: near the threshold released counts are the upper tail."""
     n_true, p, tau = 50, 0.125, 10
-    hits, total = _coverage(
-        n_true, p, tau, 200_000, 13, lambda x: node_interval(x, p, 1, 0.95)
-    )
+    hits, total = _coverage(n_true, p, tau, 200_000, 13, lambda x: node_interval(x, p, 1, 0.95))
     assert not _covers_at_least(hits, total, 0.95), hits / total
 
 

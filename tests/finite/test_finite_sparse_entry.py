@@ -65,7 +65,7 @@ def test_an_explicit_tv_delta_above_the_request_is_refused() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_exact_order_statistics_on_a_huge_universe_are_refused_naming_delta(name: str) -> None:
     cls = registry.get(name)
-    with pytest.raises(ValidationError, match="parameter 'delta'.*pure-sparse"):
+    with pytest.raises(ValidationError, match=r"parameter 'delta'.*pure-sparse"):
         cls(1.0, 0.0, universe_bits=64, count_bound=50)
     small = cls(1.0, 0.0, universe_bits=10, count_bound=50)  # 1024 x 51 <= 2**21: exact
     assert small.guarantee().delta == 0 and small.tv_delta is None

@@ -663,9 +663,7 @@ class TrieHH:
         lower = np.array([intervals[k][0] for k in done], dtype=np.int64)
         upper = np.array([intervals[k][1] for k in done], dtype=np.int64)
         meta = self.metadata(rng)
-        return HeavyHitters(
-            items, cnt, est, nodes, meta, diagnostics, intervals, lower, upper
-        )
+        return HeavyHitters(items, cnt, est, nodes, meta, diagnostics, intervals, lower, upper)
 
 
 def one_shot_heavy_hitters(

@@ -13,11 +13,11 @@ most about ``M``. The sample is a threshold sample (ppswor or priority with ``f(
 with exact inclusion probabilities, sanitised with the certified keys-and-frequencies sanitiser
 (or the keys sanitiser with ``--keys-only``; ``--frequency-rule algorithm5`` for Algorithm 5's
 maximum-separation rows, certified the same way, which add a ``sanitized_value`` column); each
-row is ``key, token, estimate, bias, variance`` (the MLE of the frequency and its exact bias
-and variance at the frequency the MLE attributes to the token). Output goes to ``--output``
-(CSV, or JSON with metadata), written atomically, or to stdout. A file carries a row count and checksum (CSV: a last line
-``# privhist integrity: ...``; JSON: ``metadata.integrity``; see :mod:`privhist.io.integrity`),
-which ``privhist estimate`` checks.
+row is ``key, token, estimate, bias, variance`` (the MLE of the frequency and its exact bias and
+variance at the frequency the MLE attributes to the token). Output goes to ``--output`` (CSV, or
+JSON with metadata), written atomically, or to stdout. A file carries a row count and checksum
+(CSV: a last line ``# privhist integrity: ...``; JSON: ``metadata.integrity``; see
+:mod:`privhist.io.integrity`), which ``privhist estimate`` checks.
 
 Sample size instead of a threshold (``--k K``). A bottom-k sample's threshold is the
 ``(k+1)``-th smallest rank, a function of the data, which the sanitisers' guarantee does not

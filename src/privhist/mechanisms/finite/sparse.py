@@ -327,10 +327,10 @@ class SparseHistogram(_FiniteHistogram):
     6.5: within statistical distance ``tv_delta`` of ``KH''`` for every input, hence
     ``(eps, (e**eps + 1) tv_delta)``-DP. Given ``delta > 0`` and no ``tv_delta``, ``tv_delta`` is
     the largest ``1/k`` whose stated delta ``(2 + eps + eps**2) / k`` (``e**eps <= 1 + eps +
-    eps**2`` on ``(0, 1]``) is at most ``delta``; the stated delta is then that value. Accuracy (Theorem 6.4): with BasicHistogram over ``X``
-    ``(a1, beta3)``-per-query and ``(a2, beta3)``-simultaneously accurate, ``(a1, beta1 + 2 beta3)``
-    per query on counts above ``2 a2`` and ``(2 a2, beta1 + beta3)`` simultaneously (plus
-    ``tv_delta``).
+    eps**2`` on ``(0, 1]``) is at most ``delta``; the stated delta is then that value.
+    Accuracy (Theorem 6.4): with BasicHistogram over ``X`` ``(a1, beta3)``-per-query and
+    ``(a2, beta3)``-simultaneously accurate, ``(a1, beta1 + 2 beta3)`` per query on counts above
+    ``2 a2`` and ``(2 a2, beta1 + beta3)`` simultaneously (plus ``tv_delta``).
 
     Registered as ``sparse`` (``privhist histogram --mechanism sparse``, ``Session.histogram(...,
     mechanism="sparse")``); ``pure-sparse`` (Algorithm 8) is its pure-DP form for large universes.

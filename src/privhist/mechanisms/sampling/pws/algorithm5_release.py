@@ -25,9 +25,10 @@ The certificate is what the guarantee rests on: whatever the float computation d
 that are drawn from are ``(eps, delta)``-DP for frequencies moving by one (element-level
 neighbours, Algorithm 2's setting). The draw itself is exact
 (:func:`.sanitize.sanitize_frequencies`: one uniform integer below ``Q_i`` compared with the
-integer cumulative sums of row ``i``), so a key of frequency ``i`` is reported with token ``j`` with probability exactly ``E_(i,j) / 2**62``.
-The separation of Theorem 5.1 holds for the float rows up to the rounding and ``s`` (relative
-``s / delta``, about ``1e-8`` or less); only the privacy is certified.
+integer cumulative sums of row ``i``), so a key of frequency ``i`` is reported with token ``j``
+with probability exactly ``E_(i,j) / 2**62``. The separation of Theorem 5.1 holds for the float
+rows up to the rounding and ``s`` (relative ``s / delta``, about ``1e-8`` or less); only the
+privacy is certified.
 
 Each token carries its *sanitized value* ``x_j`` (the right end of its interval, a number in
 ``(0, m]``): the paper's sanitized frequency, of which only the order matters for the ordinal

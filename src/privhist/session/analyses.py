@@ -471,6 +471,7 @@ def weighted_sample(
     output: str | os.PathLike[str] | None = None,
     seed: int | None = None,
     dry_run: bool = False,
+    frequency_rule: str = "algorithm4",
 ) -> WeightedSample | DryRun:
     """A private weighted sample (Cohen, Geri, Sarlos & Stemmer, Algorithm 2), sanitised by the
     certified keys-and-frequencies sanitiser (or the keys sanitiser with ``keys_only``).
@@ -479,12 +480,19 @@ def weighted_sample(
     ``S = sum_x f(min(w_x, M))`` (the paper's Section 3.1), and ``tau = k / max(D Z, 1)`` with
     ``Z = floor(S / D) + DiscreteLaplace(1 / eps_1)``, ``D`` the largest change of one element;
     basic composition gives ``(epsilon, delta)`` overall.
+
+    ``frequency_rule="algorithm5"`` sanitises frequencies with Algorithm 5 (maximum separation,
+    Theorem 5.1) instead of Algorithm 4, from an integer matrix certified DP before the draw
+    (:mod:`privhist.mechanisms.sampling.pws.algorithm5_release`); each row then also carries
+    ``sanitized_value``, the right end of its token's interval. At most 1000 for
+    ``max_frequency``.
     """
     import json as _json
 
     import polars as pl
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
+    from privhist.mechanisms.sampling.pws.algorithm5_release import MAX_ALGORITHM5, check_rule
     from privhist.mechanisms.sampling.pws.sanitize import (
         MAX_MATRIX,
         sanitize_frequencies,
@@ -508,6 +516,15 @@ def weighted_sample(
     m = check_positive_int(max_frequency, fn, "max_frequency")
     if not keys_only and m > MAX_MATRIX:
         raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} without keys_only", m)
+    rule = check_rule(frequency_rule, fn)
+    if rule == "algorithm5" and keys_only:
+        raise ValidationError(
+            "frequency_rule", fn, "algorithm4 with keys_only (no frequencies are released)", rule
+        )
+    if rule == "algorithm5" and m > MAX_ALGORITHM5:
+        raise ValidationError(
+            "max_frequency", fn, f"<= {MAX_ALGORITHM5} with frequency_rule algorithm5", m
+        )
     eps_total = 0.0
     if k is not None:
         check_positive_int(k, fn, "k")
@@ -554,16 +571,17 @@ def weighted_sample(
         if keys_only:
             priv = sanitize_keys(sample, eps, delta, rng)
         else:
-            priv = sanitize_frequencies(sample, eps, delta, rng, max_frequency=m)
-        table = pl.DataFrame(
-            {
-                "key": priv.keys.astype(str).tolist(),
-                "token": priv.tokens,
-                "estimate": priv.estimates,
-                "bias": priv.bias,
-                "variance": priv.variance,
-            }
-        )
+            priv = sanitize_frequencies(sample, eps, delta, rng, max_frequency=m, rule=rule)
+        columns: dict[str, Any] = {
+            "key": priv.keys.astype(str).tolist(),
+            "token": priv.tokens,
+            "estimate": priv.estimates,
+            "bias": priv.bias,
+            "variance": priv.variance,
+        }
+        if rule == "algorithm5":
+            columns["sanitized_value"] = priv.values
+        table = pl.DataFrame(columns)
         guarantee = f"({epsilon}, {delta})-DP, element-level neighbours"
         if k is not None:
             guarantee += f" (epsilon {eps_total:.6g} on the private total, {eps:.6g} on the sample)"

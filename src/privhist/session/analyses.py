@@ -287,7 +287,9 @@ def quantiles(
     **options: Any,
 ) -> tuple[Any, dict[str, Any]] | DryRun:
     """Private quantiles (Bharadwaj & Cormode 2022, Section 4.2); returns the answers and exact,
-    NOT private facts about the input (rows read, dropped, clamped)."""
+    NOT private facts about the input (rows read, dropped, clamped). ``cohort_size`` and
+    ``clients`` (with ``method="binary-search"``) run every round on a fixed-size cohort
+    (:mod:`privhist.analytics.quantiles_cohort`; substitution neighbours)."""
     from privhist.analytics.quantiles import answer_quantiles, check_levels, quantile_method
 
     fn = "quantiles"
@@ -309,8 +311,10 @@ def quantiles(
         **{k: v for k, v in options.items() if v is not None},
     )
     cost = estimator.composition().basic
+    # fixed-size cohorts (cohort_size, clients) are analysed for substitution neighbours
+    relation = Neighbouring.replace() if "cohort_size" in options else Neighbouring.add_remove()
     if dry_run:
-        return session._dry_run(None, cost, Neighbouring.add_remove(), {"method": method})
+        return session._dry_run(None, cost, relation, {"method": method})
     session._check_budget(cost, None, seed, fn)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)

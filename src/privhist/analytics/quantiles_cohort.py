@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 #: the largest ``n (m + 1)`` whose profile is computed (one pass over every N, vectorised)
-MAX_WORK = 100_000_000
+MAX_WORK = 120_000_000
 #: relative margin added to the double-precision profile before it is compared or stated
 #: (log-factorials of size up to n log n carry absolute errors near n log n 2**-52, about
 #: 3e-9 relative at n = 10**6 on the pmfs; the tests compare with exact rational values)

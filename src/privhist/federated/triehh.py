@@ -391,11 +391,9 @@ class HeavyHitters:
         rows = []
         for k in sorted(self.nodes, key=lambda v: (self.nodes[v][0], v)):
             level, count, est = self.nodes[k]
-            lo, hi = self.intervals.get(k, (count, -1))
-            rows.append(
-                {"prefix": k, "level": level, "count": count, "estimate": est, "lower": lo}
-                | {"upper": hi}
-            )
+            lo, hi = self.intervals[k]
+            row = {"prefix": k, "level": level, "count": count, "estimate": est}
+            rows.append({**row, "lower": lo, "upper": hi})
         return rows
 
     def prefixes(self, level: int) -> list[str]:

@@ -77,7 +77,8 @@ class PrivateSample:
     bias: F64
     variance: F64
     metadata: dict[str, Any] = field(default_factory=dict)
-    #: the sanitized value of each token (Algorithm 5: its interval's right end; else the token)
+    #: the sanitized value of each token (Algorithm 5: its interval's right end; else the token;
+    #: NaN when only keys are released)
     values: F64 = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
@@ -123,6 +124,7 @@ def sanitize_keys(
         nan.copy(),
         nan.copy(),
         {"sanitizer": "keys", "epsilon": eps, "delta": dl, "certified": True},
+        nan.copy(),
     )
 
 

@@ -657,7 +657,7 @@ def federated_frequency(
     from privhist.federated.dht import check_bits
     from privhist.federated.kashin import uniform01
     from privhist.federated.secagg.aggregator import aggregator_factory
-    from privhist.federated.user_data import from_file, from_frame, read_domain
+    from privhist.io.federated_data import read_domain, read_user_counts, user_counts_from_table
 
     fn = "federated-frequency"
     eps = check_epsilon(epsilon, fn, "epsilon", maximum=MAX_EPSILON)
@@ -692,13 +692,15 @@ def federated_frequency(
     if isinstance(domain, str | os.PathLike):
         domain = read_domain(domain, fn)
     if _is_path(source):
-        users = from_file(
+        users = read_user_counts(
             source, user=user, key=key, format=input_format, top_d=top_d, domain=domain
         )
     else:
         from privhist.engines.local.engine import as_polars
 
-        users = from_frame(as_polars(source, fn), user=user, key=key, top_d=top_d, domain=domain)
+        users = user_counts_from_table(
+            as_polars(source, fn), user=user, key=key, top_d=top_d, domain=domain
+        )
     n, d = users.n_users, users.dimension
     rng = default_source(seed)
     frm = frame(d, rng)

@@ -310,7 +310,12 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
         help="max keys per user (user-level); 'auto': a DP quantile of users' key counts, "
         "bought with 5%% of the budget inside the same spend",
     )
-    p.add_argument("--max-per-partition", type=int, help="max records per user and key")
+    p.add_argument(
+        "--max-per-partition",
+        type=_int_or_auto,
+        help="max records per user and key; 'auto': a DP quantile of users' most records on "
+        "one key (per-key mechanisms), bought with another 5%% of epsilon in the same spend",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
     seen: set[str] = set()
     for cls in registry.registry().values() if classes is None else classes:

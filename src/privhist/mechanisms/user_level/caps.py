@@ -188,7 +188,7 @@ def dp_record_cap(
     (CKS 2020, Algorithm 2; post-processing).
 
     >>> from privhist import SeededRandom
-    >>> h = [0, 900, 0, 0, 100, 0, 0, 0, 0]  # 900 users hold at most 2 records per key
+    >>> h = [0, 950, 0, 0, 50, 0, 0, 0, 0]  # 950 users hold at most 2 records per key
     >>> dp_record_cap(h, epsilon=1.0, rng=SeededRandom(0)).cap
     2
     """

@@ -194,3 +194,12 @@ def test_cli_max_per_partition_auto(tmp_path: Path, capsys: Any) -> None:
     meta = json.loads(out.read_text())["metadata"]
     assert meta["cap"]["max_per_partition"] in (2, 3)
     assert Fraction(meta["guarantee"]["epsilon"]).limit_denominator(100) == Fraction(19, 20)
+
+
+@pytest.mark.parametrize("flag", ["--max-partitions", "--max-per-partition"])
+def test_plan_names_the_auto_flag_it_cannot_plan_for(flag: str, capsys: Any) -> None:
+    from privhist.cli.main import main
+
+    code = main(["plan", "stability", "--epsilon", "1", "--delta", "1e-6", flag, "auto"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"({flag})" in err and "'auto'" in err

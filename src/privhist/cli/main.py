@@ -354,6 +354,10 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
     k, c = args.max_partitions, args.max_per_partition
+    for name, value in (("max_partitions", k), ("max_per_partition", c)):
+        if value == "auto":
+            # 'auto' is drawn from the data at release time; a plan shows one fixed cap
+            raise ValidationError(name, "plan", "an integer (the cap the plan is for)", value)
     if user_level or k is not None or c is not None:
         return Neighbouring.user(1 if k is None else k, 1 if c is None else c)
     return Neighbouring.add_remove()

@@ -450,7 +450,7 @@ def main() -> None:
             for label, ys in cur.items():
                 ax.plot(CAPS, ys, marker="o", label=label)
             ax.set_xscale("log")
-            ax.set_xlabel("cap (Delta0 for selectors, k for Gaussian thresholding)")
+            ax.set_xlabel("cap (Delta0 for selectors, k for gaussian-threshold and stability)")
             ax.set_ylabel("keys released")
             ax.set_title(f"{name}, (1, 1e-8)")
             ax.legend()

@@ -199,11 +199,10 @@ class LocalWeightedSource:
         if not isinstance(pairs, pl.DataFrame) or not {"user", "key"} <= set(pairs.columns):
             raise ValidationError("pairs", fn, "a Polars DataFrame with columns user, key", pairs)
         records = pairs.select("user", "key").drop_nulls()
-        multiplicity = records.group_by("user", "key").len()
-        self.pairs = multiplicity.select("user", "key").sort("user", "key")
-        #: per user, the most records it holds on one key (for a DP cap ``c``,
-        #: :meth:`records_histogram`)
-        self.max_records = _int64(multiplicity.group_by("user").agg(pl.col("len").max())["len"])
+        self.pairs = records.unique().sort("user", "key")
+        # the records themselves (no copy), for :attr:`max_records` when it is asked for
+        self._records: pl.DataFrame | None = records
+        self._max_records: npt.NDArray[np.int64] | None = None
         self.rng = rng or SecureRandom()
         self.null_pairs = pairs.height - pairs.select("user", "key").drop_nulls().height
 
@@ -240,8 +239,25 @@ class LocalWeightedSource:
             )
         records = _collect(lf.group_by("user", "key").len(), label)
         out = cls(records.select("user", "key"), rng)
-        out.max_records = _int64(records.group_by("user").agg(pl.col("len").max())["len"])
+        out._max_records = _int64(records.group_by("user").agg(pl.col("len").max())["len"])
+        out._records = None
         return out
+
+    @property
+    def max_records(self) -> npt.NDArray[np.int64]:
+        """Per user, the most records it holds on one key (computed when first asked for; the
+        input of the DP cap ``c``, :meth:`records_histogram`)."""
+        if self._max_records is None:
+            assert self._records is not None
+            most = (
+                self._records.group_by("user", "key")
+                .len()
+                .group_by("user")
+                .agg(pl.col("len").max())
+            )
+            self._max_records = _int64(most["len"])
+            self._records = None
+        return self._max_records
 
     def weighted_sums(
         self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None

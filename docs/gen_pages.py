@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import inspect
 import io
@@ -73,7 +74,8 @@ class MechanismInfo:
         return [*args, "--max-count", str(largest_count)]
 
 
-def mechanisms() -> list[MechanismInfo]:
+@functools.cache
+def _mechanisms() -> tuple[MechanismInfo, ...]:
     """Every registered mechanism: the ``Counts`` mechanisms, then the weighted selectors."""
     _ensure_importable()
     import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
@@ -82,7 +84,12 @@ def mechanisms() -> list[MechanismInfo]:
 
     out = [MechanismInfo(n, c, False) for n, c in sorted(registry.registry().items())]
     out += [MechanismInfo(n, c, True) for n, c in sorted(registry.weighted_registry().items())]
-    return out
+    return tuple(out)
+
+
+def mechanisms() -> list[MechanismInfo]:
+    """Every registered mechanism: the ``Counts`` mechanisms, then the weighted selectors."""
+    return list(_mechanisms())
 
 
 def run_cli(args: list[str]) -> tuple[int, str]:
@@ -96,8 +103,10 @@ def run_cli(args: list[str]) -> tuple[int, str]:
     return status, out.getvalue()
 
 
+@functools.cache
 def plan_json(info: MechanismInfo, largest_count: int = LARGEST_COUNT) -> dict[str, Any] | None:
-    """``privhist plan NAME ... --json`` for the page's parameters (None without a planner)."""
+    """``privhist plan NAME ... --json`` for the page's parameters (None without a planner).
+    Cached: the page and its figure use the same plan."""
     if info.name not in subcommands(["plan"]):
         return None
     status, text = run_cli([*info.plan_arguments(largest_count), "--json"])
@@ -174,20 +183,54 @@ def _cell(text: str) -> str:
 
 
 def _doctest_example(cls: type[Any]) -> str | None:
-    """The ``>>>`` example of the class docstring, as a ``pycon`` block (run by the docs tests
-    with doctest, so its printed outputs are checked too)."""
-    doc = inspect.getdoc(cls) or ""
-    lines = doc.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith(">>>")), None)
-    if start is None:
+    """Every ``>>>`` example of the class docstring, as one ``pycon`` block (run by the docs
+    tests with doctest, so its printed outputs are checked too)."""
+    import doctest
+
+    examples = doctest.DocTestParser().get_examples(inspect.getdoc(cls) or "")
+    if not examples:
         return None
-    block: list[str] = []
-    for line in lines[start:]:
-        if not line.strip():
-            break
-        block.append(line)
-    indent = min(len(b) - len(b.lstrip()) for b in block)
-    return "\n".join(b[indent:] for b in block)
+    # the docstring runs with its module's names; the page imports the ones it uses
+    lines = [">>> " + line for line in _imports_for(cls, [e.source for e in examples])]
+    for example in examples:
+        source = example.source.rstrip("\n").split("\n")
+        lines.append(">>> " + source[0])
+        lines += ["... " + line for line in source[1:]]
+        lines += example.want.rstrip("\n").split("\n") if example.want else []
+    return "\n".join(lines)
+
+
+def _imports_for(cls: type[Any], sources: list[str]) -> list[str]:
+    """Import statements for the names ``sources`` take from ``cls``'s module."""
+    import ast
+    import builtins
+
+    used: list[str] = []
+    bound: set[str] = set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Store):
+                    bound.add(node.id)
+                elif node.id not in used:
+                    used.append(node.id)
+            elif isinstance(node, ast.alias):
+                bound.add((node.asname or node.name).split(".")[0])
+    namespace = vars(sys.modules[cls.__module__])
+    out = []
+    for name in used:
+        if name in bound or hasattr(builtins, name) or name not in namespace:
+            continue
+        value = namespace[name]
+        if inspect.ismodule(value):
+            module = value.__name__
+            out.append(f"import {module}" if module == name else f"import {module} as {name}")
+        else:
+            home = getattr(value, "__module__", None) or cls.__module__
+            if getattr(sys.modules.get(home), name, None) is not value:
+                home = cls.__module__
+            out.append(f"from {home} import {name}")
+    return out
 
 
 _SECTION = re.compile(r"^(Args|Arguments|Attributes|Returns|Raises|Examples?|Note|Notes):\s*$")
@@ -321,6 +364,7 @@ def mechanism_index(infos: list[MechanismInfo]) -> str:
 # -- command line --------------------------------------------------------------------------------
 
 
+@functools.cache
 def _parser() -> argparse.ArgumentParser:
     _ensure_importable()
     from privhist.cli import main as cli_main

@@ -75,5 +75,7 @@ def runnable_pages() -> list[str]:
     return [
         name
         for name, text in pages().items()
-        if any(b.language in RUN_LANGUAGES for b in blocks(name, text))
+        if any(
+            b.language in RUN_LANGUAGES and b.skip_reason is None for b in blocks(name, text)
+        )
     ]

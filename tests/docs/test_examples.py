@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import doctest
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,39 @@ from tests.docs._pages import REPO, RUN_LANGUAGES, Block, blocks, pages, runnabl
 # blocks that may not run (installing the package, servers waiting for peers); keep this small
 MAX_SKIPPED = 6
 
-_PRELUDE = f"""set -euo pipefail
-privhist() {{ "{sys.executable}" -m privhist "$@"; }}
-export -f privhist
-"""
+FORKSERVER = Path(__file__).with_name("_forkserver.py")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [env.get("PYTHONPATH")])])
+    env["MPLBACKEND"] = "Agg"
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def privhist_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The shell function that ``privhist`` means in the bash blocks: this checkout's command,
+    run by a fork server that has imported it once (``_forkserver.py``), or as
+    ``python -m privhist`` where Unix sockets with descriptor passing are unavailable."""
+    plain = f'privhist() {{ "{sys.executable}" -m privhist "$@"; }}'
+    if not hasattr(socket, "send_fds") or not hasattr(os, "fork"):
+        yield plain
+        return
+    sock = tmp_path_factory.mktemp("fork") / "s"
+    server = subprocess.Popen(
+        [sys.executable, str(FORKSERVER), str(sock)],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        yield f'privhist() {{ "{sys.executable}" "{FORKSERVER}" --client "{sock}" "$@"; }}'
+    finally:
+        server.kill()
+        server.wait()
 
 
 def _run_python(block: Block, namespace: dict[str, Any]) -> None:
@@ -41,13 +72,11 @@ def _run_pycon(block: Block, namespace: dict[str, Any]) -> None:
     assert runner.failures == 0, "".join(report)
 
 
-def _run_bash(block: Block, cwd: Path) -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [env.get("PYTHONPATH")])])
-    env["MPLBACKEND"] = "Agg"
-    env["XDG_DATA_HOME"] = str(cwd / "data-home")  # the default ledger stays in the test dir
+def _run_bash(block: Block, cwd: Path, privhist: str) -> None:
+    # the default ledger (in the user data directory) stays in the test's directory
+    env = _env(XDG_DATA_HOME=str(cwd / "data-home"))
     done = subprocess.run(
-        ["bash", "-c", _PRELUDE + block.code],
+        ["bash", "-c", f"set -euo pipefail\n{privhist}\nexport -f privhist\n{block.code}"],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -62,7 +91,9 @@ def _run_bash(block: Block, cwd: Path) -> None:
 
 
 @pytest.mark.parametrize("page", runnable_pages())
-def test_page_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_examples_run(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, privhist_command: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
     namespace: dict[str, Any] = {"__name__": "__docs__"}
@@ -75,7 +106,7 @@ def test_page_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.Monkey
         elif block.language == "pycon":
             _run_pycon(block, namespace)
         else:
-            _run_bash(block, tmp_path)
+            _run_bash(block, tmp_path, privhist_command)
         ran += 1
     assert ran > 0
 

@@ -29,7 +29,7 @@ CACHE = REPO / "build" / "docs-cache"
 def source_hash() -> str:
     """SHA-256 of every Python file of the library, and of this script."""
     digest = hashlib.sha256()
-    files = sorted((REPO / "src" / "privhist").rglob("*.py")) + [Path(__file__).resolve()]
+    files = [*sorted((REPO / "src" / "privhist").rglob("*.py")), Path(__file__).resolve()]
     for path in files:
         digest.update(str(path.relative_to(REPO)).encode())
         digest.update(path.read_bytes())
@@ -47,9 +47,7 @@ def experiment_names() -> list[str]:
 
 def _run(name: str, out: Path) -> None:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO / "src"), *filter(None, [env.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("MPLBACKEND", "Agg")
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -78,7 +78,7 @@ class MechanismInfo:
 def _mechanisms() -> tuple[MechanismInfo, ...]:
     """Every registered mechanism: the ``Counts`` mechanisms, then the weighted selectors."""
     _ensure_importable()
-    import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
+    import privhist.mechanisms
     import privhist.mechanisms.user_level  # noqa: F401
     from privhist.mechanisms import registry
 
@@ -160,9 +160,7 @@ def _options_table(info: MechanismInfo) -> list[str]:
             kind = "flag" if o.kind is bool else o.kind.__name__
             if o.choices:
                 kind += ": " + ", ".join(f"`{c}`" for c in o.choices)
-            rows.append(
-                f"| `{o.name}` | `{o.flag}` | {kind} | `{o.default!r}` | {_cell(o.help)} |"
-            )
+            rows.append(f"| `{o.name}` | `{o.flag}` | {kind} | `{o.default!r}` | {_cell(o.help)} |")
         return rows
     params = [
         p
@@ -303,7 +301,8 @@ def mechanism_page(info: MechanismInfo, plan: dict[str, Any] | None) -> str:
     if plan is not None:
         lines += [
             "",
-            f"At epsilon = {EPSILON}" + (f" and delta = {DELTA}" if info.requires_delta else "")
+            f"At epsilon = {EPSILON}"
+            + (f" and delta = {DELTA}" if info.requires_delta else "")
             + ", `privhist plan` reports:",
             "",
             f"- guarantee: {_cell(str(plan.get('guarantee', '')))}",
@@ -319,8 +318,9 @@ def mechanism_page(info: MechanismInfo, plan: dict[str, Any] | None) -> str:
         lines += [
             "## Reporting curve",
             "",
-            "The probability that a key is released, by its true count (computed exactly by the "
-            "mechanism's planner, before any data is read):",
+            "The probability that a key is released, by "
+            + ("the number of users holding it" if info.weighted else "its true count")
+            + " (computed by the mechanism's planner, before any data is read):",
             "",
             f"![reporting curve of {info.name}](figures/{info.name}.png)",
             "",

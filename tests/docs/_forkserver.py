@@ -56,8 +56,8 @@ def _child(fds: list[int], request: dict[str, object]) -> int:
 
 def serve(path: str) -> None:
     # the expensive imports, done once: the parser imports every command and planner module
-    import privhist.engines.local.weighting  # noqa: F401
-    import privhist.mechanisms.user_level.caps  # noqa: F401
+    import privhist.engines.local.weighting
+    import privhist.mechanisms.user_level.caps
     import privhist.session  # noqa: F401
     from privhist.cli.main import _parser
 

@@ -43,8 +43,7 @@ def gen_pages() -> Any:
 def pages() -> dict[str, str]:
     """Every page's Markdown, by its path under ``docs/``."""
     out = {
-        str(p.relative_to(DOCS)): p.read_text(encoding="utf-8")
-        for p in sorted(DOCS.rglob("*.md"))
+        str(p.relative_to(DOCS)): p.read_text(encoding="utf-8") for p in sorted(DOCS.rglob("*.md"))
     }
     generated = gen_pages().generated_markdown()
     clash = set(out) & set(generated)
@@ -75,7 +74,5 @@ def runnable_pages() -> list[str]:
     return [
         name
         for name, text in pages().items()
-        if any(
-            b.language in RUN_LANGUAGES and b.skip_reason is None for b in blocks(name, text)
-        )
+        if any(b.language in RUN_LANGUAGES and b.skip_reason is None for b in blocks(name, text))
     ]

@@ -113,10 +113,7 @@ def test_page_examples_run(
 
 def test_skipped_blocks_are_few_and_say_why() -> None:
     skipped = [
-        b
-        for name, text in pages().items()
-        for b in blocks(name, text)
-        if b.skip_reason is not None
+        b for name, text in pages().items() for b in blocks(name, text) if b.skip_reason is not None
     ]
     assert all(b.skip_reason for b in skipped), "a skip marker needs a reason"
     assert len(skipped) <= MAX_SKIPPED, [f"{b.page}:{b.line}" for b in skipped]
@@ -126,7 +123,9 @@ def test_every_block_has_a_language() -> None:
     """An unlabelled fence would escape the runner; non-runnable ones must say what they are
     (``text``, ``yaml``, ...)."""
     unlabelled = [
-        f"{b.page}:{b.line}" for name, text in pages().items() for b in blocks(name, text)
+        f"{b.page}:{b.line}"
+        for name, text in pages().items()
+        for b in blocks(name, text)
         if not b.language
     ]
     assert unlabelled == []
@@ -136,7 +135,8 @@ def test_every_mechanism_page_has_a_runnable_example() -> None:
     gp = pytest.importorskip("tests.docs._pages").gen_pages()
     for info in gp.mechanisms():
         runnable = [
-            b for b in blocks(info.path, pages()[info.path])
+            b
+            for b in blocks(info.path, pages()[info.path])
             if b.language in RUN_LANGUAGES and b.skip_reason is None
         ]
         assert runnable, f"{info.path} has no example that runs"

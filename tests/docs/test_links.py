@@ -81,9 +81,7 @@ def test_nav_lists_only_pages_that_exist() -> None:
 
 def test_every_experiment_has_a_reproduction_page() -> None:
     gp = gen_pages()
-    shown = {
-        m.group(1) for text in pages().values() for m in gp.EXPERIMENT_MARKER.finditer(text)
-    }
+    shown = {m.group(1) for text in pages().values() for m in gp.EXPERIMENT_MARKER.finditer(text)}
     assert set(gp.subcommands(["experiment"])) == shown
 
 

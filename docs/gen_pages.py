@@ -116,6 +116,14 @@ def plan_json(info: MechanismInfo, largest_count: int = LARGEST_COUNT) -> dict[s
     return result
 
 
+def has_curve(plan: dict[str, Any] | None) -> bool:
+    """Whether the plan gives a per-key reporting curve (a mechanism whose release of a key
+    depends on the other keys reports NaN)."""
+    if plan is None:
+        return False
+    return any(p == p for p in plan["reporting_probability"])  # p != p: NaN
+
+
 def curve_extent(curve: list[float]) -> int:
     """The largest count the figure and the example show: a little past Pr[released] >= 0.999."""
     first = next((i for i, p in enumerate(curve) if p >= 0.999), None)
@@ -313,8 +321,8 @@ def mechanism_page(info: MechanismInfo, plan: dict[str, Any] | None) -> str:
             for key, value in params.items():
                 lines.append(f"| `{key}` | `{_cell(json.dumps(value))[:80]}` |")
     lines += ["", "## Options", "", *_options_table(info), ""]
-    if plan is not None:
-        extent = curve_extent(plan["reporting_probability"])
+    if has_curve(plan):
+        assert plan is not None
         lines += [
             "## Reporting curve",
             "",
@@ -324,17 +332,27 @@ def mechanism_page(info: MechanismInfo, plan: dict[str, Any] | None) -> str:
             "",
             f"![reporting curve of {info.name}](figures/{info.name}.png)",
             "",
-            "## Examples",
+        ]
+    elif plan is not None:
+        lines += [
+            "## Reporting curve",
             "",
-            "The same curve as a table, from the command line:",
+            "The planner gives no per-key curve for this mechanism: whether a key is released "
+            "depends on the other keys' counts too, so `privhist plan` prints `nan`.",
+            "",
+        ]
+    lines += ["## Examples", ""]
+    if plan is not None:
+        curve = plan["reporting_probability"]
+        extent = curve_extent(curve) if has_curve(plan) else 20
+        lines += [
+            "The planner's report from the command line:",
             "",
             "```bash",
             "privhist " + " ".join(info.plan_arguments(extent)),
             "```",
             "",
         ]
-    else:
-        lines += ["## Examples", ""]
     example = _doctest_example(cls)
     if example is not None:
         lines += ["From Python (the docstring's example):", "", "```pycon", example, "```", ""]
@@ -533,7 +551,8 @@ def generated_figures() -> dict[str, bytes]:
     out = {}
     for info in mechanisms():
         plan = plan_json(info)
-        if plan is not None:
+        if has_curve(plan):
+            assert plan is not None
             out[info.figure] = plan_figure(info, plan)
     return out
 

@@ -11,25 +11,34 @@ from typing import Any
 
 import griffe
 
+_EXAMPLES = re.compile(r"^\s*Examples?:\s*$")
 _ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|attr|data|exc|obj|const)?:`~?([^`]+)`")
 
 
 def fence_doctests(text: str) -> str:
-    """Wrap every run of doctest lines (``>>>`` to the next blank line) in a ``pycon`` fence."""
+    """Wrap every run of doctest lines (``>>>`` to the next blank line) in a ``pycon`` fence,
+    except inside a Google ``Example:``/``Examples:`` section, which Griffe renders itself."""
     lines = text.splitlines()
     out: list[str] = []
+    section: int | None = None  # indent of an open Examples header
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.lstrip().startswith(">>>"):
-            indent = line[: len(line) - len(line.lstrip())]
+        indent = len(line) - len(line.lstrip())
+        if line.strip():
+            if section is not None and indent <= section:
+                section = None
+            if _EXAMPLES.match(line):
+                section = indent
+        if section is None and line.lstrip().startswith(">>>"):
             block = []
             while i < len(lines) and lines[i].strip():
                 block.append(lines[i])
                 i += 1
             if out and out[-1].strip():
                 out.append("")
-            out += [f"{indent}```pycon", *block, f"{indent}```"]
+            pad = " " * indent
+            out += [f"{pad}```pycon", *block, f"{pad}```"]
             continue
         out.append(line)
         i += 1

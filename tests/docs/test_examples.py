@@ -79,6 +79,7 @@ def _run_bash(block: Block, cwd: Path, privhist: str) -> None:
         ["bash", "-c", f"set -euo pipefail\n{privhist}\nexport -f privhist\n{block.code}"],
         cwd=cwd,
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=300,

@@ -77,3 +77,14 @@ def test_doctests_are_fenced_outside_google_example_sections() -> None:
     assert "`privhist.noise.binomial`" in out and ":func:" not in out
     assert "```pycon\n>>> x = [0.1, 0.2]\n>>> x\n[0.1, 0.2]\n```" in out
     assert "Example:\n    >>> y = 1" in out  # Griffe renders Examples sections itself
+
+
+def test_getting_started_opens_with_the_readmes_two_commands() -> None:
+    from tests.docs._pages import REPO, blocks
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    first_readme = next(b for b in blocks("README.md", readme) if b.language == "bash")
+    page = "getting-started/index.md"
+    first_page = next(b for b in blocks(page, pages()[page]) if b.language == "bash")
+    assert first_page.code == first_readme.code
+    assert first_page.skip_reason  # they install the package: shown, not run

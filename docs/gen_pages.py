@@ -92,15 +92,18 @@ def mechanisms() -> list[MechanismInfo]:
     return list(_mechanisms())
 
 
-def run_cli(args: list[str]) -> tuple[int, str]:
-    """Run ``privhist ARGS`` in this process; its exit status and standard output."""
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    """Run ``privhist ARGS`` in this process; its exit status, standard output and error."""
     _ensure_importable()
     from privhist.cli.main import main
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        status = main(args)
-    return status, out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(args)
+        except SystemExit as stop:  # argparse's own errors
+            status = stop.code if isinstance(stop.code, int) else 1
+    return status, out.getvalue(), err.getvalue()
 
 
 @functools.cache
@@ -109,9 +112,13 @@ def plan_json(info: MechanismInfo, largest_count: int = LARGEST_COUNT) -> dict[s
     Cached: the page and its figure use the same plan."""
     if info.name not in subcommands(["plan"]):
         return None
-    status, text = run_cli([*info.plan_arguments(largest_count), "--json"])
+    args = [*info.plan_arguments(largest_count), "--json"]
+    status, text, error = run_cli(args)
     if status != 0:
-        raise RuntimeError(f"privhist plan {info.name} failed with status {status}")
+        raise RuntimeError(
+            f"the page of mechanism {info.name!r} runs `privhist {' '.join(args)}`, which failed "
+            f"(status {status}): {error.strip()}"
+        )
     result: dict[str, Any] = json.loads(text)
     return result
 

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -69,13 +70,14 @@ def _run(name: str, out: Path) -> None:
 def experiment_outputs(names: list[str] | None = None) -> dict[str, Path]:
     """The output directory of each experiment's quick run, generated when missing."""
     root = CACHE / source_hash()
-    out = {}
-    for name in names if names is not None else experiment_names():
-        target = root / name
-        if not (target / "summary.md").is_file():
-            root.mkdir(parents=True, exist_ok=True)
-            _run(name, target)
-        out[name] = target
+    wanted = names if names is not None else experiment_names()
+    out = {name: root / name for name in wanted}
+    missing = [name for name in wanted if not (out[name] / "summary.md").is_file()]
+    if missing:
+        root.mkdir(parents=True, exist_ok=True)
+        # one process per experiment, as many at a time as there are cores
+        with ThreadPoolExecutor(max_workers=max(1, min(len(missing), os.cpu_count() or 1))) as ex:
+            list(ex.map(lambda name: _run(name, out[name]), missing))
     # older caches belong to older sources
     if CACHE.is_dir():
         for stale in CACHE.iterdir():

@@ -68,10 +68,19 @@ class MechanismInfo:
         return bool(getattr(self.cls, "requires_delta", True))
 
     def plan_arguments(self, largest_count: int) -> list[str]:
+        """``plan NAME --epsilon 1 [--delta 1e-8] --max-count N``: delta is given wherever the
+        planner takes it (a pure-DP mechanism then reports delta 0; some need delta > 0 for
+        large universes even though they can be pure)."""
         args = ["plan", self.name, "--epsilon", EPSILON]
-        if self.requires_delta:
+        if "--delta" in plan_flags(self.name):
             args += ["--delta", DELTA]
         return [*args, "--max-count", str(largest_count)]
+
+
+def plan_flags(name: str) -> set[str]:
+    """The flags of ``privhist plan NAME`` (empty when there is no such planner)."""
+    sub = dict(_children(dict(_children(_parser()))["plan"])).get(name)
+    return set() if sub is None else {f for a in sub._actions for f in a.option_strings}
 
 
 @functools.cache
@@ -310,15 +319,13 @@ def mechanism_page(info: MechanismInfo, plan: dict[str, Any] | None) -> str:
     facts.append(
         "approximate DP: needs delta > 0"
         if info.requires_delta
-        else "pure DP: delta = 0 is accepted"
+        else "can be pure DP (delta = 0), where its options allow"
     )
     lines += [f"- {f}" for f in facts]
     if plan is not None:
         lines += [
             "",
-            f"At epsilon = {EPSILON}"
-            + (f" and delta = {DELTA}" if info.requires_delta else "")
-            + ", `privhist plan` reports:",
+            f"`privhist {' '.join(info.plan_arguments(LARGEST_COUNT)[:-2])}` reports:",
             "",
             f"- guarantee: {_cell(str(plan.get('guarantee', '')))}",
         ]
@@ -376,11 +383,15 @@ def mechanism_index(infos: list[MechanismInfo]) -> str:
         "will release before any data is read. The default (`--mechanism default`) is the most "
         "accurate applicable one as `privhist.planning.plan` ranks them.",
         "",
-        "| mechanism | what it releases | guarantee |",
+        f"| mechanism | what it releases | guarantee (`privhist plan` at epsilon = {EPSILON}, "
+        f"delta = {DELTA}) |",
         "|---|---|---|",
     ]
     for info in infos:
-        guarantee = "(epsilon, delta)" if info.requires_delta else "pure epsilon-DP"
+        plan = plan_json(info)
+        stated = str(plan.get("guarantee", "")) if plan else ""
+        pure = ", 0)-DP" in stated if stated else not info.requires_delta
+        guarantee = "pure epsilon-DP" if pure else "(epsilon, delta)"
         summary = _cell(getattr(info.cls, "summary", "") or info.cls.__name__)
         lines.append(f"| [`{info.name}`]({info.name}.md) | {summary} | {guarantee} |")
     return "\n".join(lines) + "\n"

@@ -51,12 +51,14 @@ added to the slack. Only mass whose total is at most ``tail`` (default ``1e-30``
     delta(eps) = inf + S1 - e^(eps - i0 h) S2,   S1 = sum_(i>=i0) m_i,
                  S2 = sum_(i>=i0) m_i e^(-(i - i0) h).
 
-``S1`` is a float sum of non-negative terms, multiplied up by ``1 + 3 n u``; ``S2`` is bounded
+``S1`` is a float sum of non-negative terms, multiplied up by ``1 + 3 z u`` (``z`` non-zero
+terms); ``S2`` is bounded
 below using ``r <= e^-h`` (a float below the enclosure of ``e^-h``), powers ``r^j`` by a
 cumulative product (the ``j``-th computed power is at most ``(1 + u)^j`` times ``r^j``, each
-product ``m_i r^j`` and the sum add ``gamma_(n+1)``; taken together, ``S2`` is multiplied down by
-``1 - 3 (n + 1) u``, and terms that reach the subnormal range are dropped, a lower bound), and ``e^(eps - i0 h)`` is the lower end of
-an interval enclosure. The last combination is exact (rational arithmetic on the floats), and the
+product ``m_i r^j`` and the sum add ``gamma_(z+1)`` for ``z`` non-zero terms; taken together,
+``S2`` is multiplied down by ``1 - (n + 3 (z + 1)) u``, and terms that reach the subnormal range
+are dropped, a lower bound), and ``e^(eps - i0 h)`` is the lower end of an interval enclosure.
+The last combination is exact (rational arithmetic on the floats), and the
 result is rounded up to a float.
 
 Together: the returned delta is at least the true hockey-stick divergence of the composed pair,
@@ -151,8 +153,9 @@ def _check_step(step: Any, function: str) -> Fraction:
 
 
 def _sum_up(values: F64) -> Fraction:
-    """An upper bound on the exact sum of non-negative floats."""
-    n = int(values.size)
+    """An upper bound on the exact sum of non-negative floats (zeros add exactly, so only the
+    non-zero terms count in the error bound ``gamma_(n-1)``)."""
+    n = int(np.count_nonzero(values))
     if n == 0:
         return Fraction(0)
     s = Fraction(float(np.sum(values)))
@@ -396,8 +399,9 @@ class CertifiedPLD:
             np.cumprod(powers, out=powers)
         terms = m * powers
         terms[(powers < _TINY) | (terms < _TINY)] = 0.0
-        n = int(m.size)
-        s2 = Fraction(float(np.sum(terms))) * (1 - 3 * (n + 1) * _U)
+        # powers: (1 + u)^-j >= 1 - j u with j < size; products and sum: gamma_(nnz + 1)
+        n = int(m.size) + 3 * (int(np.count_nonzero(terms)) + 1)
+        s2 = Fraction(float(np.sum(terms))) * (1 - n * _U)
         scale = _lo(_IV.exp(_iv(eps - first * h)))  # e^(eps - first h) <= 1
         return max(total + s1 - scale * s2, total)
 

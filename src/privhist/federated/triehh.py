@@ -73,7 +73,6 @@ the number dropped is a non-private diagnostic).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any

@@ -80,7 +80,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -103,8 +103,10 @@ __all__ = [
 
 #: default grid of the privacy losses (a power of two, so multiples are exact floats)
 DEFAULT_STEP = Fraction(1, 2**12)
-#: most grid points a composed distribution may carry (memory and the O(n m) convolution)
+#: most grid points a composed distribution may carry (memory)
 MAX_POINTS = 1 << 22
+#: most multiply-adds one convolution may cost (direct convolution is O(n m))
+MAX_WORK = 4 * 10**9
 
 #: shifted adds (one vectorised add per non-zero mass) below this many non-zero masses
 _SPARSE = 1 << 14
@@ -227,6 +229,39 @@ class CertifiedPLD:
             masses[index - lo] = float_up(mass)
         return cls(h, lo, masses, infinity, Fraction(0), Fraction(0), 1)
 
+    @classmethod
+    def from_losses(
+        cls, atoms: Iterable[tuple[Fraction, Fraction]], step: Any = DEFAULT_STEP
+    ) -> CertifiedPLD:
+        """From ``(mass, loss)`` pairs that are upper bounds on each atom's probability and
+        privacy loss (e.g. the upper ends of interval enclosures): by module notes (1) both may
+        be rounded up. ``loss = None`` is not accepted; give infinite losses to
+        :meth:`from_pmfs`.
+
+        >>> CertifiedPLD.from_losses([(Fraction(1, 2), Fraction(1, 3))], step=0.25).offset
+        2
+        """
+        fn = "CertifiedPLD.from_losses"
+        h = _check_step(step, fn)
+        cells: dict[int, Fraction] = {}
+        for mass, loss in atoms:
+            mu = _exact_nonneg(mass, "atoms", fn)
+            if mu == 0:
+                continue
+            index = math.ceil(Fraction(loss) / h)
+            cells[index] = cells.get(index, Fraction(0)) + mu
+        if not cells:
+            return cls(h, 0, np.zeros(0), Fraction(0), Fraction(0), Fraction(0), 1)
+        lo, hi = min(cells), max(cells)
+        if hi - lo + 1 > MAX_POINTS:
+            raise ValidationError(
+                "step", fn, f"coarse enough for at most {MAX_POINTS} grid points", step
+            )
+        masses = np.zeros(hi - lo + 1)
+        for index, mu in cells.items():
+            masses[index - lo] = float_up(mu)
+        return cls(h, lo, masses, Fraction(0), Fraction(0), Fraction(0), 1)
+
     # -- composition -------------------------------------------------------------------------
 
     @property
@@ -268,6 +303,14 @@ class CertifiedPLD:
                 f"{a.size + b.size - 1} points",
             )
         nza, nzb = np.flatnonzero(a), np.flatnonzero(b)
+        work = min(nza.size, nzb.size) * max(a.size, b.size)
+        if work > MAX_WORK:
+            raise ValidationError(
+                "other",
+                "CertifiedPLD.compose",
+                f"a convolution of at most {MAX_WORK:.0e} multiply-adds (use a coarser step)",
+                f"{work:.2e}",
+            )
         if min(nza.size, nzb.size) <= _SPARSE:
             if nza.size < nzb.size:
                 a, b, nza, nzb = b, a, nzb, nza

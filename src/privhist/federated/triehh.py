@@ -383,7 +383,7 @@ class TrieHH:
 
     Either give the per-level budget (``level_epsilon``, ``level_delta``: each level is
     ``SampleAndThreshold(level_epsilon, level_delta)``, exact calibration, and the whole run's
-    guarantee at total ``delta`` is the tightest of the three compositions), or only the total
+    guarantee at total ``delta`` is the tightest of the proven compositions), or only the total
     ``epsilon`` and ``delta``: the per-level epsilon is then the largest (bisection, 10 steps)
     whose tightest composition meets ``(epsilon, delta)``, with ``level_delta = delta / (2 L)``.
 
@@ -393,7 +393,7 @@ class TrieHH:
     >>> hh.run(pop, SeededRandom(0)).items.tolist()
     ['hi']
     >>> hh.composition.method, hh.composition.guarantee.epsilon < 3.0
-    ('pld', True)
+    ('pld_certified', True)
     """
 
     def __init__(

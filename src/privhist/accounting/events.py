@@ -8,7 +8,9 @@ than a noise distribution:
   (Mironov 2017, Definition 4), e.g. a cPBM secure sum (Lemma 2 of the federated frequency
   paper);
 * :class:`ZcdpEvent` -- ``rho``-zCDP (Bun and Steinke 2016, Definition 1.1):
-  ``rho(alpha) = alpha rho`` at every order.
+  ``rho(alpha) = alpha rho`` at every order;
+* :class:`DominatingPairEvent` -- a dominating pair of distributions (e.g. TrieHH++'s per-level
+  pair), composed by the certified PLD.
 
 Every event is immutable and round-trips through versioned JSON (:func:`event_to_json`,
 :func:`event_from_json`); ``{"version": 1, "kind": ..., ...}``.
@@ -59,11 +61,13 @@ from privhist.accounting.composition import (
     LaplaceEvent,
     PrivacyEvent,
 )
+from privhist.accounting.composition import composed as composed  # re-exported for examples
 from privhist.core.errors import UnsupportedError, ValidationError
 from privhist.core.validation import check_positive_int
 
 __all__ = [
     "EVENT_VERSION",
+    "DominatingPairEvent",
     "RdpCurveEvent",
     "ZcdpEvent",
     "event_from_dict",
@@ -152,6 +156,53 @@ class ZcdpEvent(PrivacyEvent):
         yield self, self.count
 
 
+@dataclass(frozen=True)
+class DominatingPairEvent(PrivacyEvent):
+    """A mechanism dominated by the pair of distributions ``(p, q)`` on the same atoms (index
+    ``i`` has probability ``p[i]`` under one neighbour and ``q[i]`` under the other) in both
+    hockey-stick directions, run ``count`` times (Zhu, Dong and Wang 2022, Definition 7);
+    composed by :mod:`privhist.accounting.certified`. No Renyi curve is derived from it.
+
+    >>> DominatingPairEvent((0.75, 0.25), (0.25, 0.75), 3).account().remove.compositions
+    3
+    """
+
+    p: tuple[float, ...]
+    q: tuple[float, ...]
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        name = "DominatingPairEvent"
+        p = tuple(float(x) for x in self.p)
+        q = tuple(float(x) for x in self.q)
+        if not p or len(p) != len(q):
+            raise ValidationError("q", name, "one probability per atom of p", q)
+        for label, dist in (("p", p), ("q", q)):
+            if (
+                any(not (math.isfinite(x) and x >= 0) for x in dist)
+                or not 0 < sum(dist) <= 1 + 1e-9
+            ):
+                raise ValidationError(label, name, "probabilities summing to at most 1", dist)
+        object.__setattr__(self, "p", p)
+        object.__setattr__(self, "q", q)
+        object.__setattr__(self, "count", check_positive_int(self.count, name, "count"))
+
+    def to_dp_accounting(self) -> Any:
+        raise UnsupportedError(f"{self!r} has no dp_accounting DpEvent")
+
+    def _leaves(self) -> Any:
+        yield self, self.count
+
+    def account(self, step: Any = None) -> Any:
+        """The certified PLD account of the ``count``-fold composition."""
+        from privhist.accounting.certified import DEFAULT_STEP, CertifiedAccount
+
+        pair = CertifiedAccount.from_pair(
+            dict(enumerate(self.p)), dict(enumerate(self.q)), DEFAULT_STEP if step is None else step
+        )
+        return pair.self_compose(self.count)
+
+
 # --------------------------------------------------------------------------------------------
 # serialisation
 
@@ -163,6 +214,7 @@ _KINDS: dict[str, tuple[type[PrivacyEvent], tuple[str, ...]]] = {
     "approx_dp": (ApproxDPEvent, ("epsilon", "delta", "count")),
     "rdp_curve": (RdpCurveEvent, ("orders", "values", "count")),
     "zcdp": (ZcdpEvent, ("rho", "count")),
+    "dominating_pair": (DominatingPairEvent, ("p", "q", "count")),
 }
 
 

@@ -82,6 +82,7 @@ import numpy.typing as npt
 
 from privhist.accounting.certified import CertifiedAccount
 from privhist.accounting.composition import advanced_composition, basic_composition
+from privhist.accounting.events import DominatingPairEvent
 from privhist.accounting.pairs import dominating_pair
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, ValidationError
@@ -186,6 +187,18 @@ class Composition:
         b = self._options()[self.method]
         assert b is not None
         return b
+
+    def event(self) -> DominatingPairEvent:
+        """The run as a privacy event: the per-level dominating pair (module notes), composed
+        ``levels`` times; its certified composition is :attr:`pld_certified`."""
+        P, Q = dominating_pair(
+            self.sampling_rate,
+            _forward_constraints(self.sampling_rate, self.threshold, self.level.epsilon),
+        )
+        atoms = sorted(set(P) | set(Q))
+        return DominatingPairEvent(
+            tuple(P.get(a, 0.0) for a in atoms), tuple(Q.get(a, 0.0) for a in atoms), self.levels
+        )
 
     def to_dict(self) -> dict[str, Any]:
         def show(b: Budget | None) -> dict[str, float] | None:

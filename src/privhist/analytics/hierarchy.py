@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from privhist.accounting.certified import CertifiedAccount
 from privhist.accounting.composition import optimal_composition
+from privhist.accounting.events import DominatingPairEvent
 from privhist.accounting.pairs import dominating_pair
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, ValidationError
@@ -279,6 +280,14 @@ class Composition:
     tight: Budget
     tight_from: Budget
     pld_certified: Budget | None = None
+    pair: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+
+    def event(self) -> DominatingPairEvent:
+        """The releases as a privacy event: the per-release dominating pair composed
+        ``releases`` times (its certified composition is :attr:`pld_certified`)."""
+        if self.pair is None:
+            raise ValidationError("pair", "Composition.event", "a composition from compose()", None)
+        return DominatingPairEvent(self.pair[0], self.pair[1], self.releases)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -335,6 +344,8 @@ def compose(
     (1.0, True)
     >>> c.pld_certified.epsilon < c.tight.epsilon
     True
+    >>> c.event().count
+    4
     """
     from privhist.mechanisms.sampling.profile import certified_delta, exp_lower
 
@@ -370,10 +381,15 @@ def compose(
         e = epsilon * 2.0 ** (j / 4)
         constraints.append((e, certified_delta(p, threshold, Fraction(e)).upper))
     pair_p, pair_q = dominating_pair(p, constraints)
+    atoms = sorted(set(pair_p) | set(pair_q))
+    pair = (
+        tuple(pair_p.get(a, 0.0) for a in atoms),
+        tuple(pair_q.get(a, 0.0) for a in atoms),
+    )
     account = CertifiedAccount.from_pair(pair_p, pair_q, CERTIFIED_STEP).self_compose(k)
     eps_cert = account.epsilon_for_delta(target)
     certified = Budget(max(eps_cert, math.ulp(0.0)), target) if math.isfinite(eps_cert) else None
-    return Composition(k, per, basic, tight, best_from, certified)
+    return Composition(k, per, basic, tight, best_from, certified, pair)
 
 
 def split_sample_and_threshold(

@@ -72,6 +72,7 @@ the number dropped is a non-private diagnostic).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -120,9 +121,10 @@ CERTIFIED_STEP = Fraction(1, 2**14)
 # the per-level dominating pair and the three compositions
 
 
+@functools.lru_cache(maxsize=64)
 def _forward_constraints(
     p: Fraction, tau: int, level_epsilon: float, certified: bool = True
-) -> list[tuple[float, float]]:
+) -> tuple[tuple[float, float], ...]:
     """``(eps_i, delta_i)`` on the grid; ``certified=False`` (used only while searching the
     per-level epsilon, never for a reported guarantee) takes float64 values times 1.01. The
     rounding margin is added by :func:`dominating_pair`."""
@@ -134,7 +136,7 @@ def _forward_constraints(
         else:
             d = delta_float(float(p), tau, eps)[0] * 1.01
         out.append((eps, d))
-    return out
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 import privhist.mechanisms.registry as registry
-from privhist.accounting.composition import PrivacyEvent
+from privhist.accounting.composition import PrivacyEvent as Event
 from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
 from privhist.core.budget import Budget
 from privhist.core.data import Counts
@@ -312,22 +312,14 @@ class Session:
 
     @contextlib.contextmanager
     def _charge(
-        self,
-        cost: Budget,
-        mechanism: str,
-        neighbouring: Neighbouring | None,
-        event: PrivacyEvent | None = None,
+        self, cost: Budget, mechanism: str, nb: Neighbouring | None, event: Event | None = None
     ) -> Iterator[None]:
-        """The body (the draw) as one ledger spend: nothing is recorded if it raises. The
-        ``event`` (by default ``cost`` as an (epsilon, delta) guarantee) is recorded and composed
-        by the dataset's filter."""
+        """The body (the draw) as one ledger spend of ``event`` (default: ``cost``)."""
         if not self.charging:
             yield
             return
         assert self.ledger is not None and self.dataset is not None
-        with self.ledger.spend(
-            self.dataset, cost, mechanism=mechanism, neighbouring=neighbouring, event=event
-        ):
+        with self.ledger.spend(self.dataset, cost, mechanism, neighbouring=nb, event=event):
             yield
 
     def charged(
@@ -339,7 +331,7 @@ class Session:
         *,
         encode: Callable[[T], bytes] | None = None,
         output: str | os.PathLike[str] | None = None,
-        event: PrivacyEvent | None = None,
+        event: Event | None = None,
     ) -> T:
         """Run ``draw`` as one spend of ``cost``, then publish.
 
@@ -520,7 +512,7 @@ class Session:
         neighbouring: Neighbouring,
         draw: Callable[[], Release],
         out_format: str | None,
-        event: PrivacyEvent | None = None,
+        event: Event | None = None,
     ) -> Release:
         """:meth:`charged` for a histogram: encode to ``out_format`` and write ``output``."""
         return self.charged(

@@ -3,6 +3,12 @@
 Every failure prints one line ``privhist: error: ...`` to stderr and exits non-zero (``--debug``
 shows the traceback). Releases go to ``--output`` (written atomically) or to stdout as CSV; the
 summary goes to stderr.
+
+Start-up: this module and the parsers import no NumPy and no mechanism. The parsers are built from
+:mod:`privhist.cli.catalogue` (names and options of the registered mechanisms) and from light
+command and planner modules; each command imports what it needs when it runs, so
+``privhist --help`` and an argument error answer at Python's start-up cost
+(``benchmarks/bench_startup.py``).
 """
 
 from __future__ import annotations
@@ -16,19 +22,20 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+from typing import TYPE_CHECKING
 
-import privhist.mechanisms.registry as registry
-from privhist.core.budget import Budget
+from privhist.cli import catalogue
 from privhist.core.errors import PrivhistError, ValidationError
-from privhist.core.neighbouring import Neighbouring
-from privhist.planning.plan import build, choose_default, plan
+
+if TYPE_CHECKING:
+    from privhist.core.neighbouring import Neighbouring
 
 EXIT_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(_selected_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
@@ -106,7 +113,33 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"privhist: error: {' '.join(message.split())}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _selected_command(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv``: its first token that is not an option (the top-level options,
+    ``--debug`` and ``-h``, take no value), or None."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+class _HelpLine(Exception):
+    """Raised by :class:`_StubSubparsers` once a plug-in has named its command."""
+
+
+class _StubSubparsers:
+    """Stands in for the sub-parsers while a plug-in's ``register`` runs for a command that is not
+    being run: its first ``add_parser`` adds a parser with only the name and help line, then
+    stops ``register``. So ``privhist --help`` lists every command, and a command's own options
+    (and what building them imports) are built only when that command runs."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        self.sub.add_parser(name, help=kwargs.get("help"))
+        raise _HelpLine
+
+
+def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
+    """The ``privhist`` parser. Plug-in commands other than ``selected`` get a stub with their help
+    line only; ``"*"`` (the default) builds every command in full."""
     p = _Parser(
         prog="privhist",
         description="Differentially private histograms with exact noise and a budget ledger.",
@@ -135,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--input-format", choices=["csv", "parquet", "ndjson", "text", "fimi"])
     h.add_argument(
         "--mechanism",
-        choices=["default", *registry.names(), *sorted(registry.weighted_registry())],
+        choices=["default", *catalogue.names(), *catalogue.WEIGHTED],
         default="default",
         help="a registered mechanism, or a weighted user-level selector (wgm, dp-sips)",
     )
@@ -205,7 +238,18 @@ def _parser() -> argparse.ArgumentParser:
     d.set_defaults(run=_cmd_demo)
 
     for module in _plugins("privhist.cli.commands"):
-        module.register(sub)
+        if selected == "*":
+            module.register(sub)
+            continue
+        before = set(sub.choices)
+        try:
+            module.register(_StubSubparsers(sub))
+        except _HelpLine:
+            pass
+        if selected in set(sub.choices) - before:  # the command being run: build it in full
+            del sub.choices[selected]
+            sub._choices_actions = [a for a in sub._choices_actions if a.dest != selected]
+            module.register(sub)
     return p
 
 
@@ -231,16 +275,16 @@ def _plan_parsers(sub: Any) -> None:
     psub = pl.add_subparsers(
         dest="mechanism", metavar="MECHANISM", required=True, parser_class=_Parser
     )
-    for name in sorted({"default", *registry.names()} - set(planners), key=_plan_order):
-        cls = registry.get_or_none(name)
+    for name in sorted({"default", *catalogue.names()} - set(planners), key=_plan_order):
+        cls = catalogue.MECHANISMS.get(name)
         p = psub.add_parser(
             name,
             help="the planner's choice for the request"
             if cls is None
-            else (cls.__doc__ or name).strip().splitlines()[0].replace("``", ""),
+            else cls.help.replace("``", ""),
         )
-        _privacy_args(p, None if cls is None else [cls])
-        if cls is None or cls.needs_domain or _takes_domain(cls):
+        _privacy_args(p, None if cls is None else [name])
+        if cls is None or cls.needs_domain or cls.takes_domain:
             p.add_argument("--domain", help="public domain file (one key per line)")
         p.add_argument("--max-count", type=int, default=20, help="largest true count to report")
         p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -271,12 +315,6 @@ def _plan_parsers(sub: Any) -> None:
         p.set_defaults(run=planner.run)
 
 
-def _takes_domain(cls: Any) -> bool:
-    from privhist.planning.plan import accepts_domain
-
-    return accepts_domain(cls)
-
-
 def _plugins(package: str) -> list[Any]:
     """The modules of a plug-in package, in name order.
 
@@ -301,7 +339,7 @@ def _plan_order(name: str) -> tuple[int, str]:
     return (0 if name == "default" else 1, name)
 
 
-def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) -> None:
+def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = None) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, default=0.0)
     p.add_argument(
@@ -313,8 +351,8 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
     p.add_argument("--max-per-partition", type=int, help="max records per user and key")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
     seen: set[str] = set()
-    for cls in registry.registry().values() if classes is None else classes:
-        for opt in cls.options:
+    for name in catalogue.MECHANISMS if mechanisms is None else mechanisms:
+        for opt in catalogue.MECHANISMS[name].options:
             if opt.name in seen:
                 continue
             seen.add(opt.name)
@@ -324,7 +362,7 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
                     dest=opt.name,
                     action="store_true",
                     default=None,
-                    help=f"[{cls.name}] {opt.help}",
+                    help=f"[{name}] {opt.help}",
                 )
             else:
                 p.add_argument(
@@ -333,14 +371,14 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
                     type=opt.kind,
                     default=None,
                     choices=opt.choices,
-                    help=f"[{cls.name}] {opt.help}",
+                    help=f"[{name}] {opt.help}",
                 )
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for cls in registry.registry().values():
-        for opt in cls.options:
+    for entry in catalogue.MECHANISMS.values():
+        for opt in entry.options:
             v = getattr(args, opt.name, None)
             if v is not None:
                 out[opt.name] = v
@@ -348,19 +386,23 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
+    from privhist.core.neighbouring import Neighbouring
+
     k, c = args.max_partitions, args.max_per_partition
     if user_level or k is not None or c is not None:
         return Neighbouring.user(1 if k is None else k, 1 if c is None else c)
     return Neighbouring.add_remove()
 
 
-def _read_domain(path: str | None) -> np.ndarray[Any, Any] | None:
+def _read_domain(path: str | None) -> Any:
     from privhist.session import read_domain
 
     return read_domain(path, "plan")
 
 
 def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain: Any) -> Any:
+    from privhist.planning.plan import build, choose_default
+
     options = _options(args)
     name = args.mechanism
     if name == "default":
@@ -386,6 +428,11 @@ def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import privhist.mechanisms.registry as registry
+    from privhist.planning.plan import plan
+
     domain = _read_domain(getattr(args, "domain", None))
     nb = _neighbouring(args, False)
     if domain is None and registry.get_or_none(args.mechanism) is not None:
@@ -507,6 +554,7 @@ def _summary(release: Any) -> None:
 
 def _cmd_budget_init(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import default_ledger_path, init_ledger
+    from privhist.core.budget import Budget
 
     total = Budget(args.epsilon, args.delta)  # checked before any file is touched
     ledger = init_ledger(args.ledger or default_ledger_path(), args.dataset, total, unit=args.unit)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import numpy as np
-
 from privhist.cli.common import add_once, print_report
 from privhist.core.errors import ValidationError
 
@@ -47,6 +45,8 @@ def build_plan(
     frequencies: bool = False,
 ) -> dict[str, Any]:
     """The plan as a JSON-friendly dict (see the module notes)."""
+    import numpy as np
+
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
     from privhist.mechanisms.sampling.pws import estimators as est
     from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix

@@ -1,0 +1,86 @@
+"""Start-up time of the ``privhist`` command: ``--help`` and argument errors.
+
+    python benchmarks/bench_startup.py                  # 9 runs of each case
+    python benchmarks/bench_startup.py --runs 21
+    python benchmarks/bench_startup.py --compare /path/to/other/src   # e.g. an older checkout
+
+Each case is a fresh ``python -m privhist ...`` process (wall time from spawn to exit, output
+discarded); the table gives the median and the minimum of ``--runs`` runs. The same number for a
+bare ``python -c pass`` is measured in the same run, so the margin over the interpreter's own
+start-up is printed too: on a loaded machine every process is slower, and the margin and the
+ratio show what the command adds. The goal is ``--help`` and argument errors within 0.3 s.
+``--compare SRC`` runs the same cases with ``PYTHONPATH=SRC`` (another copy of the package) and
+prints the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GOAL = 0.3
+CASES: list[tuple[str, list[str]]] = [
+    ("python -c pass", ["-c", "pass"]),
+    ("privhist --help", ["-m", "privhist", "--help"]),
+    ("privhist plan --help", ["-m", "privhist", "plan", "--help"]),
+    ("histogram: missing input", ["-m", "privhist", "histogram"]),
+    ("plan stability --epsilon x", ["-m", "privhist", "plan", "stability", "--epsilon", "x"]),
+    ("quantiles: missing input", ["-m", "privhist", "quantiles"]),
+    ("audit exact: bad name", ["-m", "privhist", "audit", "exact", "nosuch"]),
+]
+
+
+def _time(args: list[str], src: str, runs: int) -> list[float]:
+    env = dict(os.environ, PYTHONPATH=src)
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--src", default=str(Path(__file__).resolve().parents[1] / "src"))
+    ap.add_argument("--compare", help="another src directory to time the same cases with")
+    a = ap.parse_args()
+    srcs = [a.src] + ([a.compare] if a.compare else [])
+    print(f"{a.runs} runs per case; median (min) wall seconds; goal <= {GOAL} s")
+    header = f"{'case':<30} {'median':>8} {'min':>7} {'over bare':>10}"
+    if a.compare:
+        header += f" {'compare':>9} {'ratio':>7}"
+    print(header)
+    base: float | None = None
+    for name, args in CASES:
+        # interleave the sources run by run so that load changes hit both alike
+        times: dict[str, list[float]] = {s: [] for s in srcs}
+        for _ in range(a.runs):
+            for s in srcs:
+                times[s] += _time(args, s, 1)
+        med = statistics.median(times[a.src])
+        if base is None:
+            base = med
+        line = f"{name:<30} {med:8.3f} {min(times[a.src]):7.3f} {med - base:+10.3f}"
+        if a.compare:
+            other = statistics.median(times[a.compare])
+            line += f" {other:9.3f} {other / med:7.2f}"
+        if name != "python -c pass":
+            line += "  met" if med <= GOAL else "  NOT met"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

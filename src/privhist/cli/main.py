@@ -20,9 +20,7 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privhist.cli import catalogue
 from privhist.core.errors import PrivhistError, ValidationError
@@ -138,8 +136,8 @@ class _StubSubparsers:
 
 
 def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
-    """The ``privhist`` parser. Plug-in commands other than ``selected`` get a stub with their help
-    line only; ``"*"`` (the default) builds every command in full."""
+    """The ``privhist`` parser. Commands other than ``selected`` get a stub with their help line
+    only; ``"*"`` (the default) builds every command in full."""
     p = _Parser(
         prog="privhist",
         description="Differentially private histograms with exact noise and a budget ledger.",
@@ -147,6 +145,25 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    builders = [_histogram_parser, _plan_parsers, _budget_parser, _demo_parser]
+    builders += [m.register for m in _plugins("privhist.cli.commands")]
+    for register in builders:
+        if selected == "*":
+            register(sub)
+            continue
+        before = set(sub.choices)
+        try:
+            register(_StubSubparsers(sub))
+        except _HelpLine:
+            pass
+        if selected in set(sub.choices) - before:  # the command being run: build it in full
+            del sub.choices[selected]
+            sub._choices_actions = [a for a in sub._choices_actions if a.dest != selected]
+            register(sub)
+    return p
+
+
+def _histogram_parser(sub: Any) -> None:
     h = sub.add_parser("histogram", help="release a private histogram of a column")
     h.add_argument("input", help="CSV, Parquet, NDJSON, text (.txt[.gz]) or FIMI (.dat) file")
     h.add_argument("--key", help="key column (not needed for --text or FIMI input)")
@@ -202,8 +219,8 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
     )
     h.set_defaults(run=_cmd_histogram)
 
-    _plan_parsers(sub)
 
+def _budget_parser(sub: Any) -> None:
     b = sub.add_parser("budget", help="the budget ledger")
     bsub = b.add_subparsers(
         dest="budget_command", metavar="ACTION", required=True, parser_class=_Parser
@@ -227,6 +244,8 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(run=_cmd_budget_show)
 
+
+def _demo_parser(sub: Any) -> None:
     d = sub.add_parser("demo", help="release a histogram of generated Zipf data and compare")
     d.add_argument("--records", type=int, default=1_000_000)
     d.add_argument("--distinct", type=int, default=100_000, help="number of possible keys")
@@ -236,21 +255,6 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
     d.add_argument("--top", type=int, default=15)
     d.add_argument("--data-seed", type=int, default=2026, help="seed of the generated data")
     d.set_defaults(run=_cmd_demo)
-
-    for module in _plugins("privhist.cli.commands"):
-        if selected == "*":
-            module.register(sub)
-            continue
-        before = set(sub.choices)
-        try:
-            module.register(_StubSubparsers(sub))
-        except _HelpLine:
-            pass
-        if selected in set(sub.choices) - before:  # the command being run: build it in full
-            del sub.choices[selected]
-            sub._choices_actions = [a for a in sub._choices_actions if a.dest != selected]
-            module.register(sub)
-    return p
 
 
 def _int_or_auto(text: str) -> int | str:
@@ -270,8 +274,8 @@ def _plan_parsers(sub: Any) -> None:
     it declares in ``COMMON`` (default: epsilon, delta, max_count), with ``--epsilon`` optional
     where the planner computes it (``EPSILON_OPTIONAL``), plus its own.
     """
-    planners = _planners()
     pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
+    planners = _planners()
     psub = pl.add_subparsers(
         dest="mechanism", metavar="MECHANISM", required=True, parser_class=_Parser
     )
@@ -395,7 +399,9 @@ def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
 
 
 def _read_domain(path: str | None) -> Any:
-    from privhist.session import read_domain
+    if path is None:
+        return None
+    from privhist.session import read_domain  # reads files with Polars: only when given
 
     return read_domain(path, "plan")
 
@@ -448,6 +454,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return 0
     print(f"mechanism     {report['mechanism']}")
     print(f"guarantee     {report['guarantee']}")
+    if "effective_epsilon" in report:
+        print(
+            f"effective     epsilon {report['effective_epsilon']:.6g} of the requested "
+            f"{report['epsilon']:.6g} (the integer construction's largest within the request)"
+        )
     for k, v in report["parameters"].items():
         print(f"  {k:<24} {v}")
     if report["noise_std"] is not None:
@@ -537,6 +548,9 @@ def _summary(release: Any) -> None:
     ]
     if "warning" in release.metadata:
         parts.append(release.metadata["warning"])
+    effective = release.metadata.get("parameters", {}).get("epsilon_effective")
+    if isinstance(effective, float) and effective < g["epsilon"] * (1 - 1e-9):
+        parts.append(f"effective epsilon {effective:.6g} of the requested {g['epsilon']:.6g}")
     facts = []
     if "distinct_keys_counted" in info:
         facts.append(f"{info['distinct_keys_counted']} distinct keys")

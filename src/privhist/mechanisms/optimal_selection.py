@@ -42,6 +42,7 @@ selection and ``eps_c = eps - eps_s`` for discrete Laplace noise on the counts o
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -63,8 +64,9 @@ from privhist.noise.bernoulli import compare_table
 #: reporting probabilities are multiples of 2**-ONE_BITS while delta >= 2**-ONE_BITS
 ONE_BITS = 62
 ONE = 1 << ONE_BITS
-#: refuse parameters whose recursion would need more steps than this to reach 1
-MAX_STEPS = 10_000_000
+#: refuse parameters whose recursion would need more steps than this to reach 1 (about
+#: ``2 ln(1 / delta) / eps``; a step is a few big-integer operations, so this answers in seconds)
+MAX_STEPS = 200_000
 #: bits of the rational ``r <= e^eps`` used by the recursion
 _R_BITS = 128
 
@@ -84,6 +86,45 @@ def grid_bits(delta: Fraction) -> int:
     if Fraction(1, 1 << L) > delta:
         L += 1
     return ONE_BITS + L
+
+
+def _log(x: Fraction) -> float:
+    return math.log(x.numerator) - math.log(x.denominator)
+
+
+def predicted_steps(epsilon: Fraction, delta: Fraction) -> float:
+    """About how many steps the recursion takes to reach 1: ``2 L + 3`` with
+    ``L = ln((e^eps - 1 + 2 delta) / (delta (e^eps + 1))) / eps`` (Cohen et al., equation 3).
+
+    The first phase (``pi_n`` growing by ``e^eps`` per step) lasts ``L + 1`` steps (Lemma 4.2);
+    then ``1 - pi_n`` shrinks by ``e^-eps`` per step towards ``-delta / (e^eps - 1) < 0``, which
+    takes at most another ``L + 1`` steps to reach 0.
+
+    >>> round(predicted_steps(Fraction(1, 100), Fraction(1, 10**6)))  # the recursion takes 1706
+    1706
+    """
+    e = float(epsilon)
+    L = (math.log(math.expm1(e) + 2 * float(delta)) - _log(delta) - math.log1p(math.exp(e))) / e
+    return 2 * max(L, 0.0) + 3
+
+
+def smallest_epsilon(delta: Fraction, max_steps: int = MAX_STEPS) -> float:
+    """The smallest epsilon (per key) whose recursion takes at most ``max_steps`` steps at
+    ``delta`` (bisection on :func:`predicted_steps`, which decreases in epsilon), rounded up to
+    three significant digits.
+
+    >>> smallest_epsilon(Fraction(1, 10**10))
+    0.000135
+    """
+    lo, hi = 1e-12, 100.0
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if predicted_steps(Fraction(mid), delta) > max_steps:
+            lo = mid
+        else:
+            hi = mid
+    digits = 2 - math.floor(math.log10(hi))
+    return float(math.ceil(hi * 10.0**digits) / 10.0**digits)
 
 
 def optimal_reporting_numerators(epsilon: Fraction, delta: Fraction) -> tuple[int, ...]:
@@ -119,14 +160,23 @@ def optimal_reporting_grid(epsilon: Fraction, delta: Fraction) -> tuple[int, tup
     the floors of the two bounds of the recursion, exactly.
 
     >>> B, nums = optimal_reporting_grid(Fraction(50), Fraction(10) ** -200)
-    >>> B, float(Fraction(nums[1], 2**B)), round(float(Fraction(nums[10], 2**B)), 11)
-    (727, 1e-200, 2.707178277e-05)
+    >>> B, float(Fraction(nums[1], 2**B)), f"{float(Fraction(nums[10], 2**B)):.9e}"
+    (727, 1e-200, '2.707178277e-05')
     """
     fn = "optimal_selection"
     if not (0 < delta < 1):
         raise ValidationError("delta", fn, "in (0, 1) per key", float(delta))
     if epsilon <= 0:
         raise ValidationError("epsilon", fn, "> 0", float(epsilon))
+    if predicted_steps(epsilon, delta) > MAX_STEPS:
+        raise ValidationError(
+            "epsilon",
+            fn,
+            f">= {smallest_epsilon(delta)} per key at delta {float(delta):.3g} per key (the "
+            f"largest accepted: the optimal probabilities take about 2 ln(1/delta)/epsilon steps, "
+            f"at most {MAX_STEPS})",
+            float(epsilon),
+        )
     bits = grid_bits(delta)
     one = 1 << bits
     a = exp_bounds(epsilon, _R_BITS)[0]  # r = a / 2**128 <= e^eps

@@ -110,8 +110,8 @@ def _mechanism_options(p: argparse.ArgumentParser) -> None:
 
 
 def _variant(args: argparse.Namespace, name: str) -> Any:
-    from privhist.audit.variants import build_variant
     import privhist.mechanisms.registry as registry
+    from privhist.audit.variants import build_variant
     from privhist.core.neighbouring import Neighbouring
 
     cls = registry.get(name)

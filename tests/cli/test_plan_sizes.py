@@ -9,6 +9,7 @@ import json
 import math
 import re
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,19 @@ def test_stability_geometric_uses_and_states_its_effective_epsilon(
     # a mechanism spending all of its epsilon states nothing extra
     assert main(["plan", "stability", *ONE, *D6, "--json"]) == 0
     assert "effective_epsilon" not in json.loads(capsys.readouterr().out)
+
+
+def test_release_summary_and_metadata_state_the_effective_epsilon(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("key\n" + "a\n" * 300 + "b\n")
+    out = tmp_path / "r.json"
+    argv = ["histogram", str(data), "--key", "key", "--mechanism", "stability-geometric"]
+    argv += ["--epsilon", "0.9", *D6, "--count-bound", "1000", "--seed", "1", "-o", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "effective epsilon 0.693147 of the requested 0.9" in err
+    meta = json.loads(out.read_text())["metadata"]
+    assert meta["parameters"]["epsilon_effective"] == pytest.approx(math.log(2))
+    assert meta["parameters"]["K"] == 0

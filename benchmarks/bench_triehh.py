@@ -27,12 +27,12 @@ def main() -> int:
         return 0
 
     from privhist.core.random import SeededRandom
-    from privhist.federated.population import Population
     from privhist.federated.triehh import TrieHH, one_shot_heavy_hitters
+    from privhist.io.federated_data import read_population
     from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 
     t0 = time.perf_counter()
-    pop = Population.from_file(args.path, format="text")
+    pop = read_population(args.path, format="text")
     t_read = time.perf_counter() - t0
     order = sorted(range(len(pop)), key=lambda i: -int(pop.counts[i]))
     t0 = time.perf_counter()

@@ -17,8 +17,13 @@ Data (never copied into the repository; a missing file is skipped):
 a user, ``V,area,1`` lines are the areas it visited), under ``--data`` (default
 ``/work/shared/data``).
 
-Also sweeps the cap (``Delta0`` for the selectors, ``k`` for Gaussian thresholding) at
-(1, 1e-8) and plots keys released against the cap (``--plot PATH``; needs matplotlib).
+Also sweeps the cap (``Delta0`` for the selectors, ``k`` for Gaussian thresholding and
+stability) at (1, 1e-8) on both datasets and on msweb's held-out users
+(``anonymous-msweb.test``), and plots keys released against the cap (``--plot PATH``; needs
+matplotlib).
+
+The peers run at their best caps (PipelineDP Laplace k = 1, Gaussian k = 10; OpenDP k = 10);
+``--all-peer-caps`` adds PipelineDP Laplace k = 10 and Gaussian k = 1.
 
 Usage: ``python benchmarks/bench_user_level.py [--runs 5] [--quick] [--plot out.png]``.
 """
@@ -255,7 +260,7 @@ def ceiling(truth: Truth, eps: float, delta: float) -> float:
 
 
 def mechanisms(
-    eps: float, delta: float, peers: bool
+    eps: float, delta: float, peers: bool, all_peer_caps: bool = False
 ) -> list[tuple[str, Callable[[Truth, int], Outcome]]]:
     u = Neighbouring.user
     out: list[tuple[str, Callable[[Truth, int], Outcome]]] = [
@@ -282,10 +287,14 @@ def mechanisms(
         ("privhist dp-sips +counts (defaults)", ph_selector(DPSIPS(eps, delta, counts=True))),
     ]
     if peers:
+        # each peer at its best cap on both datasets (Laplace k = 1, Gaussian k = 10; measured
+        # with --all-peer-caps); the other caps cost most of the run time (PipelineDP's local
+        # backend is pure Python)
+        out.append(("PipelineDP Laplace k=1", pipelinedp(eps, delta, 1, False)))
+        if all_peer_caps:
+            out.append(("PipelineDP Laplace k=10", pipelinedp(eps, delta, 10, False)))
+            out.append(("PipelineDP Gaussian k=1", pipelinedp(eps, delta, 1, True)))
         out += [
-            ("PipelineDP Laplace k=1", pipelinedp(eps, delta, 1, False)),
-            ("PipelineDP Laplace k=10", pipelinedp(eps, delta, 10, False)),
-            ("PipelineDP Gaussian k=1", pipelinedp(eps, delta, 1, True)),
             ("PipelineDP Gaussian k=10", pipelinedp(eps, delta, 10, True)),
             ("OpenDP gaussian_threshold k=10", opendp_gaussian(eps, delta, 10)),
         ]
@@ -296,7 +305,15 @@ def fmt(x: float, digits: int = 1) -> str:
     return "-" if math.isnan(x) else f"{x:,.{digits}f}"
 
 
-def table(name: str, truth: Truth, eps: float, delta: float, runs: int, peers: bool) -> None:
+def table(
+    name: str,
+    truth: Truth,
+    eps: float,
+    delta: float,
+    runs: int,
+    peers: bool,
+    all_peer_caps: bool = False,
+) -> None:
     print(f"\n### {name}, (epsilon, delta) = ({eps:g}, {delta:.3g}), mean of {runs} runs")
     print(
         f"users {truth.pairs['user'].n_unique():,}, keys {len(truth.users):,}, "
@@ -304,7 +321,7 @@ def table(name: str, truth: Truth, eps: float, delta: float, runs: int, peers: b
     )
     print("| mechanism | keys | top-100 recall | top-1000 recall | MAE of counts | s/run |")
     print("|---|---|---|---|---|---|")
-    for label, fn in mechanisms(eps, delta, peers):
+    for label, fn in mechanisms(eps, delta, peers, all_peer_caps):
         res = [fn(truth, 1000 * i + 17) for i in range(runs)]
         print(
             f"| {label} | {fmt(np.mean([r.keys for r in res]))} | "
@@ -317,7 +334,12 @@ def table(name: str, truth: Truth, eps: float, delta: float, runs: int, peers: b
 
 def sweep(name: str, truth: Truth, runs: int) -> dict[str, list[float]]:
     eps, delta = BUDGETS[0]
-    curves: dict[str, list[float]] = {"wgm": [], "dp-sips": [], "gaussian-threshold": []}
+    curves: dict[str, list[float]] = {
+        "wgm": [],
+        "dp-sips": [],
+        "gaussian-threshold": [],
+        "stability": [],
+    }
     for cap in CAPS:
         for label, fn in (
             ("wgm", ph_selector(WeightedGaussianSelection(eps, delta, max_keys=cap))),
@@ -326,6 +348,12 @@ def sweep(name: str, truth: Truth, runs: int) -> dict[str, list[float]]:
                 "gaussian-threshold",
                 ph_counts_mechanism(
                     GaussianThresholdHistogram(eps, delta, Neighbouring.user(cap, 1)), cap, False
+                ),
+            ),
+            (
+                "stability",
+                ph_counts_mechanism(
+                    StabilityHistogram(eps, delta, Neighbouring.user(cap, 1)), cap, False
                 ),
             ),
         ):
@@ -372,6 +400,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sweep-runs", type=int, default=2)
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument(
+        "--all-peer-caps",
+        action="store_true",
+        help="also PipelineDP Laplace k=10 and Gaussian k=1 (slow; never better than k=1 / k=10)",
+    )
     ap.add_argument("--quick", action="store_true", help="one budget, 2 runs, no sweep")
     ap.add_argument("--sweep-only", action="store_true", help="only the cap sweep (and plot)")
     ap.add_argument(
@@ -396,10 +429,16 @@ def main() -> None:
     runs = 2 if args.quick else args.runs
     for eps, delta in [] if args.sweep_only else budgets:
         for name, truth in datasets:
-            table(name, truth, eps, delta, runs, not args.no_peers)
+            table(name, truth, eps, delta, runs, not args.no_peers, args.all_peer_caps)
     if args.quick:
         return
-    curves = {name: sweep(name, truth, args.sweep_runs) for name, truth in datasets}
+    # the cap sweep also runs on msweb's held-out users (anonymous-msweb.test, 5,000 users): a
+    # third sample for the default caps (no other user-level dataset is in the shared data)
+    held_out = os.path.join(args.data, "anonymous-msweb.test")
+    sweep_sets = list(datasets)
+    if os.path.exists(held_out):
+        sweep_sets.append(("anonymous-msweb.test", Truth.of(load_msweb(held_out))))
+    curves = {name: sweep(name, truth, args.sweep_runs) for name, truth in sweep_sets}
     if args.plot and curves:
         import matplotlib
 
@@ -411,7 +450,7 @@ def main() -> None:
             for label, ys in cur.items():
                 ax.plot(CAPS, ys, marker="o", label=label)
             ax.set_xscale("log")
-            ax.set_xlabel("cap (Delta0 for selectors, k for Gaussian thresholding)")
+            ax.set_xlabel("cap (Delta0 for selectors, k for gaussian-threshold and stability)")
             ax.set_ylabel("keys released")
             ax.set_title(f"{name}, (1, 1e-8)")
             ax.legend()

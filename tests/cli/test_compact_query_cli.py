@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from privhist.cli.main import main
-from privhist.mechanisms.finite.compact import CompactCounts
+from privhist.io.compact import load_compact
 
 
 def test_histogram_then_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,7 +41,7 @@ def test_histogram_then_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         ]
     )
     assert rc == 0
-    expected = CompactCounts.load(out).counts(["18446744073709551615", "5", "6"])
+    expected = load_compact(out).counts(["18446744073709551615", "5", "6"])
     capsys.readouterr()
     assert main(["compact-query", str(out), "18446744073709551615", "5", "6", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)

@@ -7,6 +7,7 @@ import pytest
 
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.federated.population import Population
+from privhist.io.federated_data import read_population
 
 
 def test_from_counts_merges_sorts_and_drops_zero() -> None:
@@ -44,7 +45,7 @@ def test_zipf_small_by_hand() -> None:
 def test_from_file_counts_records(tmp_path) -> None:
     f = tmp_path / "clients.csv"
     f.write_text("word\nhi\nhey\nhi\n\n")
-    pop = Population.from_file(f, key="word")
+    pop = read_population(f, key="word")
     assert pop.items.tolist() == ["hey", "hi"] and pop.counts.tolist() == [1, 2]
 
 
@@ -60,7 +61,7 @@ def test_empty_populations_are_errors(tmp_path) -> None:
     f = tmp_path / "empty.csv"
     f.write_text("word\n")
     with pytest.raises(InputDataError):
-        Population.from_file(f, key="word")
+        read_population(f, key="word")
 
 
 def test_bad_arguments_are_typed() -> None:

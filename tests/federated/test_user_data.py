@@ -13,14 +13,13 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import SeededRandom
 from privhist.federated.user_data import (
     UserCounts,
-    from_file,
     from_records,
     gamma_variates,
     generate_heterogeneous,
     generate_iid,
-    read_domain,
     zipf_probabilities,
 )
+from privhist.io.federated_data import read_domain, read_user_counts
 
 DATA = Path("/work/shared/data")
 
@@ -78,7 +77,7 @@ def test_heterogeneous_generator() -> None:
 
 @pytest.mark.skipif(not (DATA / "retail.dat").exists(), reason="retail.dat is not available")
 def test_from_fimi_file_with_top_d() -> None:
-    u = from_file(DATA / "retail.dat", user=True, top_d=20)
+    u = read_user_counts(DATA / "retail.dat", user=True, top_d=20)
     assert u.dimension == 20
     assert u.n_users + u.info["dropped_users"] == u.info["users_in_file"]
     assert u.l1_norms().min() >= 1
@@ -87,11 +86,11 @@ def test_from_fimi_file_with_top_d() -> None:
 def test_from_csv_needs_the_user_column(tmp_path: Path) -> None:
     f = tmp_path / "r.csv"
     f.write_text("who,page\n1,a\n1,b\n2,a\n")
-    u = from_file(f, user="who", key="page")
+    u = read_user_counts(f, user="who", key="page")
     assert u.dense().tolist() == [[1.0, 1.0], [1.0, 0.0]]
     assert list(u.labels) == ["a", "b"]
     with pytest.raises(InputDataError):
-        from_file(f, user="nobody", key="page")
+        read_user_counts(f, user="nobody", key="page")
 
 
 def _neighbouring_files(tmp_path: Path) -> tuple[Path, Path]:
@@ -109,10 +108,10 @@ def test_data_derived_domain_and_users_change_with_one_users_items(tmp_path: Pat
     """Why a public domain is needed: without it the item labels, d and the number of users
     all depend on what user 3 holds (not private; kept for the paper's experiments)."""
     f, g = _neighbouring_files(tmp_path)
-    u, v = from_file(f, user="who", key="page"), from_file(g, user="who", key="page")
+    u, v = read_user_counts(f, user="who", key="page"), read_user_counts(g, user="who", key="page")
     assert list(u.labels) == ["a", "b", "c", "z"] and list(v.labels) == ["a", "b", "c", "q"]
-    top_u = from_file(f, user="who", key="page", top_d=2)
-    top_v = from_file(g, user="who", key="page", top_d=2)
+    top_u = read_user_counts(f, user="who", key="page", top_d=2)
+    top_v = read_user_counts(g, user="who", key="page", top_d=2)
     assert (top_u.n_users, top_v.n_users) == (4, 3)  # user 3 dropped from the second
 
 
@@ -121,8 +120,8 @@ def test_public_domain_keeps_every_user_and_fixes_the_items(tmp_path: Path) -> N
     3 (only out-of-domain keys in the second file) is the zero vector there."""
     f, g = _neighbouring_files(tmp_path)
     dom = ["c", "a", "b", "never"]
-    u = from_file(f, user="who", key="page", domain=dom)
-    v = from_file(g, user="who", key="page", domain=dom)
+    u = read_user_counts(f, user="who", key="page", domain=dom)
+    v = read_user_counts(g, user="who", key="page", domain=dom)
     for w in (u, v):
         assert list(w.labels) == dom and w.dimension == 4 and w.n_users == 4
         assert w.info["users_in_file"] == 4 and w.info["dropped_users"] == 0
@@ -130,15 +129,15 @@ def test_public_domain_keeps_every_user_and_fixes_the_items(tmp_path: Path) -> N
     assert v.dense().tolist() == [[0, 1, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0]]
     assert (u.info["keys_outside_domain"], v.info["keys_outside_domain"]) == (1, 1)
     with pytest.raises(ValidationError):
-        from_file(f, user="who", key="page", domain=dom, top_d=2)
+        read_user_counts(f, user="who", key="page", domain=dom, top_d=2)
     with pytest.raises(ValidationError):
-        from_file(f, user="who", key="page", domain=["a", "a"])
+        read_user_counts(f, user="who", key="page", domain=["a", "a"])
 
 
 def test_integer_keys_match_a_text_domain(tmp_path: Path) -> None:
     f = tmp_path / "r.fimi"
     f.write_text("1 2 2\n7\n3 1\n")
-    u = from_file(f, user=True, format="fimi", domain=["2", "1", "5"])
+    u = read_user_counts(f, user=True, format="fimi", domain=["2", "1", "5"])
     assert u.dense().tolist() == [[2, 1, 0], [0, 0, 0], [0, 1, 0]]  # "2" twice on line 1
     assert u.info["keys_outside_domain"] == 2
 

@@ -290,7 +290,9 @@ def test_small_universe_falls_back_to_basic_histogram() -> None:
 
 
 def test_user_level_relation_uses_the_histogram_k() -> None:
-    m = SparseHistogram(0.8, 0.0, Neighbouring.user(2, 2), universe_bits=64, count_bound=50)
+    m = SparseHistogram(
+        0.8, 0.0, Neighbouring.user(2, 2), universe_bits=64, count_bound=50, tv_delta="1/1000000000"
+    )
     assert m.k == 3  # ceil(log2(l1 / eps)) with l1 = 4
 
 

@@ -16,7 +16,10 @@ Two methods, both releasing nothing but sample-and-threshold histograms of publi
   ``h`` rounds per quantile; round ``r`` releases a two-bucket histogram ``{x < t_r, x >= t_r}``
   with a fresh sample and moves ``t`` towards the side holding the ``q`` fraction of the
   *released* sampled counts (a withheld bucket counts 0). After ``h`` rounds the answer lies in
-  an interval of width ``(hi - lo) 2^-h``; ``k`` quantiles cost ``k h`` releases.
+  an interval of width ``(hi - lo) 2^-h``; ``k`` quantiles cost ``k h`` releases. With
+  ``cohort_size=m`` and ``clients=n`` every round instead contacts exactly ``m`` of the ``n``
+  clients, without replacement (Section 3.2's fixed-size sampling), with an exact per-round
+  profile under substitution neighbours: :mod:`privhist.analytics.quantiles_cohort`.
 
 **Privacy.** Each client holds one value and adds one to exactly one bucket of every release,
 so with ``k`` releases each ``(epsilon / k, delta_k)``-DP (``delta_k`` certified) the whole run
@@ -50,6 +53,7 @@ from privhist.analytics.hierarchy import (
     composed_metadata,
     split_sample_and_threshold,
 )
+from privhist.analytics.quantiles_cohort import FixedCohortQuantiles
 from privhist.analytics.range_query import HierarchicalHistogram, HierarchicalRelease
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
@@ -349,7 +353,9 @@ def private_quantiles(
     ``method`` is ``"hierarchical"`` (``levels`` levels of ``branching``-ary buckets) or
     ``"binary-search"`` (``levels`` rounds per quantile; ``branching`` must be 2). ``options``
     go to every :class:`~privhist.mechanisms.sampling.SampleAndThreshold` (``sampling_rate``,
-    ``threshold``, ``alpha``, ``calibration``).
+    ``threshold``, ``alpha``, ``calibration``), or, for binary search, ``cohort_size`` and
+    ``clients`` select fixed-size cohorts
+    (:class:`~privhist.analytics.quantiles_cohort.FixedCohortQuantiles`).
 
     Raises:
         ValidationError: a parameter or quantile level out of range.
@@ -392,7 +398,7 @@ def quantile_method(
     confidence: float = 0.95,
     function: str = "quantile_method",
     **options: Any,
-) -> BinarySearchQuantiles | HierarchicalHistogram:
+) -> BinarySearchQuantiles | FixedCohortQuantiles | HierarchicalHistogram:
     """The estimator :func:`private_quantiles` runs for ``quantiles`` levels, built (and every
     parameter checked) before any data is seen; answer with :func:`answer_quantiles`.
 
@@ -402,6 +408,35 @@ def quantile_method(
     fn = function
     if method not in METHODS:
         raise ValidationError("method", fn, f"one of {', '.join(METHODS)}", method)
+    cohort = options.pop("cohort_size", None)
+    clients = options.pop("clients", None)
+    if (cohort is None) != (clients is None):
+        missing = "clients" if clients is None else "cohort_size"
+        raise ValidationError(missing, fn, "given with cohort_size/clients (fixed cohorts)", None)
+    if cohort is not None:
+        if method != "binary-search":
+            raise ValidationError("method", fn, "binary-search with cohort_size", method)
+        if options:
+            first = sorted(options)[0]
+            raise ValidationError(
+                first,
+                fn,
+                "absent with cohort_size (the threshold follows from m and n)",
+                options[first],
+            )
+        if branching != 2:
+            raise ValidationError("branching", fn, "2 with method binary-search", branching)
+        return FixedCohortQuantiles(
+            epsilon,
+            delta,
+            clients=clients,
+            cohort_size=cohort,
+            lo=lo,
+            hi=hi,
+            steps=levels,
+            quantiles=quantiles,
+            confidence=confidence,
+        )
     if method == "binary-search":
         if branching != 2:
             raise ValidationError("branching", fn, "2 with method binary-search", branching)
@@ -428,7 +463,7 @@ def quantile_method(
 
 
 def answer_quantiles(
-    estimator: BinarySearchQuantiles | HierarchicalHistogram,
+    estimator: BinarySearchQuantiles | FixedCohortQuantiles | HierarchicalHistogram,
     values: npt.ArrayLike,
     qs: Any,
     rng: RandomSource | None = None,
@@ -436,8 +471,9 @@ def answer_quantiles(
     clamp: bool = False,
 ) -> QuantileResult:
     """Run ``estimator`` (from :func:`quantile_method`) on ``values`` for the levels ``qs``."""
-    if isinstance(estimator, BinarySearchQuantiles):
-        return estimator.run(values, qs, rng, clamp=clamp)
+    if isinstance(estimator, BinarySearchQuantiles | FixedCohortQuantiles):
+        result: QuantileResult = estimator.run(values, qs, rng, clamp=clamp)
+        return result
     release = estimator.release(values, rng, clamp=clamp)
     return QuantileResult(
         hierarchical_quantiles(release, qs), release.metadata, release.diagnostics

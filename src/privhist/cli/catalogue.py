@@ -147,6 +147,111 @@ MECHANISMS: dict[str, Entry] = {
             ),
         ),
     ),
+    "sparse": Entry(
+        "``KH''_{M, beta1}`` (Algorithm 7, Theorem 6.4) and its efficient approximation",
+        needs_domain=False,
+        takes_domain=True,
+        options=(
+            Spec(
+                "universe_bits",
+                int,
+                64,
+                "the universe is the integers [0, 2**B) (default 64)",
+                None,
+            ),
+            Spec(
+                "beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)", None
+            ),
+            Spec(
+                "tv_delta",
+                str,
+                None,
+                "statistical distance 1/k to exact order statistics (Theorem "
+                "6.5); default: from --delta",
+                None,
+            ),
+            Spec(
+                "counting",
+                str,
+                "geosample",
+                "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
+                ("geosample", "fastsample"),
+            ),
+            Spec(
+                "fast_gamma",
+                float,
+                9.094947017729282e-13,
+                "FastSample's mixing probability gamma",
+                None,
+            ),
+            Spec(
+                "count_bound",
+                int,
+                1048576,
+                "public bound n on every count: outputs lie in [0, n], "
+                "larger counts are clamped to n",
+                None,
+            ),
+            Spec(
+                "strict_time",
+                bool,
+                False,
+                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
+                None,
+            ),
+        ),
+    ),
+    "kh-prime": Entry(
+        "``KH'_M`` (Algorithm 5, Proposition 6.2): KeepHeavy (Algorithm 4) with the empty bins",
+        needs_domain=False,
+        takes_domain=True,
+        options=(
+            Spec(
+                "universe_bits",
+                int,
+                64,
+                "the universe is the integers [0, 2**B) (default 64)",
+                None,
+            ),
+            Spec(
+                "tv_delta",
+                str,
+                None,
+                "statistical distance 1/k to exact order statistics (Theorem "
+                "6.5); default: from --delta",
+                None,
+            ),
+            Spec(
+                "counting",
+                str,
+                "geosample",
+                "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
+                ("geosample", "fastsample"),
+            ),
+            Spec(
+                "fast_gamma",
+                float,
+                9.094947017729282e-13,
+                "FastSample's mixing probability gamma",
+                None,
+            ),
+            Spec(
+                "count_bound",
+                int,
+                1048576,
+                "public bound n on every count: outputs lie in [0, n], "
+                "larger counts are clamped to n",
+                None,
+            ),
+            Spec(
+                "strict_time",
+                bool,
+                False,
+                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
+                None,
+            ),
+        ),
+    ),
     "pure-sparse": Entry(
         "``PureSparseHistogram_{M, eps, beta1, beta2}`` (Algorithm 8, Theorem 6.6): pure",
         needs_domain=False,

@@ -352,7 +352,12 @@ def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = Non
         help="max keys per user (user-level); 'auto': a DP quantile of users' key counts, "
         "bought with 5%% of the budget inside the same spend",
     )
-    p.add_argument("--max-per-partition", type=int, help="max records per user and key")
+    p.add_argument(
+        "--max-per-partition",
+        type=_int_or_auto,
+        help="max records per user and key; 'auto': a DP quantile of users' most records on "
+        "one key (per-key mechanisms), bought with another 5%% of epsilon in the same spend",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
     seen: set[str] = set()
     for name in catalogue.MECHANISMS if mechanisms is None else mechanisms:
@@ -393,6 +398,10 @@ def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
     from privhist.core.neighbouring import Neighbouring
 
     k, c = args.max_partitions, args.max_per_partition
+    for name, value in (("max_partitions", k), ("max_per_partition", c)):
+        if value == "auto":
+            # 'auto' is drawn from the data at release time; a plan shows one fixed cap
+            raise ValidationError(name, "plan", "an integer (the cap the plan is for)", value)
     if user_level or k is not None or c is not None:
         return Neighbouring.user(1 if k is None else k, 1 if c is None else c)
     return Neighbouring.add_remove()

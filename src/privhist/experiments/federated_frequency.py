@@ -60,11 +60,11 @@ from privhist.federated.dht import FederatedQuantile, bin_index
 from privhist.federated.kashin import HadamardFrame, OrthogonalFrame, TightFrame, uniform01
 from privhist.federated.user_data import (
     UserCounts,
-    from_file,
     from_records,
     generate_heterogeneous,
     generate_iid,
 )
+from privhist.io.federated_data import read_user_counts
 
 NAME = "federated-frequency"
 HELP = (
@@ -242,7 +242,7 @@ def load(name: str, n: int, d: int, s: Settings) -> UserCounts:
     if name == "msweb":
         users = read_msweb(s.data_dir / "anonymous-msweb.data", d)
     elif name == "retail":
-        users = from_file(s.data_dir / "retail.dat", user=True, format="fimi", top_d=d)
+        users = read_user_counts(s.data_dir / "retail.dat", user=True, format="fimi", top_d=d)
     else:
         raise InputDataError(f"unknown dataset {name!r}")
     cap = min(s.max_users, n)

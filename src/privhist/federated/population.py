@@ -21,7 +21,6 @@ nothing to sample, and a protocol run on it would report a release that describe
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,34 +136,6 @@ class Population:
             raise InputDataError("the population is empty: it has no clients to sample")
         u, s = _aggregate(np.concatenate(acc_items), np.concatenate(acc_counts))
         return cls(u, s, {"clients": int(s.sum())})
-
-    @classmethod
-    def from_file(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        key: str = "key",
-        format: str | None = None,
-        key_type: str | None = None,
-        progress: bool = False,
-    ) -> Population:
-        """One client per record of a file, the record's ``key`` being the client's item.
-
-        The file is read and counted by :func:`privhist.engines.local.count` (so every format
-        and key-type rule of :mod:`privhist.io.readers` applies; ``text`` files give one client
-        per word). Records with a null key are dropped and counted in ``info["null_keys"]``.
-
-        Raises:
-            InputDataError: the file is missing, unreadable or malformed, or has no records
-                with a key.
-        """
-        from privhist.engines.local import count
-
-        counts = count(path, key=key, format=format, key_type=key_type, progress=progress)
-        if len(counts) == 0:
-            raise InputDataError(f"the population is empty: {os.fspath(path)} has no items")
-        info = {k: v for k, v in counts.info.items() if k != "bounds_defaulted"}
-        return cls(counts.keys, counts.counts.astype(np.int64), info)
 
     @classmethod
     def zipf(cls, clients: int, support: int, exponent: float = 1.1) -> Population:

@@ -86,9 +86,15 @@ from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
-from privhist.core.validation import check_delta, check_epsilon, check_positive_int
+from privhist.core.validation import (
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+    check_probability,
+)
 from privhist.federated.population import Population
 from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
+from privhist.federated.triehh_intervals import node_interval
 from privhist.mechanisms.sampling.profile import certified_delta, delta_float
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import binomial
@@ -350,6 +356,9 @@ class HeavyHitters:
     ``items`` (complete items, terminator removed, sorted) with their sampled ``counts`` and
     ``estimates`` (``count / p``) at the level where they were completed; ``nodes`` maps every
     trie node (prefix, terminator included where complete) to ``(level, count, estimate)``;
+    ``intervals`` maps every node to ``(lower, upper)``, a confidence interval for the number of
+    clients holding that prefix, valid given the node's release
+    (:mod:`privhist.federated.triehh_intervals`); ``lower`` / ``upper`` are the items' intervals;
     ``metadata`` holds the parameters and the guarantee; ``diagnostics`` exact, NON-private facts
     (clients, items dropped for the alphabet) that are never part of the output.
     """
@@ -360,15 +369,32 @@ class HeavyHitters:
     nodes: dict[str, tuple[int, int, float]]
     metadata: dict[str, Any]
     diagnostics: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    intervals: dict[str, tuple[int, int]] = field(default_factory=dict)
+    lower: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    upper: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def release(self) -> Release:
-        """The complete items as a :class:`~privhist.core.release.Release` (for the writers)."""
+        """The complete items as a :class:`~privhist.core.release.Release` (for the writers),
+        with the interval for each item's number of clients as ``lower`` / ``upper``."""
         return Release(
             keys=self.items,
             values=self.counts,
             estimates=self.estimates,
+            lower=self.lower,
+            upper=self.upper,
             metadata=self.metadata,
         )
+
+    def node_table(self) -> list[dict[str, Any]]:
+        """Every trie node as ``{prefix, level, count, estimate, lower, upper}``, sorted by
+        level then prefix."""
+        rows = []
+        for k in sorted(self.nodes, key=lambda v: (self.nodes[v][0], v)):
+            level, count, est = self.nodes[k]
+            lo, hi = self.intervals[k]
+            row = {"prefix": k, "level": level, "count": count, "estimate": est}
+            rows.append({**row, "lower": lo, "upper": hi})
+        return rows
 
     def prefixes(self, level: int) -> list[str]:
         """The trie nodes of one level, sorted."""
@@ -436,8 +462,12 @@ class TrieHH:
         level_delta: float | None = None,
         alpha: float | Fraction | None = None,
         value_discretization_interval: float = 1e-4,
+        confidence: float = 0.95,
     ) -> None:
         fn = "TrieHH"
+        self.confidence = check_probability(
+            confidence, fn, "confidence", open_low=True, open_high=True
+        )
         self.epsilon = check_epsilon(epsilon, fn)
         self.delta = check_delta(delta, fn, positive=True)
         self.levels = check_positive_int(levels, fn, "levels")
@@ -516,6 +546,12 @@ class TrieHH:
             "sampling_rate_exact": f"{m.sampling_rate.numerator}/{m.sampling_rate.denominator}",
             "threshold": m.threshold,
             "resampling": "independent Poisson sample of the clients at every level",
+            "confidence": self.confidence,
+            "intervals": (
+                "per node, for the number of clients holding the prefix: selective "
+                "Clopper-Pearson given release (Binomial(N, p) conditioned on >= threshold), "
+                "coverage >= confidence for each released node"
+            ),
         }
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
@@ -619,7 +655,13 @@ class TrieHH:
         cnt = np.array([nodes[k][1] for k in done], dtype=np.int64)
         est = cnt / pf
         diagnostics = {"clients": population.size, "dropped_for_alphabet": dropped}
-        return HeavyHitters(items, cnt, est, nodes, self.metadata(rng), diagnostics)
+        intervals = {
+            k: node_interval(v[1], p, tau, self.confidence) for k, v in sorted(nodes.items())
+        }
+        lower = np.array([intervals[k][0] for k in done], dtype=np.int64)
+        upper = np.array([intervals[k][1] for k in done], dtype=np.int64)
+        meta = self.metadata(rng)
+        return HeavyHitters(items, cnt, est, nodes, meta, diagnostics, intervals, lower, upper)
 
 
 def one_shot_heavy_hitters(

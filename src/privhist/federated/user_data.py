@@ -6,10 +6,11 @@ The paper (Section 2) has user ``i`` hold ``x_i`` in ``R^d`` with ``x_i[j]`` the
 
 Sources:
 
-* :func:`from_records`: ``(user, item)`` arrays; :func:`from_file`: any file
-  :func:`privhist.io.scan` reads, with a user column (``top_d`` keeps the ``d`` most frequent
-  items, as the paper builds its real-data histograms; that choice looks at the data and is not
-  private, exactly as in the paper's experiments).
+* :func:`from_records`: ``(user, item)`` arrays;
+  :func:`privhist.io.federated_data.read_user_counts`: any file :func:`privhist.io.scan`
+  reads, with a user column (``top_d`` keeps the ``d`` most frequent items, as the paper
+  builds its real-data histograms; that choice looks at the data and is not private, exactly
+  as in the paper's experiments).
 * :func:`generate_iid` and :func:`generate_heterogeneous`: the paper's synthetic data
   (Section 5, "Common setup", following Liu et al. 2022). Our reading of the heterogeneous
   recipe: ``kappa ~ Dirichlet(2, ..., 2)`` over the ``n`` users; user ``i`` holds
@@ -23,7 +24,6 @@ is simulation, not a release path).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special, stats
 
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import InputDataError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_positive_int
 from privhist.federated.kashin import standard_normal, uniform01
@@ -188,145 +188,6 @@ def _aggregate(
     return UserCounts.from_arrays(
         ptr, codes % d, counts, d, labels, allow_empty=n_users is not None
     )
-
-
-def read_domain(path: str | os.PathLike[str], function: str = "read_domain") -> list[str]:
-    """A public item domain: one key per line (surrounding blanks and empty lines ignored).
-
-    Raises:
-        InputDataError: the file is missing, empty or not UTF-8 text, or a key is listed twice.
-    """
-    p = os.fspath(path)
-    if not os.path.isfile(p):
-        raise InputDataError(f"{function}: domain file '{p}' does not exist")
-    try:
-        with open(p, encoding="utf-8") as fh:
-            keys = [ln.strip() for ln in fh if ln.strip()]
-    except UnicodeDecodeError as exc:
-        raise InputDataError(
-            f"{function}: domain file '{p}' is not UTF-8 text (byte {exc.start}: {exc.reason})"
-        ) from None
-    if not keys:
-        raise InputDataError(f"{function}: domain file '{p}' is empty")
-    if len(set(keys)) != len(keys):
-        raise InputDataError(f"{function}: domain file '{p}' lists a key more than once")
-    return keys
-
-
-def from_file(
-    path: str | os.PathLike[str],
-    *,
-    user: str | bool,
-    key: str = "key",
-    format: str | None = None,
-    top_d: int | None = None,
-    domain: Any = None,
-) -> UserCounts:
-    """Read ``(user, key)`` records with :func:`privhist.io.scan` into :class:`UserCounts`.
-
-    With a public ``domain`` (a sequence of keys, compared as text): the items are exactly
-    those keys in that order, records with other keys are ignored (their number is in
-    ``info["keys_outside_domain"]``) and *every* user of the file is kept, a user with no key
-    in the domain as the zero vector. Then the item labels, ``d`` and the number of users do
-    not depend on which items anyone holds, as replace-one-user privacy requires (the set of
-    users taking part is public in secure aggregation).
-
-    Without a domain the items are the distinct keys (sorted), or the ``top_d`` most frequent
-    keys (ties broken by key), and users with no record left are dropped (their number is in
-    ``info["dropped_users"]``): both read the data and are not private (the paper's
-    experiments).
-
-    Raises:
-        InputDataError: unreadable file, missing user column, or no records.
-        ValidationError: both ``top_d`` and ``domain``, or an empty domain.
-    """
-    from privhist.io.readers import scan
-
-    fn = "from_file"
-    if user is None or user is False:
-        raise ValidationError("user", fn, "a user column (user-level data)", user)
-    lf = scan(path, format=format, key=key, user=user, function=fn)
-    return _from_records(lf, top_d, domain, os.fspath(path), fn)
-
-
-def from_frame(
-    table: Any,
-    *,
-    user: str | bool,
-    key: str = "key",
-    top_d: int | None = None,
-    domain: Any = None,
-) -> UserCounts:
-    """:func:`from_file` for a Polars ``DataFrame`` or ``LazyFrame`` with ``user`` and ``key``
-    columns (types as given; see :func:`privhist.io.readers.select_records`)."""
-    from privhist.io.readers import select_records
-
-    fn = "from_frame"
-    if not isinstance(user, str):
-        raise ValidationError("user", fn, "a user column name", user)
-    lf = select_records(table, key=key, user=user, function=fn, source="the table")
-    return _from_records(lf, top_d, domain, "the table", fn)
-
-
-def _from_records(lf: Any, top_d: int | None, domain: Any, label: str, fn: str) -> UserCounts:
-    import polars as pl
-
-    try:
-        df = lf.drop_nulls().collect()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        raise InputDataError(f"{fn}: cannot read {label}: {first}") from None
-    if df.height == 0:
-        raise InputDataError(f"{fn}: {label} has no records with a user and a key")
-    if domain is not None:
-        return _with_domain(df, domain, top_d, fn)
-    freq = df.group_by("key").len().sort(["len", "key"], descending=[True, False])
-    if top_d is not None:
-        freq = freq.head(check_positive_int(top_d, fn, "top_d"))
-    keys = freq.sort("key")["key"]
-    lookup = pl.DataFrame({"key": keys, "item": np.arange(keys.len(), dtype=np.int64)})
-    joined = df.join(lookup, on="key", how="inner")
-    n_all = df["user"].n_unique()
-    uid = joined["user"].rank("dense").cast(pl.Int64).to_numpy() - 1
-    out = _aggregate(uid, joined["item"].to_numpy().astype(np.int64), keys.len(), keys.to_numpy())
-    out.info.update({"users_in_file": n_all, "dropped_users": n_all - out.n_users})
-    return out
-
-
-def _with_domain(df: Any, domain: Any, top_d: int | None, fn: str) -> UserCounts:
-    """:func:`from_file` over a public domain (its notes): all users, the domain's items."""
-    import polars as pl
-
-    if top_d is not None:
-        raise ValidationError("top_d", fn, "not given together with a public domain", top_d)
-    keys = [str(k) for k in domain]
-    if not keys or len(set(keys)) != len(keys):
-        raise ValidationError("domain", fn, "a non-empty list of distinct keys", len(keys))
-    lookup = pl.DataFrame({"key": keys, "item": np.arange(len(keys), dtype=np.int64)})
-    joined = df.select(
-        pl.col("user").rank("dense").cast(pl.Int64).alias("uid"),
-        pl.col("key").cast(pl.String),
-    ).join(lookup, on="key", how="left")
-    n_all = int(df["user"].n_unique())
-    inside = joined["item"].is_not_null().to_numpy()
-    uid = joined["uid"].to_numpy()[inside] - 1
-    item = joined["item"].fill_null(0).to_numpy()[inside]
-    out = _aggregate(
-        uid.astype(np.int64),
-        item.astype(np.int64),
-        len(keys),
-        np.array(keys, dtype=object),
-        n_users=n_all,
-    )
-    out.info.update(
-        {
-            "users_in_file": n_all,
-            "dropped_users": 0,
-            "keys_outside_domain": int(np.count_nonzero(~inside)),
-        }
-    )
-    return out
 
 
 # --------------------------------------------------------------------------------------------

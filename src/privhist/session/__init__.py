@@ -139,7 +139,7 @@ class _HistogramCall:
     key: str | None
     user: str | bool | None
     max_partitions: int | str | None
-    max_per_partition: int | None
+    max_per_partition: int | str | None
     domain: Any
     confidence: float
     input_format: str | None
@@ -363,7 +363,7 @@ class Session:
         user: str | bool | None = None,
         mechanism: str = "default",
         max_partitions: int | str | None = None,
-        max_per_partition: int | None = None,
+        max_per_partition: int | str | None = None,
         domain: Sequence[Any] | npt.ArrayLike | str | os.PathLike[str] | None = None,
         confidence: float = 0.95,
         input_format: str | None = None,
@@ -390,7 +390,9 @@ class Session:
                 per-key mechanism then takes 1 each). ``max_partitions="auto"`` spends 5% of the
                 budget on a DP quantile of users' key counts, in the same spend (zCDP for the
                 weighted selectors, :func:`privhist.mechanisms.user_level.caps.auto_selector`;
-                discrete Laplace and basic composition for per-key mechanisms).
+                discrete Laplace and basic composition for per-key mechanisms);
+                ``max_per_partition="auto"`` does the same for ``c`` with a DP quantile of
+                users' most records on one key (per-key mechanisms; another 5%).
             domain: a public domain of keys (a sequence, or a file with one key per line).
             confidence: the confidence of intervals.
             input_format: the file format when the name does not tell.
@@ -466,11 +468,13 @@ class Session:
             seed=seed,
             dry_run=dry_run,
         )
-        if max_partitions == "auto" and mechanism not in registry.weighted_registry():
+        auto_cap = "auto" in (max_partitions, max_per_partition)
+        if auto_cap and mechanism not in registry.weighted_registry():
             return self._auto_cap_histogram(call)
         if mechanism in registry.weighted_registry():
             return self._weighted_histogram(call)
-        assert not isinstance(max_partitions, str)  # "auto" went to a weighted selector above
+        # "auto" went to a weighted selector or to _auto_cap_histogram above
+        assert not isinstance(max_partitions, str) and not isinstance(max_per_partition, str)
         nb = (
             Neighbouring.user(
                 1 if max_partitions is None else max_partitions,
@@ -526,71 +530,102 @@ class Session:
         )
 
     def _auto_cap_histogram(self, call: _HistogramCall) -> Release | DryRun:
-        """A per-key mechanism whose cap ``k`` is a DP quantile of users' key counts
-        (:func:`privhist.mechanisms.user_level.caps.dp_degree_cap`, discrete Laplace): 5% of
-        epsilon buys the cap, the mechanism runs at the rest, and basic composition gives
+        """A per-key mechanism whose caps are DP quantiles: ``k`` (``max_partitions="auto"``)
+        of users' distinct keys (:func:`~privhist.mechanisms.user_level.caps.dp_degree_cap`)
+        and ``c`` (``max_per_partition="auto"``) of users' most records on one key
+        (:func:`~privhist.mechanisms.user_level.caps.dp_record_cap`), each bought with 5% of
+        epsilon (discrete Laplace); the mechanism runs at the rest, and basic composition gives
         ``(epsilon, delta)`` for the whole, charged as one spend.
 
         The mechanism is built for every candidate cap before any data is read, so no
-        failure after the cap is drawn can depend on (and reveal) the cap.
+        failure after the caps are drawn can depend on (and reveal) them.
         """
         from privhist.mechanisms.user_level.caps import (
             CAP_CANDIDATES,
             DEFAULT_CAP_FRACTION,
             DEFAULT_QUANTILE,
+            RECORD_CAP_CANDIDATES,
             dp_degree_cap,
+            dp_record_cap,
         )
 
         fn = "histogram"
+        auto_k, auto_c = call.max_partitions == "auto", call.max_per_partition == "auto"
         if call.user is None:
-            raise ValidationError(
-                "max_partitions", fn, "an integer unless there is a user column", "auto"
-            )
-        c = 1 if call.max_per_partition is None else call.max_per_partition
+            name = "max_partitions" if auto_k else "max_per_partition"
+            raise ValidationError(name, fn, "an integer unless there is a user column", "auto")
+        ks = (
+            CAP_CANDIDATES
+            if auto_k
+            else (1 if call.max_partitions is None else call.max_partitions,)
+        )
+        cs = (
+            RECORD_CAP_CANDIDATES
+            if auto_c
+            else (1 if call.max_per_partition is None else call.max_per_partition,)
+        )
         eps_cap = float(call.epsilon) * DEFAULT_CAP_FRACTION
-        eps_mech = float(call.epsilon) - eps_cap
+        eps_mech = float(call.epsilon) - eps_cap * (auto_k + auto_c)
         built = {
-            cap: _build(
+            (k, c): _build(
                 call.mechanism,
                 eps_mech,
                 call.delta,
-                Neighbouring.user(cap, c),
+                Neighbouring.user(int(k), int(c)),
                 call.domain,
                 call.confidence,
                 dict(call.options),
             )
-            for cap in CAP_CANDIDATES
+            for k in ks
+            for c in cs
         }
         name = next(iter(built.values())).name
-        widest = Neighbouring.user(max(CAP_CANDIDATES), c)
+        widest = Neighbouring.user(int(max(ks)), int(max(cs)))
         cost = Budget(call.epsilon, max(m.guarantee().delta for m in built.values()))
         out_format = None
         for m in built.values():
             out_format = self._check_output_for(m, call.output, call.output_format, [call.path], fn)
         if call.dry_run:
-            return self._dry_run(None, cost, widest, {"mechanism": name, "max_partitions": "auto"})
+            details = {"mechanism": name, "max_partitions": call.max_partitions}
+            details["max_per_partition"] = call.max_per_partition
+            return self._dry_run(None, cost, widest, details)
         self._check_budget(cost, widest, call.seed, fn)
         rng = default_source(call.seed)
         weighted_source = getattr(self.engine, "weighted_source", None)
         if weighted_source is None or not getattr(self.engine, "weighted", False):
             raise UnsupportedError(f"the {self.engine.name} engine cannot choose a cap ('auto')")
-        request = call.request(None, None)
-        histogram = weighted_source(call.source, request, rng).degree_histogram(CAP_CANDIDATES)
+        src = weighted_source(call.source, call.request(None, None), rng)
+        degrees = src.degree_histogram(CAP_CANDIDATES) if auto_k else None
+        records = src.records_histogram(RECORD_CAP_CANDIDATES) if auto_c else None
 
         def draw() -> Release:
-            choice = dp_degree_cap(histogram, quantile=DEFAULT_QUANTILE, epsilon=eps_cap, rng=rng)
-            mech = built[choice.cap]
-            bounded = call.request(choice.cap, c)
+            cap: dict[str, Any] = {}
+            k, c = ks[0], cs[0]
+            if degrees is not None:
+                choice = dp_degree_cap(degrees, quantile=DEFAULT_QUANTILE, epsilon=eps_cap, rng=rng)
+                k = choice.cap
+                cap["max_partitions"] = k
+                cap["max_partitions_chosen_by"] = "dp quantile of users' distinct keys"
+            if records is not None:
+                choice = dp_record_cap(records, quantile=DEFAULT_QUANTILE, epsilon=eps_cap, rng=rng)
+                c = choice.cap
+                cap["max_per_partition"] = c
+                cap["max_per_partition_chosen_by"] = "dp quantile of users' most records on a key"
+            mech = built[(k, c)]
+            bounded = call.request(int(k), int(c))
             counts = self.engine.count(call.source, bounded, rng, progress=self.progress)
             release = _with_counts_info(mech.release(counts, rng), counts, self.engine.name)
-            release.metadata["cap"] = {
-                "max_partitions": choice.cap,
-                "chosen_by": "dp quantile of users' distinct keys (discrete Laplace)",
-                "quantile": choice.quantile,
-                "epsilon": eps_cap,
-                "composition": f"basic: ({eps_cap:.6g} + {eps_mech:.6g}, {call.delta:g})",
-                "total": {"epsilon": cost.epsilon, "delta": cost.delta},
-            }
+            parts = " + ".join([f"{eps_cap:.6g}"] * (auto_k + auto_c) + [f"{eps_mech:.6g}"])
+            cap.update(
+                {
+                    "noise": "discrete_laplace",
+                    "quantile": DEFAULT_QUANTILE,
+                    "epsilon": eps_cap * (auto_k + auto_c),
+                    "composition": f"basic: ({parts}, {call.delta:g})",
+                    "total": {"epsilon": cost.epsilon, "delta": cost.delta},
+                }
+            )
+            release.metadata["cap"] = cap
             return release
 
         return self._publish(call, cost, f"{name} (auto cap)", widest, draw, out_format)

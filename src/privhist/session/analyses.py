@@ -96,10 +96,13 @@ def heavy_hitters(
     seed: int | None = None,
     dry_run: bool = False,
     secure_sum: str = "ideal",
+    confidence: float = 0.95,
 ) -> HeavyHittersResult | DryRun:
     """TrieHH++ (or one sample-and-threshold histogram of whole items) over one item per client.
 
     See :class:`privhist.federated.triehh.TrieHH` (Bharadwaj & Cormode 2022, Section 4.1).
+    Each TrieHH++ item carries ``lower`` / ``upper``: a ``confidence`` interval for its number
+    of clients, valid given its release (:mod:`privhist.federated.triehh_intervals`).
     """
     from privhist.engines.base import CountRequest
     from privhist.federated.population import Population
@@ -140,6 +143,7 @@ def heavy_hitters(
             terminator=terminator,
             drop_unknown=drop_unknown,
             level_epsilon=level_epsilon,
+            confidence=confidence,
         )
         cost = hh.composition.guarantee
         name = f"{fn} (TrieHH++)"
@@ -283,7 +287,9 @@ def quantiles(
     **options: Any,
 ) -> tuple[Any, dict[str, Any]] | DryRun:
     """Private quantiles (Bharadwaj & Cormode 2022, Section 4.2); returns the answers and exact,
-    NOT private facts about the input (rows read, dropped, clamped)."""
+    NOT private facts about the input (rows read, dropped, clamped). ``cohort_size`` and
+    ``clients`` (with ``method="binary-search"``) run every round on a fixed-size cohort
+    (:mod:`privhist.analytics.quantiles_cohort`; substitution neighbours)."""
     from privhist.analytics.quantiles import answer_quantiles, check_levels, quantile_method
 
     fn = "quantiles"
@@ -305,8 +311,10 @@ def quantiles(
         **{k: v for k, v in options.items() if v is not None},
     )
     cost = estimator.composition().basic
+    # fixed-size cohorts (cohort_size, clients) are analysed for substitution neighbours
+    relation = Neighbouring.replace() if "cohort_size" in options else Neighbouring.add_remove()
     if dry_run:
-        return session._dry_run(None, cost, Neighbouring.add_remove(), {"method": method})
+        return session._dry_run(None, cost, relation, {"method": method})
     session._check_budget(cost, None, seed, fn)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)
@@ -467,6 +475,7 @@ def weighted_sample(
     output: str | os.PathLike[str] | None = None,
     seed: int | None = None,
     dry_run: bool = False,
+    frequency_rule: str = "algorithm4",
 ) -> WeightedSample | DryRun:
     """A private weighted sample (Cohen, Geri, Sarlos & Stemmer, Algorithm 2), sanitised by the
     certified keys-and-frequencies sanitiser (or the keys sanitiser with ``keys_only``).
@@ -475,12 +484,19 @@ def weighted_sample(
     ``S = sum_x f(min(w_x, M))`` (the paper's Section 3.1), and ``tau = k / max(D Z, 1)`` with
     ``Z = floor(S / D) + DiscreteLaplace(1 / eps_1)``, ``D`` the largest change of one element;
     basic composition gives ``(epsilon, delta)`` overall.
+
+    ``frequency_rule="algorithm5"`` sanitises frequencies with Algorithm 5 (maximum separation,
+    Theorem 5.1) instead of Algorithm 4, from an integer matrix certified DP before the draw
+    (:mod:`privhist.mechanisms.sampling.pws.algorithm5_release`); each row then also carries
+    ``sanitized_value``, the right end of its token's interval. At most 1000 for
+    ``max_frequency``.
     """
     import json as _json
 
     import polars as pl
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
+    from privhist.mechanisms.sampling.pws.algorithm5_release import MAX_ALGORITHM5, check_rule
     from privhist.mechanisms.sampling.pws.sanitize import (
         MAX_MATRIX,
         sanitize_frequencies,
@@ -504,6 +520,15 @@ def weighted_sample(
     m = check_positive_int(max_frequency, fn, "max_frequency")
     if not keys_only and m > MAX_MATRIX:
         raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} without keys_only", m)
+    rule = check_rule(frequency_rule, fn)
+    if rule == "algorithm5" and keys_only:
+        raise ValidationError(
+            "frequency_rule", fn, "algorithm4 with keys_only (no frequencies are released)", rule
+        )
+    if rule == "algorithm5" and m > MAX_ALGORITHM5:
+        raise ValidationError(
+            "max_frequency", fn, f"<= {MAX_ALGORITHM5} with frequency_rule algorithm5", m
+        )
     eps_total = 0.0
     if k is not None:
         check_positive_int(k, fn, "k")
@@ -550,16 +575,17 @@ def weighted_sample(
         if keys_only:
             priv = sanitize_keys(sample, eps, delta, rng)
         else:
-            priv = sanitize_frequencies(sample, eps, delta, rng, max_frequency=m)
-        table = pl.DataFrame(
-            {
-                "key": priv.keys.astype(str).tolist(),
-                "token": priv.tokens,
-                "estimate": priv.estimates,
-                "bias": priv.bias,
-                "variance": priv.variance,
-            }
-        )
+            priv = sanitize_frequencies(sample, eps, delta, rng, max_frequency=m, rule=rule)
+        columns: dict[str, Any] = {
+            "key": priv.keys.astype(str).tolist(),
+            "token": priv.tokens,
+            "estimate": priv.estimates,
+            "bias": priv.bias,
+            "variance": priv.variance,
+        }
+        if rule == "algorithm5":
+            columns["sanitized_value"] = priv.values
+        table = pl.DataFrame(columns)
         guarantee = f"({epsilon}, {delta})-DP, element-level neighbours"
         if k is not None:
             guarantee += f" (epsilon {eps_total:.6g} on the private total, {eps:.6g} on the sample)"
@@ -631,7 +657,7 @@ def federated_frequency(
     from privhist.federated.dht import check_bits
     from privhist.federated.kashin import uniform01
     from privhist.federated.secagg.aggregator import aggregator_factory
-    from privhist.federated.user_data import from_file, from_frame, read_domain
+    from privhist.io.federated_data import read_domain, read_user_counts, user_counts_from_table
 
     fn = "federated-frequency"
     eps = check_epsilon(epsilon, fn, "epsilon", maximum=MAX_EPSILON)
@@ -666,13 +692,15 @@ def federated_frequency(
     if isinstance(domain, str | os.PathLike):
         domain = read_domain(domain, fn)
     if _is_path(source):
-        users = from_file(
+        users = read_user_counts(
             source, user=user, key=key, format=input_format, top_d=top_d, domain=domain
         )
     else:
         from privhist.engines.local.engine import as_polars
 
-        users = from_frame(as_polars(source, fn), user=user, key=key, top_d=top_d, domain=domain)
+        users = user_counts_from_table(
+            as_polars(source, fn), user=user, key=key, top_d=top_d, domain=domain
+        )
     n, d = users.n_users, users.dimension
     rng = default_source(seed)
     frm = frame(d, rng)

@@ -1,7 +1,7 @@
 """``privhist compact-query RELEASE KEY...``: counts from a CompactHistogram release.
 
 The release is the JSON (or Parquet) file written by ``privhist histogram --mechanism compact
---output FILE.json`` or by :func:`privhist.mechanisms.finite.compact.write_compact`; every key of
+--output FILE.json`` or by :func:`privhist.io.compact.write_compact`; every key of
 the universe has a count, evaluated from the polynomial (Balcer & Vadhan, Theorem 7.2: ``D + 1``
 field products and a CDF search per key). Querying is post-processing: it costs no budget.
 """
@@ -25,9 +25,9 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from privhist.mechanisms.finite.compact import CompactCounts
+    from privhist.io.compact import load_compact
 
-    compact = CompactCounts.load(args.release)
+    compact = load_compact(args.release)
     keys: list[Any] = list(args.keys)
     counts = compact.counts(keys)  # validates every key before anything is printed
     if args.json:

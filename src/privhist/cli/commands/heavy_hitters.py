@@ -40,6 +40,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="one sample-and-threshold histogram of whole items (no factor L)",
     )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="confidence of each item's interval for its number of clients (0.95)",
+    )
     p.add_argument("--top", type=int, default=25, help="rows printed (25; 0 = all)")
     p.add_argument("-o", "--output", help="write the items here (.csv, .json, .parquet)")
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness")
@@ -72,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         output=args.output,
         seed=args.seed,
         secure_sum=args.secure_sum,
+        confidence=args.confidence,
     )
     release, details = result.release, result.details
     if args.one_shot:
@@ -95,12 +102,17 @@ def run(args: argparse.Namespace) -> int:
         order = sorted(range(len(release)), key=lambda i: (-int(values[i]), i))
         if args.top:
             order = order[: args.top]
-        print(f"{'item':<24} {'sampled':>10} {'estimate':>14}")
+        bounds = release.lower is not None and release.upper is not None
+        head = f"{'item':<24} {'sampled':>10} {'estimate':>14}"
+        print(head + (f" {'clients_lower':>14} {'clients_upper':>14}" if bounds else ""))
         for i in order:
-            print(
+            line = (
                 f"{release.keys[i]!s:<24} {int(release.values[i]):>10} "
                 f"{release.estimates[i]:>14.1f}"
             )
+            if release.lower is not None and release.upper is not None:
+                line += f" {int(release.lower[i]):>14} {int(release.upper[i]):>14}"
+            print(line)
     if not result.private:
         print("warning        seeded randomness: reproducible and NOT private")
     # exact facts of the input go to stderr, marked, never beside the release on stdout

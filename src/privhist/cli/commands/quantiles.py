@@ -92,7 +92,12 @@ def print_note(metadata: dict[str, Any], facts: dict[str, Any], clamp: bool) -> 
     g = metadata["guarantee"]
     note = [
         f"method {metadata['method']}",
-        f"guarantee ({g['epsilon']:.6g}, {g['delta']:.3g})-DP for one client added or removed",
+        f"guarantee ({g['epsilon']:.6g}, {g['delta']:.3g})-DP for "
+        + (
+            "one client's value replaced"
+            if "replace" in g["neighbouring"]
+            else "one client added or removed"
+        ),
     ]
     if "warning" in metadata:
         note.append(metadata["warning"])
@@ -127,13 +132,25 @@ def register(sub: Any) -> None:
         default="hierarchical",
         help="one hierarchical release for all quantiles, or --levels search rounds each",
     )
+    p.add_argument(
+        "--cohort-size",
+        type=int,
+        help="binary search on fixed-size cohorts: each round contacts exactly this many "
+        "clients, without replacement (needs --clients; substitution neighbours)",
+    )
+    p.add_argument(
+        "--clients",
+        type=int,
+        help="the public number of clients n for --cohort-size (the data must hold exactly n)",
+    )
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     fn = "quantiles"
+    cohort = {k: v for k, v in (("cohort_size", args.cohort_size), ("clients", args.clients)) if v}
     result, facts = session_for(args, fn).quantiles(
-        args.input, q=args.q, method=args.method, **common_kwargs(args)
+        args.input, q=args.q, method=args.method, **common_kwargs(args), **cohort
     )
     if args.json:
         print(json.dumps(result.to_dict()))

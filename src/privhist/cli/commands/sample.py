@@ -11,12 +11,13 @@ integers (the guarantee is for element-level neighbours) and a repeated key is a
 sampling (``w -> min(w, M)`` keeps neighbours neighbours), so estimates of keys above it are at
 most about ``M``. The sample is a threshold sample (ppswor or priority with ``f(w) = w**power``)
 with exact inclusion probabilities, sanitised with the certified keys-and-frequencies sanitiser
-(or the keys sanitiser with ``--keys-only``); each row is ``key, token, estimate, bias,
-variance`` (the MLE of the frequency and its exact bias and variance at the frequency the MLE
-attributes to the token). Output goes to ``--output`` (CSV, or JSON with metadata), written
-atomically, or to stdout. A file carries a row count and checksum (CSV: a last line
-``# privhist integrity: ...``; JSON: ``metadata.integrity``; see :mod:`privhist.io.integrity`),
-which ``privhist estimate`` checks.
+(or the keys sanitiser with ``--keys-only``; ``--frequency-rule algorithm5`` for Algorithm 5's
+maximum-separation rows, certified the same way, which add a ``sanitized_value`` column); each
+row is ``key, token, estimate, bias, variance`` (the MLE of the frequency and its exact bias and
+variance at the frequency the MLE attributes to the token). Output goes to ``--output`` (CSV, or
+JSON with metadata), written atomically, or to stdout. A file carries a row count and checksum
+(CSV: a last line ``# privhist integrity: ...``; JSON: ``metadata.integrity``; see
+:mod:`privhist.io.integrity`), which ``privhist estimate`` checks.
 
 Sample size instead of a threshold (``--k K``). A bottom-k sample's threshold is the
 ``(k+1)``-th smallest rank, a function of the data, which the sanitisers' guarantee does not
@@ -63,6 +64,14 @@ def register(sub: Any) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--keys-only", action="store_true", help="release keys only (Algorithm 3)")
+    p.add_argument(
+        "--frequency-rule",
+        choices=["algorithm4", "algorithm5"],
+        default="algorithm4",
+        help="frequency sanitiser: Algorithm 4 (default) or Algorithm 5 (maximum separation, "
+        "Theorem 5.1; adds a sanitized_value column; --max-frequency at most 1000); both "
+        "certified DP before the draw",
+    )
     p.add_argument(
         "--max-frequency",
         type=int,
@@ -115,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
             max_frequency=args.max_frequency,
             keys_only=args.keys_only,
             aggregate=args.aggregate,
+            frequency_rule=args.frequency_rule,
             output=args.output,
             seed=args.seed,
         )

@@ -198,8 +198,11 @@ class LocalWeightedSource:
         fn = "LocalWeightedSource"
         if not isinstance(pairs, pl.DataFrame) or not {"user", "key"} <= set(pairs.columns):
             raise ValidationError("pairs", fn, "a Polars DataFrame with columns user, key", pairs)
-        clean = pairs.select("user", "key").drop_nulls().unique().sort("user", "key")
-        self.pairs = clean
+        records = pairs.select("user", "key").drop_nulls()
+        self.pairs = records.unique().sort("user", "key")
+        # the records themselves (no copy), for :attr:`max_records` when it is asked for
+        self._records: pl.DataFrame | None = records
+        self._max_records: npt.NDArray[np.int64] | None = None
         self.rng = rng or SecureRandom()
         self.null_pairs = pairs.height - pairs.select("user", "key").drop_nulls().height
 
@@ -234,8 +237,27 @@ class LocalWeightedSource:
             raise ValidationError(
                 "source", fn, "a file path or a Polars DataFrame/LazyFrame", type(source).__name__
             )
-        pairs = _collect(lf.select("user", "key").unique(), label)
-        return cls(pairs, rng)
+        records = _collect(lf.group_by("user", "key").len(), label)
+        out = cls(records.select("user", "key"), rng)
+        out._max_records = _int64(records.group_by("user").agg(pl.col("len").max())["len"])
+        out._records = None
+        return out
+
+    @property
+    def max_records(self) -> npt.NDArray[np.int64]:
+        """Per user, the most records it holds on one key (computed when first asked for; the
+        input of the DP cap ``c``, :meth:`records_histogram`)."""
+        if self._max_records is None:
+            assert self._records is not None
+            most = (
+                self._records.group_by("user", "key")
+                .len()
+                .group_by("user")
+                .agg(pl.col("len").max())
+            )
+            self._max_records = _int64(most["len"])
+            self._records = None
+        return self._max_records
 
     def weighted_sums(
         self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
@@ -248,11 +270,34 @@ class LocalWeightedSource:
     def degree_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Users per bucket of distinct-key counts (see
         :meth:`privhist.core.weighted.WeightedSource.degree_histogram`)."""
-        b = np.asarray(bounds, dtype=np.int64)
-        if b.ndim != 1 or b.size == 0 or (np.diff(b) <= 0).any() or int(b[0]) < 1:
-            raise ValidationError(
-                "bounds", "degree_histogram", "increasing positive integers", bounds
-            )
+        b = _check_bounds(bounds, "degree_histogram")
         degrees = _int64(self.pairs.group_by("user").len()["len"])
-        bucket = np.searchsorted(b, degrees, side="left")
-        return np.bincount(bucket, minlength=b.size + 1).astype(np.int64)
+        return _bucketed(degrees, b)
+
+    def records_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Users per bucket of the most records a user holds on one key: bucket ``i`` counts
+        the users with ``bounds[i - 1] < m <= bounds[i]`` (the last bucket: above every bound).
+
+        Each user falls in exactly one bucket, so adding or removing a user changes one count
+        by one (L1 and L2 sensitivity 1): the input of the DP cap ``c`` of
+        :func:`privhist.mechanisms.user_level.caps.dp_record_cap`.
+
+        Example:
+            >>> frame = pl.DataFrame({"user": [1, 1, 1, 2, 3, 3], "key": [5, 5, 6, 5, 5, 5]})
+            >>> LocalWeightedSource(frame).records_histogram([1, 2, 3]).tolist()
+            [1, 2, 0, 0]
+        """
+        b = _check_bounds(bounds, "records_histogram")
+        return _bucketed(self.max_records, b)
+
+
+def _check_bounds(bounds: npt.ArrayLike, function: str) -> npt.NDArray[np.int64]:
+    b = np.asarray(bounds, dtype=np.int64)
+    if b.ndim != 1 or b.size == 0 or (np.diff(b) <= 0).any() or int(b[0]) < 1:
+        raise ValidationError("bounds", function, "increasing positive integers", bounds)
+    return b
+
+
+def _bucketed(values: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    bucket = np.searchsorted(b, values, side="left")
+    return np.bincount(bucket, minlength=b.size + 1).astype(np.int64)

@@ -81,12 +81,9 @@ floating point is used on the release path (floats appear only in displayed para
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Sequence
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,7 +106,6 @@ __all__ = [
     "CompactCounts",
     "CompactHistogram",
     "EmptyBinSampler",
-    "write_compact",
 ]
 
 #: the ``format`` field of a compact payload
@@ -171,7 +167,8 @@ class CompactHistogram(Mechanism):
 
     ``(eps, 0)``-DP for the neighbouring relation (the release's likelihood factorises over
     keys). The release has no rows: the polynomial is ``metadata["compact"]`` (write it as JSON
-    or Parquet, or with :func:`write_compact`); :class:`CompactCounts` evaluates keys.
+    or Parquet, or with :func:`privhist.io.compact.write_compact`); :class:`CompactCounts`
+    evaluates keys.
 
     >>> from privhist import SeededRandom
     >>> m = CompactHistogram(1.0, universe_bits=16, max_keys=4, count_bound=50)
@@ -471,7 +468,7 @@ class CompactCounts:
     """A compact release ready for queries: ``count(key) = M0(p(key) + 1)``.
 
     Built from the payload (``metadata["compact"]`` of a release, or a file written by
-    :func:`write_compact`, or a release written as JSON / Parquet).
+    :func:`privhist.io.compact.write_compact`, or a release written as JSON / Parquet).
     """
 
     def __init__(self, payload: dict[str, Any]) -> None:
@@ -505,50 +502,6 @@ class CompactCounts:
     def from_release(cls, release: Release) -> CompactCounts:
         return cls(release.metadata.get("compact", {}))
 
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> CompactCounts:
-        """Read a compact JSON file, a release written as JSON, or one written as Parquet."""
-        from privhist.io.integrity import verify_document
-
-        p = Path(path)
-        if not p.is_file():
-            raise InputDataError(f"compact release '{path}' does not exist")
-        if p.suffix.lower() in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            try:
-                parquet = pq.ParquetFile(p).metadata
-                raw = (parquet.metadata or {}).get(b"privhist")
-                if raw is None:
-                    raise InputDataError(f"'{path}' has no privhist metadata")
-                meta = json.loads(raw)
-            except (OSError, ValueError) as err:  # pyarrow's errors, bad JSON and bad UTF-8
-                raise InputDataError(
-                    f"'{path}' is not a privhist Parquet release ({err})"
-                ) from None
-            metadata, _ = verify_document(
-                {"metadata": meta},
-                f"'{path}'",
-                rows_required=False,
-                row_count=parquet.num_rows,
-                kind="a compact histogram release",
-            )
-        else:
-            try:
-                doc = json.loads(p.read_bytes().decode("utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-                raise InputDataError(
-                    f"'{path}' is not JSON ({err}); a compact release is written as JSON or "
-                    "Parquet, not CSV"
-                ) from None
-            metadata, _ = verify_document(
-                doc, f"'{path}'", rows_required=False, kind="a compact histogram release"
-            )
-        compact = metadata.get("compact")
-        if not isinstance(compact, dict):
-            raise InputDataError(f"'{path}' is not a compact histogram release (no 'compact')")
-        return cls(compact)
-
     def value(self, key: int) -> int:
         """The field value ``p(key)`` (``key`` a field element)."""
         return self.evaluator.value(key)
@@ -562,21 +515,3 @@ class CompactCounts:
         """Counts of many keys (every key is validated before any is evaluated)."""
         xs = encode_keys(keys, self.universe_bits, "CompactCounts.counts", self.key_encoding)
         return [self.m0.evaluate(v + 1) for v in self.evaluator.values(xs)]
-
-
-def write_compact(release: Release, path: str | os.PathLike[str]) -> Path:
-    """Write the compact payload of ``release`` (with its metadata) to ``path`` as JSON,
-    atomically (:func:`privhist.io.writers.write_text_atomic`: a hidden temporary file beside
-    ``path`` renamed over it when complete; nothing is left on failure)."""
-    from privhist.io.integrity import seal_metadata
-    from privhist.io.writers import metadata_to_json, write_text_atomic
-
-    fn = "write_compact"
-    if not isinstance(release, Release) or "compact" not in release.metadata:
-        raise ValidationError("release", fn, "a compact release", type(release).__name__)
-    dest = Path(path)
-    if not dest.parent.is_dir() or dest.is_dir():
-        raise ValidationError("path", fn, "a file in an existing directory", str(dest))
-    meta = seal_metadata(metadata_to_json(release, fn), None)  # privhist.io.integrity
-    text = json.dumps({"metadata": meta}, indent=1) + "\n"
-    return write_text_atomic(dest, text)

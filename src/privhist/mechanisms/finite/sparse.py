@@ -130,6 +130,17 @@ __all__ = [
 
 #: default public number of rows for the sparse mechanisms
 DEFAULT_ROWS = 1000
+#: exact order statistics (delta = 0, no tv_delta) only when |X| (n + 1) is at most this
+EXACT_WORK = 1 << 21
+_UNIVERSE_BITS = Option(
+    "universe_bits", int, 64, "the universe is the integers [0, 2**B) (default 64)"
+)
+_TV_DELTA = Option(
+    "tv_delta",
+    str,
+    None,
+    "statistical distance 1/k to exact order statistics (Theorem 6.5); default: from --delta",
+)
 
 
 def one_over_k(value: Any, function: str, name: str) -> Fraction:
@@ -376,19 +387,24 @@ class KeepHeavy(BasicHistogram):
         ]
 
 
+@register
 class SparseHistogram(_FiniteHistogram):
     """``KH''_{M, beta1}`` (Algorithm 7, Theorem 6.4) and its efficient approximation
     ``SparseHistogram_{M, beta1, delta}`` (Theorem 6.5); module notes give our reading.
 
-    ``tv_delta=None`` samples the order statistics exactly (``KH''``: ``(eps, 0)``-DP; numbers of
-    ``O(|X| log d)`` bits, small universes only). A rational ``tv_delta`` (``1/k``) gives Theorem
+    ``delta = 0`` and no ``tv_delta`` samples the order statistics exactly (``KH''``:
+    ``(eps, 0)``-DP; numbers of ``O(|X| log d)`` bits, so only universes with
+    ``|X| (n + 1) <= 2**21`` are accepted). A rational ``tv_delta`` (``1/k``) gives Theorem
     6.5: within statistical distance ``tv_delta`` of ``KH''`` for every input, hence
-    ``(eps, (e**eps + 1) tv_delta)``-DP. Accuracy (Theorem 6.4): with BasicHistogram over ``X``
-    ``(a1, beta3)``-per-query and ``(a2, beta3)``-simultaneously accurate, ``(a1, beta1 + 2 beta3)``
-    per query on counts above ``2 a2`` and ``(2 a2, beta1 + beta3)`` simultaneously (plus
-    ``tv_delta``).
+    ``(eps, (e**eps + 1) tv_delta)``-DP. Given ``delta > 0`` and no ``tv_delta``, ``tv_delta`` is
+    the largest ``1/k`` whose stated delta ``(2 + eps + eps**2) / k`` (``e**eps <= 1 + eps +
+    eps**2`` on ``(0, 1]``) is at most ``delta``; the stated delta is then that value.
+    Accuracy (Theorem 6.4): with BasicHistogram over ``X`` ``(a1, beta3)``-per-query and
+    ``(a2, beta3)``-simultaneously accurate, ``(a1, beta1 + 2 beta3)`` per query on counts above
+    ``2 a2`` and ``(2 a2, beta1 + beta3)`` simultaneously (plus ``tv_delta``).
 
-    Not a registered mechanism: ``pure-sparse`` (Algorithm 8) is the released form.
+    Registered as ``sparse`` (``privhist histogram --mechanism sparse``, ``Session.histogram(...,
+    mechanism="sparse")``); ``pure-sparse`` (Algorithm 8) is its pure-DP form for large universes.
 
     >>> from privhist import SeededRandom
     >>> s = SparseHistogram(1.0, universe_bits=64, count_bound=200, tv_delta="1/1000000")
@@ -406,8 +422,19 @@ class SparseHistogram(_FiniteHistogram):
     """
 
     name = "sparse"
-    summary = "KH'' / SparseHistogram (Algorithm 7, Theorem 6.5): the n heaviest noisy bins"
+    summary = (
+        "KH'' / SparseHistogram (Algorithm 7, Theorems 6.4-6.5): the n heaviest noisy bins of a "
+        "universe up to 2**64 keys (delta > 0: approximate order statistics)"
+    )
     sparse = False  # noise-only bins of the universe are released
+    options: ClassVar[tuple[Option, ...]] = (
+        _UNIVERSE_BITS,
+        Option("beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)"),
+        _TV_DELTA,
+        *_COUNTING,
+        _COUNT_BOUND,
+        _STRICT,
+    )
     #: the release is a joint function of all keys (no per-key output distribution); the exact
     #: joint checks are in tests/finite/test_finite_sparse.py and test_finite_pure_sparse.py
     joint_release: ClassVar[bool] = True
@@ -418,7 +445,7 @@ class SparseHistogram(_FiniteHistogram):
         delta: float = 0.0,
         neighbouring: Neighbouring | None = None,
         *,
-        universe_bits: int | None = None,
+        universe_bits: int | None = 64,
         domain: npt.ArrayLike | None = None,
         count_bound: int = DEFAULT_ROWS,
         beta1: Any = "1/100",
@@ -431,7 +458,7 @@ class SparseHistogram(_FiniteHistogram):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         self._setup(count_bound, strict_time)
-        self.universe = Universe(universe_bits, domain, fn)
+        self.universe = Universe(None if domain is not None else universe_bits, domain, fn)
         self.beta1 = one_over_k(beta1, fn, "beta1")
         if counting not in ("geosample", "fastsample"):
             raise ValidationError("counting", fn, "'geosample' or 'fastsample'", counting)
@@ -453,21 +480,46 @@ class SparseHistogram(_FiniteHistogram):
         self._cdf_cache: dict[int, int] = {}
 
     def _set_tv(self, tv_delta: Any, fn: str) -> None:
+        e = Fraction(self.epsilon)
+        factor = 2 + e + e * e  # (e**eps + 1) <= 2 + eps + eps**2 on (0, 1]
+        requested = Fraction(self.delta)
+        if tv_delta is None and requested > 0:
+            # the largest 1/k with factor / k <= delta (module notes of Theorem 6.5)
+            k = max(2, math.ceil(factor / requested))
+            tv_delta = Fraction(1, k)
         self.tv_delta = None if tv_delta is None else one_over_k(tv_delta, fn, "tv_delta")
         if self.tv_delta is None:
             self.precision: int | None = None
+            work = self.universe.size * (self.n + 1)
+            if self.fallback is None and work > EXACT_WORK:
+                raise ValidationError(
+                    "delta",
+                    fn,
+                    "> 0 (Theorem 6.5's approximate order statistics) or a universe with "
+                    f"|X| (n + 1) <= 2**21 (here {self.universe.size} x {self.n + 1}): exact "
+                    "order statistics use numbers of about |X| log2(d) bits; pure-sparse is the "
+                    "pure-DP choice for large universes",
+                    self.delta,
+                )
         else:
             self.precision = precision_for(self.n, self.universe.size, self.tv_delta)
         if self.tv_delta is not None:
-            # (e**eps + 1) tv_delta with e**eps <= 1 + eps + eps**2 on (0, 1]
-            e = Fraction(self.epsilon)
-            total = (2 + e + e * e) * self.tv_delta
+            total = factor * self.tv_delta
             if total >= 1:
                 raise ValidationError(
                     "tv_delta",
                     fn,
-                    f"below 1/(2 + eps + eps**2) = {float(1 / (2 + e + e * e)):.4g} (the stated "
+                    f"below 1/(2 + eps + eps**2) = {float(1 / factor):.4g} (the stated "
                     "delta (e**eps + 1) tv_delta must stay below 1)",
+                    tv_delta,
+                )
+            if requested > 0 and total > requested:
+                raise ValidationError(
+                    "tv_delta",
+                    fn,
+                    f"at most delta / (2 + eps + eps**2) = {float(requested / factor):.4g} "
+                    "(the stated delta (e**eps + 1) tv_delta must not exceed the delta asked "
+                    "for)",
                     tv_delta,
                 )
             self.delta = float_up(total)
@@ -626,7 +678,18 @@ class SparseHistogram(_FiniteHistogram):
             meta["fallback"] = self.fallback
         return meta
 
+    @classmethod
+    def test_instances(cls) -> list[Mechanism]:
+        # exact order statistics on small universes (delta = 0: the per-key law is exact and
+        # pure), K >= 2 everywhere so the power checks have a sampler two K-steps weaker
+        return [
+            cls(0.3, universe_bits=10, count_bound=12),
+            cls(0.5, 0.0, Neighbouring.replace(), universe_bits=8, count_bound=16),
+            cls(0.2, universe_bits=10, count_bound=10, counting="fastsample", fast_gamma=1e-6),
+        ]
 
+
+@register
 class KHPrime(SparseHistogram):
     """``KH'_M`` (Algorithm 5, Proposition 6.2): KeepHeavy (Algorithm 4) with the empty bins
     represented by the order statistics of their noisy counts.
@@ -662,7 +725,46 @@ class KHPrime(SparseHistogram):
     """
 
     name = "kh-prime"
-    summary = "KH' (Algorithm 5): KeepHeavy with order statistics of the empty bins"
+    summary = (
+        "KH' (Algorithm 5, Proposition 6.2): KeepHeavy over a universe up to 2**64 keys with "
+        "order statistics of the empty bins (delta > 0: approximate order statistics)"
+    )
+    options: ClassVar[tuple[Option, ...]] = (
+        _UNIVERSE_BITS,
+        _TV_DELTA,
+        *_COUNTING,
+        _COUNT_BOUND,
+        _STRICT,
+    )
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float = 0.0,
+        neighbouring: Neighbouring | None = None,
+        *,
+        universe_bits: int | None = 64,
+        domain: npt.ArrayLike | None = None,
+        count_bound: int = DEFAULT_ROWS,
+        tv_delta: Any = None,
+        counting: str = "geosample",
+        fast_gamma: Any = DEFAULT_GAMMA,
+        strict_time: bool = False,
+        confidence: float = 0.95,
+    ) -> None:
+        super().__init__(
+            epsilon,
+            delta,
+            neighbouring,
+            universe_bits=universe_bits,
+            domain=domain,
+            count_bound=count_bound,
+            tv_delta=tv_delta,
+            counting=counting,
+            fast_gamma=fast_gamma,
+            strict_time=strict_time,
+            confidence=confidence,
+        )
 
     def parameters(self) -> dict[str, Any]:
         out = super().parameters()

@@ -16,9 +16,20 @@ Defaults (data-independent, measured by ``benchmarks/bench_user_level.py`` on ``
   one drops the keys of users holding many.
 * :data:`DEFAULT_COUNT_CAP` = 10 for Gaussian thresholding on counts (``k``): retail 316, 503,
   874, 1,069, 1,019, 589, 338 keys for k = 1..100 as above (peak at 10), msweb 94, 104, 108, 99,
-  80, 58, 46 (10 within 9% of the best, 5). The count step of the selectors uses 20
-  (``DEFAULT_COUNT_MAX_KEYS``): it counts only already selected keys, and on retail its mean
-  absolute error is lower at 20 (37) than at 10 (63) or 50 (57).
+  80, 58, 46 (10 within 9% of the best, 5). On msweb's 5,000 held-out users
+  (``anonymous-msweb.test``, mean of 2 runs) DP-SIPS releases 36, 44, 47, 47, 46, 44, 43 keys
+  for ``Delta0`` = 1..100 (20 within 2% of the best) and Gaussian thresholding 24, 28, 30, 24,
+  18, 12, 9 for k = 1..100 (10 is 20% below the best, 5, on this small sample). The count step
+  of the selectors uses 20 (``DEFAULT_COUNT_MAX_KEYS``): it counts only already selected keys,
+  and on retail its mean absolute error is lower at 20 (37) than at 10 (63) or 50 (57).
+
+* ``c`` (records per user and key) defaults to 1 for per-key mechanisms: on ``retail.dat`` and
+  ``anonymous-msweb.data`` every user holds exactly one record per key (the records histogram
+  over :data:`RECORD_CAP_CANDIDATES` is ``[88162, 0, ...]`` and ``[32711, 0, ...]``), so
+  ``c = 1`` loses nothing there and any larger ``c`` only adds noise. No third user-level
+  dataset is in the shared data (``adult.data`` holds one record per person and the Shakespeare
+  text has no users), so these defaults rest on the two datasets (and msweb's held-out
+  ``anonymous-msweb.test`` users, swept by the benchmark).
 
 DP cap (``auto``). :func:`dp_degree_cap` releases a histogram of users by their number of
 distinct keys over the public buckets :data:`CAP_CANDIDATES` (each user falls in exactly one
@@ -31,6 +42,15 @@ selectors (the two rho add; :func:`auto_selector` gives the selector ``spent_rho
 ``certified_delta`` includes); with Laplace noise, ``epsilon_q`` composes with a per-key
 mechanism run at ``(epsilon - epsilon_q, delta)`` by basic composition
 (:func:`auto_count_cap`).
+
+DP records cap (``max_per_partition="auto"``). :func:`dp_record_cap` does the same for ``c``
+from the histogram of users by their *largest* number of records on one key over
+:data:`RECORD_CAP_CANDIDATES` (one bucket per user, so sensitivity 1 again; a histogram of
+(user, key) pairs by multiplicity would not be, as one user holds many pairs), with discrete
+Laplace noise of scale ``1 / epsilon_c`` (``epsilon_c``-DP). The Session spends 5% of epsilon on
+each cap it chooses and runs the per-key mechanism, built for every candidate ``(k, c)`` before
+any data is read, at ``(epsilon - epsilon_k - epsilon_c, delta)``: basic composition gives
+``(epsilon, delta)`` for the whole, charged as one spend.
 """
 
 from __future__ import annotations
@@ -58,6 +78,8 @@ from privhist.noise import discrete_gaussian, discrete_laplace, rational_at_leas
 CAP_CANDIDATES: Final[tuple[int, ...]] = (1, 2, 3, 5, 10, 20, 30, 50, 100, 200, 500, 1000)
 DEFAULT_SELECTOR_CAP: Final[int] = DEFAULT_MAX_KEYS
 DEFAULT_COUNT_CAP: Final[int] = 10
+#: the public buckets (and possible caps) of the DP records-per-key quantile
+RECORD_CAP_CANDIDATES: Final[tuple[int, ...]] = (1, 2, 3, 5, 10, 20, 50, 100)
 #: default quantile of user degrees and share of the budget spent on it
 DEFAULT_QUANTILE: Final[float] = 0.9
 DEFAULT_CAP_FRACTION: Final[float] = 0.05
@@ -73,6 +95,7 @@ class CapChoice:
     noise: str  # "discrete_gaussian" or "discrete_laplace"
     rho: Fraction | None = None  # zCDP spent (Gaussian)
     epsilon: float | None = None  # pure DP spent (Laplace)
+    candidates: tuple[int, ...] = CAP_CANDIDATES
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,12 +104,14 @@ class CapChoice:
             "noise": self.noise,
             "rho": None if self.rho is None else float(self.rho),
             "epsilon": self.epsilon,
-            "buckets": list(CAP_CANDIDATES),
+            "buckets": list(self.candidates),
             "noisy_histogram": self.noisy_histogram.tolist(),
         }
 
 
-def cap_from_histogram(noisy: npt.ArrayLike, quantile: float) -> int:
+def cap_from_histogram(
+    noisy: npt.ArrayLike, quantile: float, candidates: tuple[int, ...] = CAP_CANDIDATES
+) -> int:
     """The smallest candidate cap whose bucket and those below hold at least a ``quantile`` share
     of the (noisy, clipped at 0) users; the largest candidate when none does.
 
@@ -96,10 +121,10 @@ def cap_from_histogram(noisy: npt.ArrayLike, quantile: float) -> int:
     h = np.maximum(np.asarray(noisy, dtype=np.float64), 0.0)
     total = h.sum()
     if total <= 0:
-        return CAP_CANDIDATES[0]
-    share = np.cumsum(h[: len(CAP_CANDIDATES)]) / total
+        return candidates[0]
+    share = np.cumsum(h[: len(candidates)]) / total
     hit = np.flatnonzero(share >= quantile)
-    return CAP_CANDIDATES[int(hit[0])] if hit.size else CAP_CANDIDATES[-1]
+    return candidates[int(hit[0])] if hit.size else candidates[-1]
 
 
 def dp_degree_cap(
@@ -109,18 +134,21 @@ def dp_degree_cap(
     rho: Fraction | float | None = None,
     epsilon: float | None = None,
     rng: RandomSource | None = None,
+    candidates: tuple[int, ...] = CAP_CANDIDATES,
+    function: str = "dp_degree_cap",
 ) -> CapChoice:
-    """A DP quantile of user degrees from the exact ``histogram`` over :data:`CAP_CANDIDATES`.
+    """A DP quantile of user degrees from the exact ``histogram`` over ``candidates``
+    (:data:`CAP_CANDIDATES`; :func:`dp_record_cap` passes :data:`RECORD_CAP_CANDIDATES`).
 
     Give exactly one of ``rho`` (discrete Gaussian, ``rho``-zCDP) or ``epsilon`` (discrete
     Laplace, ``epsilon``-DP).
     """
-    fn = "dp_degree_cap"
+    fn = function
     q = check_probability(quantile, fn, "quantile", open_low=True)
     h = np.asarray(histogram)
-    if h.shape != (len(CAP_CANDIDATES) + 1,) or (h.size and h.dtype.kind not in "iu"):
+    if h.shape != (len(candidates) + 1,) or (h.size and h.dtype.kind not in "iu"):
         raise ValidationError(
-            "histogram", fn, f"{len(CAP_CANDIDATES) + 1} integer counts", f"shape {h.shape}"
+            "histogram", fn, f"{len(candidates) + 1} integer counts", f"shape {h.shape}"
         )
     rng = rng or SecureRandom()
     if (rho is None) == (epsilon is None):
@@ -130,14 +158,50 @@ def dp_degree_cap(
         if r <= 0:
             raise ValidationError("rho", fn, "> 0", rho)
         noisy = h.astype(np.int64) + discrete_gaussian(sigma2_for(r, 1), rng, h.size)
-        return CapChoice(cap_from_histogram(noisy, q), noisy, q, "discrete_gaussian", rho=r)
+        cap = cap_from_histogram(noisy, q, candidates)
+        return CapChoice(cap, noisy, q, "discrete_gaussian", rho=r, candidates=candidates)
     assert epsilon is not None
     if not epsilon > 0:
         raise ValidationError("epsilon", fn, "> 0", epsilon)
     scale = rational_at_least(1 / Fraction(epsilon), 2**20)
     noisy = h.astype(np.int64) + discrete_laplace(scale, rng, h.size)
     return CapChoice(
-        cap_from_histogram(noisy, q), noisy, q, "discrete_laplace", epsilon=float(epsilon)
+        cap_from_histogram(noisy, q, candidates),
+        noisy,
+        q,
+        "discrete_laplace",
+        epsilon=float(epsilon),
+        candidates=candidates,
+    )
+
+
+def dp_record_cap(
+    histogram: npt.ArrayLike,
+    *,
+    quantile: float = DEFAULT_QUANTILE,
+    epsilon: float,
+    rng: RandomSource | None = None,
+) -> CapChoice:
+    """A DP cap ``c`` (records per user and key): the ``quantile`` of users' largest number of
+    records on one key, from the exact ``histogram`` over :data:`RECORD_CAP_CANDIDATES`
+    (:meth:`privhist.engines.local.weighting.LocalWeightedSource.records_histogram`).
+
+    Each user falls in one bucket (sensitivity 1), so discrete Laplace noise of scale
+    ``1 / epsilon`` makes the noisy histogram, and the cap read from it, ``epsilon``-DP
+    (CKS 2020, Algorithm 2; post-processing).
+
+    >>> from privhist import SeededRandom
+    >>> h = [0, 950, 0, 0, 50, 0, 0, 0, 0]  # 950 users hold at most 2 records per key
+    >>> dp_record_cap(h, epsilon=1.0, rng=SeededRandom(0)).cap
+    2
+    """
+    return dp_degree_cap(
+        histogram,
+        quantile=quantile,
+        epsilon=epsilon,
+        rng=rng,
+        candidates=RECORD_CAP_CANDIDATES,
+        function="dp_record_cap",
     )
 
 

@@ -48,20 +48,30 @@ def _matrix(P: Any, fn: str) -> F64:
     return arr
 
 
+def _rows(P: Any, fn: str) -> F64:
+    """An ``(m+1) x (K+1)`` matrix with ``m >= 1``: rows are frequencies, columns tokens (column
+    0 "not reported"); Algorithm 5's discretisation has ``K <= 3m`` tokens, not ``m``."""
+    arr = np.asarray(P, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 2:
+        raise ValidationError("P", fn, "an (m+1) x (K+1) matrix with m, K >= 1", arr.shape)
+    return arr
+
+
 def mle_estimator(P: Any, g: GFunction | None = None) -> F64:
     """Equation (9): ``a_j = g(i) / pi_i`` with ``i = argmax_(h >= 1) pi_(h,j)`` (first maximum).
+    ``P`` may have more token columns than rows (Algorithm 5); ``a`` has one entry per column.
 
     >>> import numpy as np
     >>> P = np.array([[1, 0, 0], [0.5, 0.5, 0], [0.1, 0.3, 0.6]])
     >>> mle_estimator(P).tolist()
     [0.0, 2.0, 2.2222222222222223]
     """
-    Pm = _matrix(P, "mle_estimator")
+    Pm = _rows(P, "mle_estimator")
     m = Pm.shape[0] - 1
     gv = _g_values(m, g)
     pi = 1 - Pm[:, 0]
     best = 1 + np.argmax(Pm[1:, :], axis=0)  # row index per column
-    out: F64 = np.zeros(m + 1)
+    out: F64 = np.zeros(Pm.shape[1])
     ok = pi[best] > 0
     out[ok] = gv[best[ok]] / pi[best[ok]]
     out[0] = 0.0
@@ -130,12 +140,13 @@ class EstimatorStats:
 
 
 def estimator_stats(P: Any, a: npt.ArrayLike, g: GFunction | None = None) -> EstimatorStats:
-    """``E_i``, ``Bias_i``, ``Var_i`` and ``MSE_i`` of Section 7.1 for every ``i``."""
-    Pm = _matrix(P, "estimator_stats")
+    """``E_i``, ``Bias_i``, ``Var_i`` and ``MSE_i`` of Section 7.1 for every ``i`` (``a`` has
+    one entry per token column of ``P``)."""
+    Pm = _rows(P, "estimator_stats")
     av = np.asarray(a, dtype=np.float64)
     m = Pm.shape[0] - 1
-    if av.shape != (m + 1,):
-        raise ValidationError("a", "estimator_stats", f"a vector of length {m + 1}", av.shape)
+    if av.shape != (Pm.shape[1],):
+        raise ValidationError("a", "estimator_stats", f"a vector of length {Pm.shape[1]}", av.shape)
     gv = _g_values(m, g)
     av = av.copy()
     av[0] = 0.0

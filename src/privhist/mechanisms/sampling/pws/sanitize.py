@@ -26,6 +26,11 @@ Cohen, Geri, Sarlos & Stemmer, Section 3.3 and Algorithm 2. What is proven, for 
   so frequencies must be clamped to that bound *before* sampling (as ``privhist sample`` does):
   clamping after sampling would change the inclusion probabilities.
 
+``rule="algorithm5"`` replaces Algorithm 4 by Algorithm 5 (maximum separation over every DP
+frequency sanitiser, Theorem 5.1), certified the same way
+(:mod:`.algorithm5_release`); its tokens index up to ``3 m`` intervals and each carries its
+sanitized value (the interval's right end).
+
 Each reported key carries the MLE estimate (equation 9) and the exact bias and variance of that
 estimator at the frequency the MLE attributes to its token (all computed from ``E / 2**62``).
 """
@@ -44,6 +49,11 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms.optimal_selection import ONE
+from privhist.mechanisms.sampling.pws.algorithm5_release import (
+    MAX_ALGORITHM5,
+    algorithm5_rows,
+    check_rule,
+)
 from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
 from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix, exact_shift_pmf
 from privhist.mechanisms.sampling.pws.keys import grid_reporting_numerators, threshold_L
@@ -67,6 +77,9 @@ class PrivateSample:
     bias: F64
     variance: F64
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the sanitized value of each token (Algorithm 5: its interval's right end; else the token;
+    #: NaN when only keys are released)
+    values: F64 = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
@@ -111,6 +124,7 @@ def sanitize_keys(
         nan.copy(),
         nan.copy(),
         {"sanitizer": "keys", "epsilon": eps, "delta": dl, "certified": True},
+        nan.copy(),
     )
 
 
@@ -185,17 +199,20 @@ class FrequencySanitizer:
     inclusion: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     certified: bool = False
     delta_used: float = 0.0
+    rule: str = "algorithm4"
+    #: token values: ``token_values[j]`` for token ``j`` (entry 0 unused)
+    token_values: F64 = field(default_factory=lambda: np.zeros(0))
 
 
-_CACHE: dict[tuple[bytes, float, float], FrequencySanitizer] = {}
+_CACHE: dict[tuple[bytes, float, float, str], FrequencySanitizer] = {}
 
 
-def _cached_sanitizer(Q: I64, eps: float, dl: float) -> FrequencySanitizer:
-    key = (np.ascontiguousarray(Q).tobytes(), eps, dl)
+def _cached_sanitizer(Q: I64, eps: float, dl: float, rule: str) -> FrequencySanitizer:
+    key = (np.ascontiguousarray(Q).tobytes(), eps, dl, rule)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = grid_frequency_sanitizer(Q, eps, dl)
+        _CACHE[key] = grid_frequency_sanitizer(Q, eps, dl, rule=rule)
     return _CACHE[key]
 
 
@@ -300,11 +317,15 @@ def _algorithm4_rows(Q: I64, eps: float, dl: float) -> tuple[I64, float]:
     )  # pragma: no cover - not reached for delta >= 1e-12
 
 
-def grid_frequency_sanitizer(Q: npt.ArrayLike, epsilon: float, delta: float) -> FrequencySanitizer:
+def grid_frequency_sanitizer(
+    Q: npt.ArrayLike, epsilon: float, delta: float, *, rule: str = "algorithm4"
+) -> FrequencySanitizer:
     """The certified sanitizer for exact inclusion numerators ``Q = (Q_0 = 0, ..., Q_m)``
-    (module notes): the exact shift when every ``Q_i = 2**62``, else certified Algorithm 4."""
+    (module notes): with ``rule="algorithm4"`` the exact shift when every ``Q_i = 2**62``, else
+    certified Algorithm 4; with ``rule="algorithm5"`` certified Algorithm 5."""
     fn = "grid_frequency_sanitizer"
     eps, dl = check_epsilon(epsilon, fn), check_delta(delta, fn, positive=True)
+    rule = check_rule(rule, fn, "rule")
     Qa = np.asarray(Q, dtype=np.int64)
     if Qa.ndim != 1 or Qa.shape[0] < 2 or Qa[0] != 0 or (np.diff(Qa) < 0).any():
         raise ValidationError("Q", fn, "non-decreasing integers with Q_0 = 0", Qa.shape)
@@ -312,7 +333,12 @@ def grid_frequency_sanitizer(Q: npt.ArrayLike, epsilon: float, delta: float) -> 
         raise ValidationError("Q", fn, "integers in [0, 2**62]", Qa.shape)
     m = Qa.shape[0] - 1
     no_sampling = bool((Qa[1:] == ONE).all())
-    if no_sampling:
+    values = np.arange(m + 1, dtype=np.float64)
+    if rule == "algorithm5":
+        E, used, x = algorithm5_rows(Qa, eps, dl)
+        values = np.concatenate(([0.0], x))
+        no_sampling = False  # not the shift rows
+    elif no_sampling:
         E, used = _shift_rows(Qa, eps, dl), dl
         if not verify_frequency_rows(E, Qa, eps, dl):  # pragma: no cover - certified pmf
             raise ValidationError("delta", fn, "a certified shift pmf", dl)
@@ -321,8 +347,9 @@ def grid_frequency_sanitizer(Q: npt.ArrayLike, epsilon: float, delta: float) -> 
     E[:, 0] = ONE - E[:, 1:].sum(axis=1)
     P = E.astype(np.float64) / float(ONE)
     qf = Qa.astype(np.float64)[:, None]
-    ratio = np.divide(E[:, 1:].astype(np.float64), qf, out=np.zeros((m + 1, m)), where=qf > 0)
-    cond = np.zeros((m + 1, m + 1), dtype=np.int64)
+    cols = E.shape[1] - 1
+    ratio = np.divide(E[:, 1:].astype(np.float64), qf, out=np.zeros((m + 1, cols)), where=qf > 0)
+    cond = np.zeros((m + 1, cols + 1), dtype=np.int64)
     cond[:, 1:] = np.floor(np.minimum(ratio, 1.0) * float(ONE)).astype(np.int64)
     cond[:, 1:] = np.minimum(cond[:, 1:], ONE)
     over = np.maximum(cond[:, 1:].sum(axis=1) - ONE, 0)  # display rows sum to 2**62
@@ -333,7 +360,20 @@ def grid_frequency_sanitizer(Q: npt.ArrayLike, epsilon: float, delta: float) -> 
     best = 1 + np.argmax(P[1:, :], axis=0)
     cum = np.cumsum(E[:, 1:], axis=1)
     return FrequencySanitizer(
-        P, cond, a, stats.bias, stats.variance, best, no_sampling, cum, E, Qa, True, used
+        P,
+        cond,
+        a,
+        stats.bias,
+        stats.variance,
+        best,
+        no_sampling,
+        cum,
+        E,
+        Qa,
+        True,
+        used,
+        rule,
+        values,
     )
 
 
@@ -359,15 +399,22 @@ def sanitize_frequencies(
     *,
     max_frequency: int = 2000,
     no_sampling: bool = False,
+    rule: str = "algorithm4",
 ) -> PrivateSample:
     """Algorithm 2, sanitized keys and frequencies (see the module notes). ``no_sampling``
     asserts that the sample holds every key (``q_i = 1``); it is checked against the sample's
-    inclusion rule, and the exact shift rows are used whenever ``q_i = 1`` for all ``i``."""
+    inclusion rule, and the exact shift rows are used whenever ``q_i = 1`` for all ``i`` (with
+    ``rule="algorithm4"``). ``rule="algorithm5"`` draws from certified Algorithm 5 rows."""
     fn = "sanitize_frequencies"
     eps, dl = _check(sample, epsilon, delta, fn)
     m = check_positive_int(max_frequency, fn, "max_frequency")
+    rule = check_rule(rule, fn, "rule")
     if m > MAX_MATRIX:
         raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} (the matrix is m x m)", m)
+    if rule == "algorithm5" and m > MAX_ALGORITHM5:
+        raise ValidationError(
+            "max_frequency", fn, f"<= {MAX_ALGORITHM5} with Algorithm 5 (3m tokens)", m
+        )
     Q = sample.grid_q(np.arange(m + 1))
     if no_sampling and not (Q[1:] == ONE).all():
         raise ValidationError(
@@ -382,7 +429,7 @@ def sanitize_frequencies(
             f"{fn}: a sampled frequency exceeds max_frequency={m}; clamp frequencies to a "
             "public bound before sampling"
         )
-    san = _cached_sanitizer(Q, eps, dl)
+    san = _cached_sanitizer(Q, eps, dl, rule)
     cum = san.cumulative  # cum[i, c] = E_(i,1) + ... + E_(i,c+1)
     n = f.shape[0]
     bound = Q[f]
@@ -400,7 +447,8 @@ def sanitize_frequencies(
     for lo_, hi_ in zip(starts.tolist(), ends.tolist(), strict=True):
         idx = order[lo_:hi_]
         j[idx] = np.searchsorted(cum[int(fs[lo_])], v[idx], side="right") + 1
-    tokens = np.where((j <= m) & (bound > 0), j, 0).astype(np.int64)
+    cols = san.end_to_end.shape[1] - 1
+    tokens = np.where((j <= cols) & (bound > 0), j, 0).astype(np.int64)
     keep = tokens > 0
     t = tokens[keep]
     return PrivateSample(
@@ -416,5 +464,9 @@ def sanitize_frequencies(
             "max_frequency": m,
             "exact_rows": san.exact,
             "certified": san.certified,
+            "frequency_rule": san.rule,
+            "tokens": cols,
+            "delta_used": san.delta_used,
         },
+        san.token_values[t],
     )

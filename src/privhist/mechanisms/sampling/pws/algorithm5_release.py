@@ -1,0 +1,102 @@
+"""Algorithm 5 on the release path: the certified integer end-to-end matrix of the
+maximum-separation frequency sanitiser.
+
+Cohen, Geri, Sarlos & Stemmer, Section 5, Algorithm 5 and Theorem 5.1. :mod:`.algorithm5` builds
+the piecewise-constant PDFs ``f_i`` and their discretisation on the union of breakpoints (token
+``j`` is the interval ``(x_(j-1), x_j]``, at most ``3 m`` tokens for frequencies up to ``m``);
+Theorem 5.1 makes the discretised rows realisable (``sum_j pi_(i,j) = pi_i <= q_i``),
+``(eps, delta)``-DP, and maximally separated over *all* DP frequency sanitisers (property 3,
+unconditionally, where Algorithm 4 attains it only with ``i`` tokens for frequency ``i``).
+
+What runs, and what is proven for it (the same scheme as Algorithm 4's certified rows in
+:mod:`.sanitize`):
+
+1. Algorithm 5 in double precision with ``delta' = delta - s``, from the exact inclusion
+   numerators ``Q_i`` (``q_i = Q_i / 2**62``);
+2. every entry rounded *down* to the grid ``2**-62`` (``E_(i,j) = floor(2**62 pi_(i,j))``), a
+   row whose float sum lands a few units above ``Q_i`` losing them on its largest entry, so
+   ``sum_j E_(i,j) <= Q_i`` (realisable by a sanitiser of the sample);
+3. the integer matrix is *certified* by :func:`.sanitize.verify_frequency_rows`: both
+   hockey-stick divergences between rows ``i - 1`` and ``i`` (frequencies of neighbouring
+   datasets; "not reported" included) at most ``delta``, in integer arithmetic with a rational
+   ``r <= e^eps``. If the certificate fails, ``s`` grows fourfold and the matrix is rebuilt.
+
+The certificate is what the guarantee rests on: whatever the float computation did, the rows
+that are drawn from are ``(eps, delta)``-DP for frequencies moving by one (element-level
+neighbours, Algorithm 2's setting). The draw itself is exact
+(:func:`.sanitize.sanitize_frequencies`: one uniform integer below ``Q_i`` compared with the
+integer cumulative sums of row ``i``), so a key of frequency ``i`` is reported with token ``j``
+with probability exactly ``E_(i,j) / 2**62``. The separation of Theorem 5.1 holds for the float
+rows up to the rounding and ``s`` (relative ``s / delta``, about ``1e-8`` or less); only the
+privacy is certified.
+
+Each token carries its *sanitized value* ``x_j`` (the right end of its interval, a number in
+``(0, m]``): the paper's sanitized frequency, of which only the order matters for the ordinal
+estimators of Section 6; the MLE of equation (9) gives the frequency estimate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.core.errors import ValidationError
+from privhist.mechanisms.optimal_selection import ONE
+from privhist.mechanisms.sampling.pws.algorithm5 import algorithm5
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+#: largest max_frequency for Algorithm 5 on the release path (at most 3 m token columns; about
+#: 4 s of float work per attempt at m = 1000)
+MAX_ALGORITHM5 = 1000
+
+#: frequency rules of the keys-and-frequencies sanitiser
+RULES = ("algorithm4", "algorithm5")
+
+
+def check_rule(rule: object, function: str, name: str = "frequency_rule") -> str:
+    """``rule`` if it is one of :data:`RULES`, else a ValidationError naming ``name``."""
+    if rule not in RULES:
+        raise ValidationError(name, function, " or ".join(RULES), rule)
+    return str(rule)
+
+
+def algorithm5_rows(Q: I64, epsilon: float, delta: float) -> tuple[I64, float, F64]:
+    """``(E, delta', x)``: the certified integer end-to-end matrix of Algorithm 5 for inclusion
+    numerators ``Q`` (module notes), the ``delta'`` it was built with, and the token values
+    ``x_1 < ... < x_K`` (``E`` has ``K + 1`` columns; column 0 is left for the caller).
+
+    >>> import numpy as np
+    >>> Q = np.array([0] + [2**62] * 4, dtype=np.int64)  # q_i = 1 for i = 1..4
+    >>> E, used, x = algorithm5_rows(Q, 0.5, 0.05)
+    >>> E.shape[1] - 1 == len(x) <= 3 * 4, bool(E[1:, 1:].sum(axis=1).max() <= 2**62)
+    (True, True)
+    """
+    from privhist.mechanisms.sampling.pws.sanitize import verify_frequency_rows
+
+    m = Q.shape[0] - 1
+    if m > MAX_ALGORITHM5:
+        raise ValidationError(
+            "max_frequency", "algorithm5", f"<= {MAX_ALGORITHM5} with Algorithm 5", m
+        )
+    qf = Q.astype(np.float64) / float(ONE)
+    s = min(16 * (3 * m + 6) * 2.0**-53 * (1 + math.exp(epsilon)), delta / 64)
+    while s < delta / 2:
+        A = algorithm5(qf, epsilon, delta - s)
+        P = np.asarray(A.matrix, dtype=np.float64)
+        E = np.zeros(P.shape, dtype=np.int64)
+        body = np.floor(np.clip(P[:, 1:], 0.0, 1.0) * float(ONE))
+        E[:, 1:] = np.minimum(body, float(ONE)).astype(np.int64)
+        E[0] = 0
+        excess = np.maximum(E[:, 1:].sum(axis=1) - Q, 0)
+        top = 1 + np.argmax(E[:, 1:], axis=1)
+        E[np.arange(m + 1), top] -= excess
+        if verify_frequency_rows(E, Q, epsilon, delta):
+            return E, delta - s, np.asarray(A.breakpoints, dtype=np.float64)
+        s *= 4
+    raise ValidationError(  # pragma: no cover - not reached for delta >= 1e-12
+        "delta", "algorithm5_rows", "a value admitting a certified matrix", delta
+    )

@@ -42,6 +42,8 @@ CASES: list[tuple[str, list[str], str, str, str]] = [
     ("keep-heavy", [*ONE], "--count-bound", "33554431", "33554432"),
     ("stability-geometric", [*ONE, *D6], "--count-bound", "33554431", "33554432"),
     ("pure-sparse", [*ONE], "--count-bound", "33554431", "33554432"),
+    ("sparse", [*ONE, *D6], "--count-bound", "33554431", "33554432"),
+    ("kh-prime", [*ONE, *D6], "--count-bound", "33554431", "33554432"),
     ("compact", [*ONE, *D6], "--max-keys", "65536", "65537"),
     ("bounded-geometric", [*ONE, "--true-count", "5"], "--n", "2045", "2046"),
     (

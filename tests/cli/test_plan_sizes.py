@@ -41,6 +41,8 @@ OVERSIZE = [
     (["basic-geometric", *ONE], "--count-bound", "33554432", "33554431"),
     (["stability-geometric", *ONE, *D6], "--count-bound", "33554432", "33554431"),
     (["pure-sparse", *ONE], "--count-bound", "33554432", "33554431"),
+    (["sparse", *ONE, *D6], "--count-bound", "33554432", "33554431"),
+    (["kh-prime", *ONE, *D6], "--count-bound", "33554432", "33554431"),
     (["compact", *ONE, *D6], "--max-keys", "65537", "65536"),
     (["bounded-geometric", *ONE, "--true-count", "5"], "--n", "2046", "2045"),
     (

@@ -130,11 +130,14 @@ def test_user_level_counts_need_units_and_respect_bounds() -> None:
     ).unit_counts.tolist() == [4]
 
 
-def test_optimal_selection_refuses_delta_below_its_grid() -> None:
-    with pytest.raises(ValidationError, match="parameter 'delta'"):
-        OptimalSelection(1.0, 1e-20, keys_only=True)
-    with pytest.raises(ValidationError, match="parameter 'delta'"):
-        OptimalSelection(1.0, 3e-19, Neighbouring.user(4), keys_only=True)  # delta / k too small
+def test_optimal_selection_takes_delta_below_the_int64_grid() -> None:
+    # once refused (one 62-bit word decided inclusion); now a finer grid and lazy words
+    m = OptimalSelection(1.0, 1e-20, keys_only=True)
+    assert m.grid_bits > 62
+    assert m.reporting_probability(1)[1] == pytest.approx(1e-20, rel=1e-15)
+    assert m.reporting_probability(1)[1] <= 1e-20
+    u = OptimalSelection(1.0, 3e-19, Neighbouring.user(4), keys_only=True)  # delta / k = 7.5e-20
+    assert u.reporting_probability(1)[1] == pytest.approx(7.5e-20, rel=1e-15)
     assert OptimalSelection(1.0, 1e-18, keys_only=True).reporting_probability(1)[1] <= 1e-18
 
 

@@ -3,6 +3,12 @@
 Every failure prints one line ``privhist: error: ...`` to stderr and exits non-zero (``--debug``
 shows the traceback). Releases go to ``--output`` (written atomically) or to stdout as CSV; the
 summary goes to stderr.
+
+Start-up: this module and the parsers import no NumPy and no mechanism. The parsers are built from
+:mod:`privhist.cli.catalogue` (names and options of the registered mechanisms) and from light
+command and planner modules; each command imports what it needs when it runs, so
+``privhist --help`` and an argument error answer at Python's start-up cost
+(``benchmarks/bench_startup.py``).
 """
 
 from __future__ import annotations
@@ -14,21 +20,20 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-import privhist.mechanisms.registry as registry
-from privhist.core.budget import Budget
+from privhist.cli import catalogue
 from privhist.core.errors import PrivhistError, ValidationError
-from privhist.core.neighbouring import Neighbouring
-from privhist.planning.plan import build, choose_default, plan
+
+if TYPE_CHECKING:
+    from privhist.core.neighbouring import Neighbouring
 
 EXIT_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(_selected_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
@@ -106,7 +111,33 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"privhist: error: {' '.join(message.split())}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _selected_command(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv``: its first token that is not an option (the top-level options,
+    ``--debug`` and ``-h``, take no value), or None."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+class _HelpLine(Exception):
+    """Raised by :class:`_StubSubparsers` once a plug-in has named its command."""
+
+
+class _StubSubparsers:
+    """Stands in for the sub-parsers while a plug-in's ``register`` runs for a command that is not
+    being run: its first ``add_parser`` adds a parser with only the name and help line, then
+    stops ``register``. So ``privhist --help`` lists every command, and a command's own options
+    (and what building them imports) are built only when that command runs."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        self.sub.add_parser(name, help=kwargs.get("help"))
+        raise _HelpLine
+
+
+def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
+    """The ``privhist`` parser. Commands other than ``selected`` get a stub with their help line
+    only; ``"*"`` (the default) builds every command in full."""
     p = _Parser(
         prog="privhist",
         description="Differentially private histograms with exact noise and a budget ledger.",
@@ -114,6 +145,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    builders = [_histogram_parser, _plan_parsers, _budget_parser, _demo_parser]
+    builders += [m.register for m in _plugins("privhist.cli.commands")]
+    for register in builders:
+        if selected == "*":
+            register(sub)
+            continue
+        before = set(sub.choices)
+        try:
+            register(_StubSubparsers(sub))
+        except _HelpLine:
+            pass
+        if selected in set(sub.choices) - before:  # the command being run: build it in full
+            del sub.choices[selected]
+            sub._choices_actions = [a for a in sub._choices_actions if a.dest != selected]
+            register(sub)
+    return p
+
+
+def _histogram_parser(sub: Any) -> None:
     h = sub.add_parser("histogram", help="release a private histogram of a column")
     h.add_argument("input", help="CSV, Parquet, NDJSON, text (.txt[.gz]) or FIMI (.dat) file")
     h.add_argument("--key", help="key column (not needed for --text or FIMI input)")
@@ -135,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--input-format", choices=["csv", "parquet", "ndjson", "text", "fimi"])
     h.add_argument(
         "--mechanism",
-        choices=["default", *registry.names(), *sorted(registry.weighted_registry())],
+        choices=["default", *catalogue.names(), *catalogue.WEIGHTED],
         default="default",
         help="a registered mechanism, or a weighted user-level selector (wgm, dp-sips)",
     )
@@ -169,8 +219,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     h.set_defaults(run=_cmd_histogram)
 
-    _plan_parsers(sub)
 
+def _budget_parser(sub: Any) -> None:
     b = sub.add_parser("budget", help="the budget ledger")
     bsub = b.add_subparsers(
         dest="budget_command", metavar="ACTION", required=True, parser_class=_Parser
@@ -194,6 +244,8 @@ def _parser() -> argparse.ArgumentParser:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(run=_cmd_budget_show)
 
+
+def _demo_parser(sub: Any) -> None:
     d = sub.add_parser("demo", help="release a histogram of generated Zipf data and compare")
     d.add_argument("--records", type=int, default=1_000_000)
     d.add_argument("--distinct", type=int, default=100_000, help="number of possible keys")
@@ -203,10 +255,6 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--top", type=int, default=15)
     d.add_argument("--data-seed", type=int, default=2026, help="seed of the generated data")
     d.set_defaults(run=_cmd_demo)
-
-    for module in _plugins("privhist.cli.commands"):
-        module.register(sub)
-    return p
 
 
 def _int_or_auto(text: str) -> int | str:
@@ -226,21 +274,21 @@ def _plan_parsers(sub: Any) -> None:
     it declares in ``COMMON`` (default: epsilon, delta, max_count), with ``--epsilon`` optional
     where the planner computes it (``EPSILON_OPTIONAL``), plus its own.
     """
-    planners = _planners()
     pl = sub.add_parser("plan", help="parameters and reporting probabilities, before any data")
+    planners = _planners()
     psub = pl.add_subparsers(
         dest="mechanism", metavar="MECHANISM", required=True, parser_class=_Parser
     )
-    for name in sorted({"default", *registry.names()} - set(planners), key=_plan_order):
-        cls = registry.get_or_none(name)
+    for name in sorted({"default", *catalogue.names()} - set(planners), key=_plan_order):
+        cls = catalogue.MECHANISMS.get(name)
         p = psub.add_parser(
             name,
             help="the planner's choice for the request"
             if cls is None
-            else (cls.__doc__ or name).strip().splitlines()[0].replace("``", ""),
+            else cls.help.replace("``", ""),
         )
-        _privacy_args(p, None if cls is None else [cls])
-        if cls is None or cls.needs_domain or _takes_domain(cls):
+        _privacy_args(p, None if cls is None else [name])
+        if cls is None or cls.needs_domain or cls.takes_domain:
             p.add_argument("--domain", help="public domain file (one key per line)")
         p.add_argument("--max-count", type=int, default=20, help="largest true count to report")
         p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -271,12 +319,6 @@ def _plan_parsers(sub: Any) -> None:
         p.set_defaults(run=planner.run)
 
 
-def _takes_domain(cls: Any) -> bool:
-    from privhist.planning.plan import accepts_domain
-
-    return accepts_domain(cls)
-
-
 def _plugins(package: str) -> list[Any]:
     """The modules of a plug-in package, in name order.
 
@@ -301,7 +343,7 @@ def _plan_order(name: str) -> tuple[int, str]:
     return (0 if name == "default" else 1, name)
 
 
-def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) -> None:
+def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = None) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, default=0.0)
     p.add_argument(
@@ -318,8 +360,8 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
     )
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
     seen: set[str] = set()
-    for cls in registry.registry().values() if classes is None else classes:
-        for opt in cls.options:
+    for name in catalogue.MECHANISMS if mechanisms is None else mechanisms:
+        for opt in catalogue.MECHANISMS[name].options:
             if opt.name in seen:
                 continue
             seen.add(opt.name)
@@ -329,7 +371,7 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
                     dest=opt.name,
                     action="store_true",
                     default=None,
-                    help=f"[{cls.name}] {opt.help}",
+                    help=f"[{name}] {opt.help}",
                 )
             else:
                 p.add_argument(
@@ -338,14 +380,14 @@ def _privacy_args(p: argparse.ArgumentParser, classes: list[Any] | None = None) 
                     type=opt.kind,
                     default=None,
                     choices=opt.choices,
-                    help=f"[{cls.name}] {opt.help}",
+                    help=f"[{name}] {opt.help}",
                 )
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for cls in registry.registry().values():
-        for opt in cls.options:
+    for entry in catalogue.MECHANISMS.values():
+        for opt in entry.options:
             v = getattr(args, opt.name, None)
             if v is not None:
                 out[opt.name] = v
@@ -353,6 +395,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
+    from privhist.core.neighbouring import Neighbouring
+
     k, c = args.max_partitions, args.max_per_partition
     for name, value in (("max_partitions", k), ("max_per_partition", c)):
         if value == "auto":
@@ -363,13 +407,17 @@ def _neighbouring(args: argparse.Namespace, user_level: bool) -> Neighbouring:
     return Neighbouring.add_remove()
 
 
-def _read_domain(path: str | None) -> np.ndarray[Any, Any] | None:
-    from privhist.session import read_domain
+def _read_domain(path: str | None) -> Any:
+    if path is None:
+        return None
+    from privhist.session import read_domain  # reads files with Polars: only when given
 
     return read_domain(path, "plan")
 
 
 def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain: Any) -> Any:
+    from privhist.planning.plan import build, choose_default
+
     options = _options(args)
     name = args.mechanism
     if name == "default":
@@ -395,6 +443,11 @@ def _mechanism_for(args: argparse.Namespace, neighbouring: Neighbouring, domain:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import privhist.mechanisms.registry as registry
+    from privhist.planning.plan import plan
+
     domain = _read_domain(getattr(args, "domain", None))
     nb = _neighbouring(args, False)
     if domain is None and registry.get_or_none(args.mechanism) is not None:
@@ -410,6 +463,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return 0
     print(f"mechanism     {report['mechanism']}")
     print(f"guarantee     {report['guarantee']}")
+    if "effective_epsilon" in report:
+        print(
+            f"effective     epsilon {report['effective_epsilon']:.6g} of the requested "
+            f"{report['epsilon']:.6g} (the integer construction's largest within the request)"
+        )
     for k, v in report["parameters"].items():
         print(f"  {k:<24} {v}")
     if report["noise_std"] is not None:
@@ -499,6 +557,9 @@ def _summary(release: Any) -> None:
     ]
     if "warning" in release.metadata:
         parts.append(release.metadata["warning"])
+    effective = release.metadata.get("parameters", {}).get("epsilon_effective")
+    if isinstance(effective, float) and effective < g["epsilon"] * (1 - 1e-9):
+        parts.append(f"effective epsilon {effective:.6g} of the requested {g['epsilon']:.6g}")
     facts = []
     if "distinct_keys_counted" in info:
         facts.append(f"{info['distinct_keys_counted']} distinct keys")
@@ -516,6 +577,7 @@ def _summary(release: Any) -> None:
 
 def _cmd_budget_init(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import default_ledger_path, init_ledger
+    from privhist.core.budget import Budget
 
     total = Budget(args.epsilon, args.delta)  # checked before any file is touched
     ledger = init_ledger(args.ledger or default_ledger_path(), args.dataset, total, unit=args.unit)

@@ -33,6 +33,11 @@ class Release:
         return int(self.keys.shape[0])
 
     @property
+    def value_column(self) -> str:
+        """The column name of ``values`` in tables and files (``count`` unless stated)."""
+        return str(self.metadata.get("value_column", "count"))
+
+    @property
     def private(self) -> bool:
         """Whether the release was drawn from a private (secure) random source."""
         return bool(self.metadata.get("randomness", {}).get("private", False))
@@ -43,10 +48,11 @@ class Release:
 
     def columns(self) -> dict[str, npt.NDArray[Any]]:
         """The table of the release: ``key``, then ``count``, ``estimate``, ``lower``, ``upper``
-        as the mechanism provides them."""
+        as the mechanism provides them. A mechanism whose released values are not noisy counts
+        names their column in ``metadata['value_column']`` (``pws``: ``shifted_count``)."""
         out: dict[str, npt.NDArray[Any]] = {"key": self.keys}
         if self.values is not None:
-            out["count"] = self.values
+            out[self.value_column] = self.values
         if self.estimates is not None:
             out["estimate"] = self.estimates
         if self.lower is not None and self.upper is not None:

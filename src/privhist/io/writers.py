@@ -112,7 +112,9 @@ def release_to_frame(release: Release) -> pl.DataFrame:
             columns[name] = pl.Series(name, arr.tolist(), dtype=pl.String)
         elif name == "key" and arr.dtype.kind in "iu":
             columns[name] = pl.Series(name, arr.astype(np.int64, copy=False))
-        elif name == "count" or (name in ("lower", "upper") and arr.dtype.kind in "iu"):
+        elif name == release.value_column or (
+            name in ("lower", "upper") and arr.dtype.kind in "iu"
+        ):
             # counts, and the integer intervals of noisy integer counts, stay integers
             columns[name] = pl.Series(name, arr.astype(np.int64, copy=False))
         elif name != "key":

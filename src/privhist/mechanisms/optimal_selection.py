@@ -14,15 +14,21 @@ probability.
 
 Exactness. ``e^eps`` is irrational, so the recursion is run with a rational ``r <= e^eps`` (and
 ``1/r >= e^-eps``) from rigorous interval bounds, and every ``pi_n`` is rounded *down* to a multiple
-of ``2**-62``. Lowering ``pi_n`` keeps both constraints (the first bounds ``pi_n`` above; the second
+of ``2**-B``. Lowering ``pi_n`` keeps both constraints (the first bounds ``pi_n`` above; the second
 is ``1 - pi_(n-1) <= e^eps (1 - pi_n) + delta``, which a smaller ``pi_n`` only loosens), and the
 next step is computed from the rounded value, so the rounded sequence satisfies the DP constraints
-exactly. Each rounding loses less than ``2**-62``, and a loss carried into later steps grows by at
-most a factor ``e^eps`` per step, so the shortfall against the real-valued optimum stays far below
-any probability that matters (it is below ``1e-12`` for every parameter tested). ``delta`` per key
-must be at least ``2**-62`` for the recursion to start on this grid; smaller values are refused.
-Sampling
-``Bernoulli(N / 2**62)`` is then one exact integer comparison.
+exactly. The grid follows delta: ``B = 62`` while ``delta >= 2**-62`` (the grid of
+:func:`optimal_reporting_numerators`, shared with private weighted sampling), otherwise
+``B = 62 + ceil(log2(1 / delta))``, so ``pi_1 = delta`` keeps 62 significant bits at any delta
+(``delta = 1e-200`` is released with probability ``1e-200`` to 18 digits). Each rounding loses less
+than ``2**-B``, and a loss carried into later steps grows by at most a factor ``e^eps`` per step,
+so the shortfall against the real-valued optimum stays far below any probability that matters.
+
+Sampling. A key is kept when a uniform real ``U = 0.w1 w2 ...`` (independent 64-bit words) is
+below ``N / 2**B``: one word is compared with ``floor(N 2**64 / 2**B)`` and only a tie draws
+further words, compared with the next exact binary digits of ``N / 2**B``
+(:func:`privhist.noise.bernoulli.compare_table`, :class:`privhist.noise._exact.LazyUniform`), so
+``P[kept] = N / 2**B`` exactly for any ``B``, at an expected cost of ``1 + 2**-64 + ...`` words.
 
 User-level data: selection runs on the number of distinct units holding a key, which one unit
 changes by at most one on each of at most ``k = max_partitions_contributed`` keys; each key gets
@@ -36,6 +42,7 @@ selection and ``eps_c = eps - eps_s`` for discrete Laplace noise on the counts o
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -51,19 +58,80 @@ from privhist.core.random import RandomSource
 from privhist.mechanisms._noise import PREC, LaplaceCountNoise
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
-from privhist.noise import bernoulli_rational, exp_rational_bounds
+from privhist.noise._exact import WORD_BITS, Oracle, capped, ceil_div, exp_bounds, rational_oracle
+from privhist.noise.bernoulli import compare_table
 
-#: reporting probabilities are multiples of 2**-ONE_BITS
+#: reporting probabilities are multiples of 2**-ONE_BITS while delta >= 2**-ONE_BITS
 ONE_BITS = 62
 ONE = 1 << ONE_BITS
-#: refuse parameters whose recursion would need more steps than this to reach 1
-MAX_STEPS = 10_000_000
+#: refuse parameters whose recursion would need more steps than this to reach 1 (about
+#: ``2 ln(1 / delta) / eps``; a step is a few big-integer operations, so this answers in seconds)
+MAX_STEPS = 200_000
+#: bits of the rational ``r <= e^eps`` used by the recursion
+_R_BITS = 128
 
 
-@functools.lru_cache(maxsize=64)
+def grid_bits(delta: Fraction) -> int:
+    """The grid ``2**-B`` of the reporting probabilities for ``delta`` per key (``0 < delta < 1``):
+    ``B = 62`` while ``delta >= 2**-62``, else ``62 + ceil(log2(1 / delta))``.
+
+    >>> grid_bits(Fraction(1, 1000)), grid_bits(Fraction(1, 2**70)), grid_bits(Fraction(3, 2**72))
+    (62, 132, 133)
+    """
+    if delta >= Fraction(1, ONE):
+        return ONE_BITS
+    # smallest L with 2**-L <= delta, i.e. L = ceil(log2(1 / delta))
+    q, p = delta.denominator, delta.numerator
+    L = (q // p).bit_length() - 1
+    if Fraction(1, 1 << L) > delta:
+        L += 1
+    return ONE_BITS + L
+
+
+def _log(x: Fraction) -> float:
+    return math.log(x.numerator) - math.log(x.denominator)
+
+
+def predicted_steps(epsilon: Fraction, delta: Fraction) -> float:
+    """About how many steps the recursion takes to reach 1: ``2 L + 3`` with
+    ``L = ln((e^eps - 1 + 2 delta) / (delta (e^eps + 1))) / eps`` (Cohen et al., equation 3).
+
+    The first phase (``pi_n`` growing by ``e^eps`` per step) lasts ``L + 1`` steps (Lemma 4.2);
+    then ``1 - pi_n`` shrinks by ``e^-eps`` per step towards ``-delta / (e^eps - 1) < 0``, which
+    takes at most another ``L + 1`` steps to reach 0.
+
+    >>> round(predicted_steps(Fraction(1, 100), Fraction(1, 10**6)))  # the recursion takes 1706
+    1706
+    """
+    e = float(epsilon)
+    L = (math.log(math.expm1(e) + 2 * float(delta)) - _log(delta) - math.log1p(math.exp(e))) / e
+    return 2 * max(L, 0.0) + 3
+
+
+def smallest_epsilon(delta: Fraction, max_steps: int = MAX_STEPS) -> float:
+    """The smallest epsilon (per key) whose recursion takes at most ``max_steps`` steps at
+    ``delta`` (bisection on :func:`predicted_steps`, which decreases in epsilon), rounded up to
+    three significant digits.
+
+    >>> smallest_epsilon(Fraction(1, 10**10))
+    0.000135
+    """
+    lo, hi = 1e-12, 100.0
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if predicted_steps(Fraction(mid), delta) > max_steps:
+            lo = mid
+        else:
+            hi = mid
+    digits = 2 - math.floor(math.log10(hi))
+    return float(math.ceil(hi * 10.0**digits) / 10.0**digits)
+
+
 def optimal_reporting_numerators(epsilon: Fraction, delta: Fraction) -> tuple[int, ...]:
     """Numerators ``N_n`` (over 2**62) of the rounded-down optimal reporting probabilities,
     ``n = 0, 1, ...`` up to and including the first ``n`` with ``pi_n = 1``.
+
+    The ``2**-62`` grid needs ``delta >= 2**-62``; :func:`optimal_reporting_grid` takes any delta.
 
     >>> nums = optimal_reporting_numerators(Fraction(1, 2), Fraction(1, 10))
     >>> nums[0], nums[1] / 2**62, nums[-1] == 2**62
@@ -71,34 +139,70 @@ def optimal_reporting_numerators(epsilon: Fraction, delta: Fraction) -> tuple[in
     """
     if delta < Fraction(1, ONE):
         # pi_1 = floor(delta * 2**62) / 2**62 would be 0 and the recursion could not start on the
-        # 2**-62 grid; a finer grid would not fit the int64 sampler. Such deltas (< 2.2e-19 per
-        # key) are refused rather than rounded in the unsafe direction.
+        # 2**-62 grid; optimal_reporting_grid uses a finer grid for such deltas.
         raise ValidationError(
             "delta",
-            "optimal_selection",
-            f">= 2**-{ONE_BITS} per key (about 2.2e-19; delta / max_partitions_contributed)",
+            "optimal_reporting_numerators",
+            f">= 2**-{ONE_BITS} per key on the 2**-62 grid (optimal_reporting_grid takes any)",
             float(delta),
         )
-    r = exp_rational_bounds(epsilon)[0]  # r <= e^eps
-    inv_r = 1 / r  # >= e^-eps
-    d_one = delta * ONE
+    return optimal_reporting_grid(epsilon, delta)[1]
+
+
+@functools.lru_cache(maxsize=64)
+def optimal_reporting_grid(epsilon: Fraction, delta: Fraction) -> tuple[int, tuple[int, ...]]:
+    """``(B, (N_0, N_1, ...))``: the rounded-down optimal reporting probabilities ``N_n / 2**B``
+    (``B = grid_bits(delta)``), up to and including the first ``n`` with ``pi_n = 1``.
+
+    Integer arithmetic throughout: with ``r = a / 2**128 <= e^eps``, ``delta = p / q`` and
+    ``D = 2**B``, ``floor(r N + delta D) = floor((a N q + p D 2**128) / (2**128 q))`` and
+    ``floor(D - (D - N - delta D) / r) = D - ceil(2**128 ((D - N) q - p D) / (a q))``, which are
+    the floors of the two bounds of the recursion, exactly.
+
+    >>> B, nums = optimal_reporting_grid(Fraction(50), Fraction(10) ** -200)
+    >>> B, float(Fraction(nums[1], 2**B)), f"{float(Fraction(nums[10], 2**B)):.9e}"
+    (727, 1e-200, '2.707178277e-05')
+    """
+    fn = "optimal_selection"
+    if not (0 < delta < 1):
+        raise ValidationError("delta", fn, "in (0, 1) per key", float(delta))
+    if epsilon <= 0:
+        raise ValidationError("epsilon", fn, "> 0", float(epsilon))
+    if predicted_steps(epsilon, delta) > MAX_STEPS:
+        raise ValidationError(
+            "epsilon",
+            fn,
+            f">= {smallest_epsilon(delta)} per key at delta {float(delta):.3g} per key (the "
+            f"largest accepted: the optimal probabilities take about 2 ln(1/delta)/epsilon steps, "
+            f"at most {MAX_STEPS})",
+            float(epsilon),
+        )
+    bits = grid_bits(delta)
+    one = 1 << bits
+    a = exp_bounds(epsilon, _R_BITS)[0]  # r = a / 2**128 <= e^eps
+    if a < 1 << _R_BITS:  # impossible for eps > 0; kept so the recursion always progresses
+        a = 1 << _R_BITS
+    p, q = delta.numerator, delta.denominator
+    first_den = q << _R_BITS
+    first_add = (p * one) << _R_BITS
+    second_den = a * q
     nums = [0]
     n_prev = 0
-    while n_prev < ONE:
+    while n_prev < one:
         if len(nums) > MAX_STEPS:
             raise ValidationError(
-                "epsilon", "optimal_selection", "large enough for the recursion to reach 1", epsilon
+                "epsilon", fn, "large enough for the recursion to reach 1", float(epsilon)
             )
-        first = r * n_prev + d_one
-        second = ONE - inv_r * (ONE - n_prev - d_one)
-        best = min(first, second, Fraction(ONE))
-        n_next = int(best)  # floor: round down
+        first = (a * n_prev * q + first_add) // first_den
+        x = (one - n_prev) * q - p * one
+        second = one - ceil_div(x << _R_BITS, second_den) if x > 0 else one
+        n_next = min(first, second, one)
         if n_next <= n_prev:
-            # impossible: with r >= 1 and delta * 2**62 >= 1 both terms are >= n_prev + 1
+            # impossible: with r >= 1 and delta * 2**B >= 1 both terms are >= n_prev + 1
             raise AssertionError("optimal reporting recursion made no progress")
         nums.append(n_next)
         n_prev = n_next
-    return tuple(nums)
+    return bits, tuple(nums)
 
 
 @register
@@ -111,6 +215,8 @@ class OptimalSelection(Mechanism):
     """
 
     name = "optimal-selection"
+    #: reporting probabilities are ``_nums[n] / 2**grid_bits`` (finer than 2**-62 for tiny delta)
+    grid_bits: int = ONE_BITS
     summary = "keys released with the optimal probabilities for (epsilon, delta)"
     requires_delta = True
     options: ClassVar[tuple[Option, ...]] = (
@@ -152,10 +258,15 @@ class OptimalSelection(Mechanism):
                 nb.l1_sensitivity, eps - self.epsilon_selection, self.function_name()
             )
         l0 = nb.l0_sensitivity
-        self._nums = np.array(
-            optimal_reporting_numerators(self.epsilon_selection / l0, Fraction(self.delta) / l0),
-            dtype=np.int64,
+        self.grid_bits, nums = optimal_reporting_grid(
+            self.epsilon_selection / l0, Fraction(self.delta) / l0
         )
+        # int64 on the 2**-62 grid, Python ints (object array) on finer grids
+        self._nums = np.array(nums, dtype=np.int64 if self.grid_bits == ONE_BITS else object)
+        # first-word thresholds floor(N_n 2**64 / 2**B) (capped to a uint64); ties go to the oracle
+        shift = WORD_BITS - self.grid_bits
+        firsts = [x << shift if shift >= 0 else x >> -shift for x in nums]
+        self._first_words = np.array([capped(f) for f in firsts], dtype=np.uint64)
 
     def parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -163,7 +274,7 @@ class OptimalSelection(Mechanism):
             "selection_epsilon": float(self.epsilon_selection),
             "selection_fraction": self.selection_fraction,
             "units_always_released": len(self._nums) - 1,
-            "reporting_denominator": "2**62",
+            "reporting_denominator": f"2**{self.grid_bits}",
         }
         if self.noise is not None:
             out.update(self.noise.to_dict())
@@ -172,22 +283,36 @@ class OptimalSelection(Mechanism):
     def noise_std(self) -> float:
         return float("nan") if self.noise is None else self.noise.std()
 
-    def _pi(self, units: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        idx = np.minimum(units, self._nums.shape[0] - 1)
-        out: npt.NDArray[np.int64] = self._nums[idx]
+    def _index(self, units: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = np.minimum(units, len(self._nums) - 1)
         return out
 
+    def _pi(self, units: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        out: npt.NDArray[Any] = self._nums[self._index(units)]
+        return out
+
+    def reporting_numerator(self, units: int) -> int:
+        """``N`` with ``P[released] = N / 2**grid_bits`` for a key held by ``units`` units."""
+        return int(self._nums[min(int(units), len(self._nums) - 1)])
+
     def reporting_probability(self, max_count: int) -> npt.NDArray[np.float64]:
-        return self._pi(np.arange(max_count + 1, dtype=np.int64)) / float(ONE)
+        idx = self._index(np.arange(max_count + 1, dtype=np.int64))
+        probs = [float(Fraction(int(n), 1 << self.grid_bits)) for n in self._nums]
+        out: npt.NDArray[np.float64] = np.array(probs, dtype=np.float64)[idx]
+        return out
 
     def key_distribution(self, units: int, count: int) -> KeyDistribution:
-        with mpmath.workprec(PREC):
-            pi = mpmath.mpf(int(self._pi(np.array([units]))[0])) / ONE
+        n, bits = self.reporting_numerator(units), self.grid_bits
+        # enough bits that pi and 1 - pi are exact (a tight constraint at delta = 1e-200 compares
+        # 1 - pi_n near e^-eps with delta, so 1 - pi must not be rounded at 160 bits)
+        with mpmath.workprec(max(PREC, bits + 64)):
+            pi = mpmath.ldexp(mpmath.mpf(n), -bits)
+            miss = mpmath.ldexp(mpmath.mpf((1 << bits) - n), -bits)
             if self.noise is None:
-                return KeyDistribution({NOT_RELEASED: 1 - pi, "released": pi})
+                return KeyDistribution({NOT_RELEASED: miss, "released": pi})
             radius = self.noise.radius_for_tail()
             table, tail = self.noise.mp_pmf_table(radius)
-            probs: dict[Any, Any] = {NOT_RELEASED: 1 - pi}
+            probs: dict[Any, Any] = {NOT_RELEASED: miss}
             for z, p in table.items():
                 probs[count + z] = pi * p
             return KeyDistribution(probs, pi * tail)
@@ -196,7 +321,12 @@ class OptimalSelection(Mechanism):
         units = counts.unit_counts
         present = units > 0
         keys, u, c = counts.keys[present], units[present], counts.counts[present]
-        keep = bernoulli_rational(self._pi(u), ONE, rng)
+        den = 1 << self.grid_bits
+
+        def oracle(i: int) -> Oracle:
+            return rational_oracle(int(self._nums[i]), den)
+
+        keep = compare_table(self._first_words, self._index(u.astype(np.int64)), oracle, rng)
         keys = keys[keep]
         if self.noise is None:
             return keys, {}
@@ -210,4 +340,8 @@ class OptimalSelection(Mechanism):
             cls(0.6931471805599453, 0.1, keys_only=True),
             cls(1.0, 1e-3),
             cls(0.8, 1e-2, Neighbouring.user(2, 2), selection_fraction=0.25),
+            # delta per key below 2**-62 (a finer grid; 1e-200 is checked without slack in
+            # tests/mechanisms/test_optimal_any_delta.py)
+            cls(3.0, 5e-20, keys_only=True),
+            cls(2.0, 1e-19, Neighbouring.user(2, 1)),
         ]

@@ -32,7 +32,8 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms.base import Mechanism
 
-#: the largest true count a plan reports (one probability per count is computed and printed)
+#: the largest true count a plan reports (one probability per count is computed and printed); also
+#: the largest population a plan's error report covers (one entry per possible count)
 MAX_PLAN_COUNT = 1_000_000
 
 
@@ -84,22 +85,42 @@ def plan(mechanism: Mechanism, max_count: int) -> dict[str, Any]:
         raise ValidationError(
             "max_count", "plan", f"<= {MAX_PLAN_COUNT} (the largest accepted)", max_count
         )
+    population = getattr(mechanism, "population", None)
+    if population is not None and population > MAX_PLAN_COUNT:
+        raise ValidationError(
+            "population", "plan", f"<= {MAX_PLAN_COUNT} (the largest accepted)", population
+        )
     rp = mechanism.reporting_probability(n)
     g = mechanism.guarantee()
     std = mechanism.noise_std()
-    return {
-        "mechanism": mechanism.name,
-        "epsilon": g.epsilon,
-        "delta": g.delta,
-        "neighbouring": mechanism.neighbouring.to_dict()
-        | {"description": mechanism.neighbouring.describe()},
-        "guarantee": f"{g} under {mechanism.neighbouring.describe()} neighbours",
-        "parameters": mechanism.parameters(),
-        "noise_std": None if math.isnan(std) else std,
-        "count_at_half": count_at(rp, 0.5),
-        "count_always_released": count_at(rp, 1.0),
-        "reporting_probability": [float(p) for p in rp],
-    } | mechanism.plan_details(n)
+    effective = effective_epsilon(mechanism)
+    return (
+        {
+            "mechanism": mechanism.name,
+            "epsilon": g.epsilon,
+            "delta": g.delta,
+            "neighbouring": mechanism.neighbouring.to_dict()
+            | {"description": mechanism.neighbouring.describe()},
+            "guarantee": f"{g} under {mechanism.neighbouring.describe()} neighbours",
+            "parameters": mechanism.parameters(),
+            "noise_std": None if math.isnan(std) else std,
+            "count_at_half": count_at(rp, 0.5),
+            "count_always_released": count_at(rp, 1.0),
+            "reporting_probability": [float(p) for p in rp],
+        }
+        | ({} if effective is None else {"effective_epsilon": effective})
+        | mechanism.plan_details(n)
+    )
+
+
+def effective_epsilon(mechanism: Mechanism) -> float | None:
+    """The epsilon a mechanism's integer construction actually spends, when it is below the
+    requested one (the finite-computer histograms round the per-record ratio down to
+    ``1 + 2**-K``: ``stability-geometric`` at epsilon 1 runs at ``ln 2``); None otherwise."""
+    value = mechanism.parameters().get("epsilon_effective")
+    if value is None or value >= mechanism.epsilon * (1 - 1e-9):
+        return None
+    return float(value)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import privhist.mechanisms.registry as registry
+from privhist.cli import catalogue
 from privhist.core.errors import ValidationError
 
 EXIT_VIOLATION = 1
@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
     asub = p.add_subparsers(dest="audit_command", metavar="AUDIT", required=True)
 
     e = asub.add_parser("exact", help="exact privacy profile of a privhist mechanism")
-    e.add_argument("mechanism", choices=registry.names())
+    e.add_argument("mechanism", choices=catalogue.names())
     _claim(e)
     _mechanism_options(e)
     e.add_argument("--max-count", type=int, help="largest unit count enumerated")
@@ -52,7 +52,7 @@ def register(sub: Any) -> None:
 
     s = asub.add_parser("sample", help="statistical (black-box) audit from N draws per side")
     what = s.add_mutually_exclusive_group(required=True)
-    what.add_argument("--mechanism", choices=registry.names())
+    what.add_argument("--mechanism", choices=catalogue.names())
     what.add_argument("--function", metavar="MODULE:FUNCTION", help="f(records) -> output")
     what.add_argument(
         "--peer",
@@ -96,8 +96,8 @@ def _claim(p: argparse.ArgumentParser) -> None:
 
 def _mechanism_options(p: argparse.ArgumentParser) -> None:
     seen: set[str] = set(OVERRIDES)
-    for cls in registry.registry().values():
-        for opt in cls.options:
+    for mech, entry in catalogue.MECHANISMS.items():
+        for opt in entry.options:
             if opt.name in seen:
                 continue
             seen.add(opt.name)
@@ -106,10 +106,11 @@ def _mechanism_options(p: argparse.ArgumentParser) -> None:
                 if opt.kind is bool
                 else {"type": opt.kind, "choices": opt.choices}
             )
-            p.add_argument(opt.flag, dest=opt.name, default=None, help=f"[{cls.name}]", **kw)
+            p.add_argument(opt.flag, dest=opt.name, default=None, help=f"[{mech}]", **kw)
 
 
 def _variant(args: argparse.Namespace, name: str) -> Any:
+    import privhist.mechanisms.registry as registry
     from privhist.audit.variants import build_variant
     from privhist.core.neighbouring import Neighbouring
 

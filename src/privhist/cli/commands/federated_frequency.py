@@ -32,8 +32,6 @@ import math
 import sys
 from typing import Any
 
-import numpy as np
-
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -132,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     eps, delta = args.epsilon, args.delta
     public = facts["public_domain"]
     spent = result.epsilon(delta)
+    import numpy as np
+
     labels = users.labels if users.labels is not None else np.arange(d)
     keys = [str(k) for k in np.asarray(labels).tolist()]
     if public:

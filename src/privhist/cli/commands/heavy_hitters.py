@@ -19,9 +19,9 @@ FN = "heavy-hitters"
 
 
 def register(sub: Any) -> None:
+    p = sub.add_parser("heavy-hitters", help="TrieHH++ heavy hitters over client items")
     from privhist.federated.triehh import DEFAULT_ALPHABET, DEFAULT_TERMINATOR
 
-    p = sub.add_parser("heavy-hitters", help="TrieHH++ heavy hitters over client items")
     p.add_argument("input", help="file of client items (one client per record)")
     p.add_argument("--key", help="the column holding each client's item")
     p.add_argument("--text", action="store_true", help="plain text: one client per word")

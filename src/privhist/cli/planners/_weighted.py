@@ -10,6 +10,8 @@ from typing import Any
 from privhist.cli.common import print_report
 
 COMMON = ("epsilon", "delta", "max_count")
+#: the largest --max-partitions planned (the selectors tabulate one weight per kept key)
+MAX_PARTITIONS = 10_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +24,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(name: str, args: argparse.Namespace) -> int:
     import privhist.mechanisms.registry as registry
+    from privhist.core.errors import ValidationError
+    from privhist.planning.plan import MAX_PLAN_COUNT
     from privhist.planning.user_level import selector_curve
 
+    fn = f"plan {name}"
+    if args.max_partitions is not None and args.max_partitions > MAX_PARTITIONS:
+        raise ValidationError(
+            "--max-partitions",
+            fn,
+            f"<= {MAX_PARTITIONS} (the largest accepted)",
+            args.max_partitions,
+        )
+    if args.max_count > MAX_PLAN_COUNT:
+        raise ValidationError(
+            "--max-count", fn, f"<= {MAX_PLAN_COUNT} (the largest accepted)", args.max_count
+        )
     cls = registry.weighted_registry()[name]
     kwargs: dict[str, Any] = {"counts": not args.keys_only}
     if args.max_partitions is not None:

@@ -8,6 +8,9 @@ import argparse
 from privhist.cli.common import add_once, print_report
 from privhist.core.errors import ValidationError
 
+#: the largest --users planned (the accounting sums over Binomial(users / 2) per Renyi order)
+MAX_USERS = 100_000
+
 NAME = "cpbm"
 #: epsilon is what this planner computes; a given --epsilon is a target to compare with
 EPSILON_OPTIONAL = True
@@ -35,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValidationError(flag, fn, "given", None)
     if args.delta is None or args.delta <= 0:
         raise ValidationError("--delta", fn, "a number in (0, 1)", args.delta)
+    if args.users > MAX_USERS:
+        # Lemma 2's expectations run over Binomial(users / 2) for every Renyi order
+        raise ValidationError("--users", fn, f"<= {MAX_USERS} (the largest accepted)", args.users)
     curve = cpbm_rdp(args.users, args.theta, args.m, args.dimension)
     eps = curve.epsilon(args.delta)
     report = {

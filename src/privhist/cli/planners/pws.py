@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import numpy as np
-
 from privhist.cli.common import add_once, print_report
 from privhist.core.errors import ValidationError
 
@@ -47,16 +45,21 @@ def build_plan(
     frequencies: bool = False,
 ) -> dict[str, Any]:
     """The plan as a JSON-friendly dict (see the module notes)."""
+    import numpy as np
+
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
     from privhist.mechanisms.sampling.pws import estimators as est
     from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix
     from privhist.mechanisms.sampling.pws.keys import reporting_probabilities, threshold_L
     from privhist.mechanisms.sampling.pws.schemes import inclusion_probabilities
+    from privhist.planning.plan import MAX_PLAN_COUNT
 
     fn = "plan pws"
     eps = check_epsilon(epsilon, fn)
     dl = check_delta(delta, fn, positive=True)
     m = check_positive_int(max_count, fn, "max_count")
+    if m > MAX_PLAN_COUNT:
+        raise ValidationError("--max-count", fn, f"<= {MAX_PLAN_COUNT} (the largest accepted)", m)
     if sampling is None:
         if tau is not None:
             raise ValidationError("--tau", fn, "given only with --sampling", tau)
@@ -80,7 +83,9 @@ def build_plan(
     }
     if frequencies:
         if m > 2000:
-            raise ValidationError("--max-count", fn, "<= 2000 with --frequencies", m)
+            raise ValidationError(
+                "--max-count", fn, "<= 2000 with --frequencies (the largest accepted)", m
+            )
         P = algorithm4_matrix(q, eps, dl)
         a = est.mle_estimator(P)
         stats = est.estimator_stats(P, a)

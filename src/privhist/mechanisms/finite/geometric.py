@@ -653,12 +653,20 @@ class GeoSample(CountingSampler):
         self.noise = BoundedGeometricNoise(k, self.n)
         bits = self.noise.denominator_bits()
         if bits > MAX_DENOMINATOR_BITS:
+            # the largest n the same bit count accepts (an estimate, then exact steps)
+            def fits(m: int) -> bool:
+                return BoundedGeometricNoise(k, m).denominator_bits() <= MAX_DENOMINATOR_BITS
+
             biggest = max(1, int(MAX_DENOMINATOR_BITS / math.log2(self.noise.q)))
+            while biggest > 1 and not fits(biggest):
+                biggest -= 1
+            while fits(biggest + 1):
+                biggest += 1
             raise ValidationError(
                 "n",
                 "GeoSample",
-                f"at most about {biggest} at K={k} (d would have {bits} bits; FastSample's "
-                "denominator grows with log(n / gamma) instead)",
+                f"at most {biggest} at K={k} (the largest accepted: d would have {bits} bits; "
+                "FastSample's denominator grows with log(n / gamma) instead)",
                 n,
             )
 

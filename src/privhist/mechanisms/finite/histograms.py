@@ -129,6 +129,31 @@ def histogram_k(epsilon: Any, neighbouring: Neighbouring, function: str = "histo
     return ceil_log2(neighbouring.l1_sensitivity * eps.denominator, eps.numerator)
 
 
+def largest_ratio_k(epsilon: Any, neighbouring: Neighbouring, k_max: int) -> int:
+    """The smallest ``K`` in ``[0, k_max]`` whose per-record ratio ``1 + 2**-K`` spends at most
+    ``epsilon``: ``l1 ln(1 + 2**-K) <= epsilon`` (the module notes' condition
+    ``c ln(1 + 2**-K) <= epsilon / l0``), decided exactly as
+    ``(2**K + 1)**l1 * b <= a * 2**(K l1)`` for a rational ``a / b <= e**epsilon``.
+
+    :func:`histogram_k` uses ``2**-K <= epsilon / l1`` (from ``ln(1 + x) <= x``), which can leave
+    a factor of two on the table: at ``epsilon = 0.45`` it gives ``K = 2`` (``ln 1.25 = 0.22``)
+    where ``K = 1`` (``ln 1.5 = 0.41``) is allowed. ``k_max = histogram_k(...)`` always qualifies.
+
+    >>> nb = Neighbouring.add_remove()
+    >>> largest_ratio_k(0.45, nb, 2), largest_ratio_k(0.9, nb, 1), largest_ratio_k(1.0, nb, 0)
+    (1, 0, 0)
+    """
+    from privhist.noise import exp_rational_bounds
+
+    l1 = neighbouring.l1_sensitivity
+    lower = exp_rational_bounds(Fraction(epsilon))[0]
+    a, b = lower.numerator, lower.denominator
+    for k in range(k_max):
+        if ((1 << k) + 1) ** l1 * b <= a << (k * l1):
+            return k
+    return k_max
+
+
 class _FiniteHistogram(Mechanism):
     """Shared parts: the epsilon range, ``K``, the bound ``n`` and the strict-time switch."""
 
@@ -325,6 +350,13 @@ class StabilityGeometricHistogram(_FiniteHistogram):
     + 1)``). ``T`` is the smallest integer ``> c`` with ``alpha**(T - c) / (1 + alpha) <= delta /
     l0``, found in exact rational arithmetic; ``T <= n`` is required.
 
+    Ratio. ``K`` is the smallest with ``l1 ln(1 + 2**-K) <= eps`` (:func:`largest_ratio_k`): the
+    largest per-record ratio of the form ``1 + 2**-K`` within the request. The epsilon it spends,
+    ``l1 ln(1 + 2**-K)``, is stated as ``epsilon_effective`` in the parameters (plan and release
+    metadata) and printed by the CLI when it is below the request: at ``eps = 1`` it is ``ln 2``,
+    the largest any ratio ``(p + 1) / p`` of this construction allows (the bounded geometric
+    closed forms of :mod:`privhist.mechanisms.finite.geometric` need ``q - p = 1``).
+
     Guarantee ``(eps, delta)`` (Theorem 1.3's argument; the proof of
     :mod:`privhist.mechanisms.stability` with the bounded geometric noise): per key, counts present
     on both sides are ``(eps / l0, 0)``-DP (the noisy count's ratio is at most
@@ -363,6 +395,8 @@ class StabilityGeometricHistogram(_FiniteHistogram):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         self._setup(count_bound, strict_time)
+        # the largest per-record ratio 1 + 2**-K within the request (not only 2**-K <= eps / l1)
+        self.k = largest_ratio_k(self.epsilon, self.neighbouring, self.k)
         self.sampler = self._geo_sample()
         self.delta_key = Fraction(self.delta) / self.neighbouring.l0_sensitivity
         self.threshold = self._threshold(fn)
@@ -431,6 +465,7 @@ class StabilityGeometricHistogram(_FiniteHistogram):
     def test_instances(cls) -> list[Mechanism]:
         return [
             cls(0.5, 1e-3, count_bound=60),
+            cls(0.9, 1e-3, count_bound=50),  # K = 0 (ratio 2, ln 2 <= 0.9), once K = 1
             cls(1.0, 1e-2, Neighbouring.replace(), count_bound=40),
             cls(0.8, 1e-3, Neighbouring.user(2, 2), count_bound=80, strict_time=True),
             cls(0.4, 1e-4, count_bound=5000),

@@ -245,7 +245,78 @@ def mixing_delta(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> Fract
     >>> mixing_delta(Fraction(1), Fraction(1, 2), 1, 4)  # (1/3) * 1 * 1 / 8
     Fraction(1, 24)
     """
-    return epsilon / 3 * beta2 / (1 - beta2) * Fraction(math.factorial(n), (size * (n + 1)) ** n)
+    return Fraction(*mixing_delta_parts(epsilon, beta2, n, size))
+
+
+def mixing_delta_parts(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> tuple[int, int]:
+    """:func:`mixing_delta` as an unreduced ``(numerator, denominator)``: both have about
+    ``n log2(|X| n)`` bits, and reducing them (a gcd) took minutes at ``n = 10**5``.
+
+    >>> mixing_delta_parts(Fraction(1), Fraction(1, 2), 1, 4)
+    (1, 24)
+    """
+    num = epsilon.numerator * beta2.numerator * math.factorial(n)
+    core = 3 * epsilon.denominator * (beta2.denominator - beta2.numerator) * (n + 1) ** n
+    if size & (size - 1) == 0:  # |X| = 2**B: a shift instead of a power of a huge number
+        return num, core << ((size.bit_length() - 1) * n)
+    return num, core * size**n
+
+
+#: above this count bound the precision comes from rigorous logarithm bounds, not exact integers
+_EXACT_PRECISION_MAX_N = 1 << 14
+
+
+def pure_sparse_precision(
+    epsilon: Fraction, beta2: Fraction, n: int, size: int
+) -> tuple[int, float]:
+    """``(P, log2 tv_delta)``: the order-statistics precision of :class:`PureSparseHistogram` for
+    the :func:`mixing_delta` target, and that target's ``log2`` (for display).
+
+    Up to ``n = 2**14`` this is exact (:func:`precision_from_parts`). Beyond, ``n!`` and
+    ``(|X| (n + 1))**n`` have tens of millions of bits (minutes to form at ``n = 10**6``), so ``P``
+    is bounded from above with logarithms: Robbins' bound ``ln n! >= n ln n - n +
+    ln(2 pi n) / 2 + 1 / (12 n + 1)`` (a lower bound on ``tv_delta``), every other factor exactly
+    in floating point, plus two bits against rounding (the float terms are below ``2**27`` in
+    size, so their rounding errors are below ``2**-20``). A larger ``P`` only tightens the
+    statistical distance (Theorem 6.5), so the guarantee holds; ``P`` is at most 3 bits above
+    the exact value.
+
+    >>> pure_sparse_precision(Fraction(1), Fraction(1, 1000), 12, 2**64)[0]
+    871
+    """
+    if n <= _EXACT_PRECISION_MAX_N:
+        num, den = mixing_delta_parts(epsilon, beta2, n, size)
+        return precision_from_parts(n, size, num, den), math.log2(num) - math.log2(den)
+    log2_fact = (n * math.log(n) - n + math.log(2 * math.pi * n) / 2 + 1 / (12 * n + 1)) / math.log(
+        2
+    )
+    log2_num = math.log2(epsilon.numerator) + math.log2(beta2.numerator) + log2_fact
+    log2_den = (
+        math.log2(3 * epsilon.denominator * (beta2.denominator - beta2.numerator))
+        + n * math.log2(n + 1)
+        + n * math.log2(size)
+    )
+    c = 3 * size + 2 * n + 2
+    log2_a = math.log2((n + 1) * (2 * n + 1) * (2 * c + 1)) + log2_den
+    return max(8, math.ceil(log2_a - log2_num) + 2), log2_num - log2_den
+
+
+def precision_from_parts(n: int, m: int, num: int, den: int) -> int:
+    """:func:`~privhist.mechanisms.finite.ordsample.precision_for` for ``delta = num / den``
+    given unreduced: the smallest ``P >= 8`` with ``(n + 1)(2n + 1)(2C + 1) den <= num 2**P``.
+
+    With ``a`` the left side and ``K = bitlen(a) - bitlen(num)``, ``num 2**K`` and ``a`` have the
+    same bit length, so the smallest power is ``K`` or ``K + 1`` (one comparison; no division).
+
+    >>> precision_from_parts(10, 2**64, 1, 2**40) == precision_for(10, 2**64, Fraction(1, 2**40))
+    True
+    """
+    c = 3 * m + 2 * n + 2
+    a = (n + 1) * (2 * n + 1) * (2 * c + 1) * den
+    k = max(0, a.bit_length() - num.bit_length())
+    if (num << k) < a:
+        k += 1
+    return max(8, k)
 
 
 @register
@@ -817,19 +888,42 @@ class PureSparseHistogram(SparseHistogram):
 
     def _set_tv(self, tv_delta: Any, fn: str) -> None:
         self.delta = 0.0
+        self._mixing = not self.fallback
         if self.fallback is not None:
-            self.tv_delta = None
             self.precision = None
             return
-        self.tv_delta = mixing_delta(
-            min(Fraction(self.epsilon), Fraction(1)), self.beta2, self.n, self.universe.size
+        # tv_delta is formed on first use only (a gcd of n log|X|-bit numbers: minutes at 10**5)
+        self.precision, self.tv_delta_log2 = pure_sparse_precision(
+            self._epsilon_mix(), self.beta2, self.n, self.universe.size
         )
-        self.precision = precision_for(self.n, self.universe.size, self.tv_delta)
+
+    def _epsilon_mix(self) -> Fraction:
+        return min(Fraction(self.epsilon), Fraction(1))
+
+    @property
+    def tv_delta(self) -> Fraction | None:
+        """Algorithm 8's statistical-distance target (:func:`mixing_delta`), None on the
+        fallback; an exact Fraction, formed when first read."""
+        if not getattr(self, "_mixing", False):
+            return None
+        if "_tv_delta" not in self.__dict__:
+            self.__dict__["_tv_delta"] = mixing_delta(
+                self._epsilon_mix(), self.beta2, self.n, self.universe.size
+            )
+        out: Fraction = self.__dict__["_tv_delta"]
+        return out
+
+    @tv_delta.setter
+    def tv_delta(self, value: Any) -> None:  # the base class's initialiser assigns it
+        self.__dict__.pop("_tv_delta", None)
 
     def parameters(self) -> dict[str, Any]:
         out = super().parameters()
         out["beta2"] = fraction_str(self.beta2)
-        out["log2_tv_delta"] = None if self.tv_delta is None else -round(_log2(self.tv_delta), 3)
+        log2 = getattr(self, "tv_delta_log2", None)
+        out["log2_tv_delta"] = (
+            None if self.fallback is not None or log2 is None else -round(log2, 3)
+        )
         return out
 
     def _random_histogram(
@@ -864,7 +958,3 @@ class PureSparseHistogram(SparseHistogram):
             cls(0.5, 0.0, Neighbouring.replace(), universe_bits=20, count_bound=16),
             cls(0.2, universe_bits=64, count_bound=10, counting="fastsample", fast_gamma=1e-6),
         ]
-
-
-def _log2(x: Fraction) -> float:
-    return math.log2(x.numerator) - math.log2(x.denominator)

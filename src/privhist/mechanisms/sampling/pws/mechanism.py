@@ -90,6 +90,18 @@ class PWSHistogram(OptimalSelection):
             "estimator": "maximum likelihood, equation (9): token j -> (j + s) / pi_(j + s)",
         }
 
+    def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
+        meta = super().metadata(rng)
+        # the token is the count minus a random shift (Lemma 5.2), not an estimate of it: name
+        # its column so, beside the ``estimate`` column of equation (9)
+        meta["value_column"] = "shifted_count"
+        meta["columns"] = {
+            "shifted_count": "sanitized token j = count - K, K the shift of Lemma 5.2 "
+            "(biased low; not an estimate of the count)",
+            "estimate": "maximum-likelihood estimate of the count from the token, equation (9)",
+        }
+        return meta
+
     def noise_std(self) -> float:
         d = self._pmf().astype(np.float64) / ONE
         k = np.arange(d.shape[0])

@@ -1,0 +1,120 @@
+"""Start-up of the ``privhist`` command: ``--help`` and argument errors load no heavy module, the
+mechanism catalogue the parsers are built from equals the live registry, and stub parsers carry
+the same help lines as the full ones. (The time itself is measured by
+``benchmarks/bench_startup.py``, never asserted here.)"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
+import privhist.mechanisms.registry as registry
+from privhist.cli import catalogue
+from privhist.cli.main import _parser
+from privhist.planning.plan import accepts_domain
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+HEAVY = ("numpy", "scipy", "mpmath", "polars", "pyarrow", "privhist.mechanisms")
+
+PROBE = """
+import sys
+from privhist.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = sorted({m.split(".")[0] if not m.startswith("privhist") else m
+                for m in sys.modules if m.startswith(%r)})
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+def _heavy_after(*argv: str) -> list[str]:
+    code = PROBE % (HEAVY,)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )
+    line = [x for x in out.stderr.splitlines() if x.startswith("HEAVY:")]
+    assert line, out.stderr
+    return [m for m in line[-1][len("HEAVY:") :].split(",") if m]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["plan", "--help"],
+        ["histogram"],
+        ["plan", "stability", "--epsilon", "x"],
+        ["quantiles"],
+        ["audit", "exact", "nosuch"],
+        ["budget", "init"],
+        ["nosuchcommand"],
+    ],
+)
+def test_help_and_argument_errors_load_nothing_heavy(argv: list[str]) -> None:
+    assert _heavy_after(*argv) == []
+
+
+def test_the_probe_sees_heavy_imports() -> None:
+    # power check: a command that does run a mechanism is seen loading NumPy
+    heavy = _heavy_after("plan", "stability", "--epsilon", "1", "--delta", "1e-6", "--json")
+    assert "numpy" in heavy and "privhist.mechanisms" in heavy
+
+
+def _entry(cls: Any) -> catalogue.Entry:
+    return catalogue.Entry(
+        (cls.__doc__ or cls.name).strip().splitlines()[0],
+        needs_domain=bool(cls.needs_domain),
+        takes_domain=accepts_domain(cls),
+        options=tuple(
+            catalogue.Spec(o.name, o.kind, o.default, o.help, o.choices) for o in cls.options
+        ),
+    )
+
+
+def test_catalogue_equals_the_registry() -> None:
+    import privhist.mechanisms.user_level  # noqa: F401  (registers the weighted selectors)
+
+    live = {name: _entry(cls) for name, cls in registry.registry().items()}
+    for name, entry in live.items():
+        assert catalogue.MECHANISMS.get(name) == entry, (
+            f"src/privhist/cli/catalogue.py is out of date for {name!r}; its entry is:\n"
+            f"    {name!r}: {entry!r},"
+        )
+    assert set(catalogue.MECHANISMS) == set(live), "catalogue lists an unregistered mechanism"
+    # registration order decides which mechanism names a shared option in --help
+    assert list(catalogue.MECHANISMS) == list(live)
+    assert catalogue.WEIGHTED == tuple(sorted(registry.weighted_registry()))
+
+
+def _sub(parser: argparse.ArgumentParser) -> Any:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def test_stubs_carry_the_full_help_lines() -> None:
+    full, stub = _sub(_parser()), _sub(_parser(None))
+    assert list(stub.choices) == list(full.choices)
+    assert [(a.dest, a.help) for a in stub._choices_actions] == [
+        (a.dest, a.help) for a in full._choices_actions
+    ]
+
+
+def test_the_selected_command_is_built_in_full() -> None:
+    for name in ("histogram", "plan", "quantiles", "audit"):
+        full = _sub(_parser()).choices[name]
+        built = _sub(_parser(name)).choices[name]
+        assert built.format_help() == full.format_help()
+        stub = _sub(_parser(None)).choices[name]
+        assert stub.format_help() != full.format_help()  # the stub has no options

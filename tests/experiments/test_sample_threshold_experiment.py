@@ -21,6 +21,7 @@ from privhist.core.data import Counts
 from privhist.experiments import _common
 from privhist.experiments import sample_threshold as st
 from privhist.mechanisms.sampling import SampleAndThreshold
+from privhist.mechanisms.sampling.sample_threshold import sample_units
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO.parent / "shared" / "papers" / "sample-and-threshold-dp-histograms.txt"
@@ -186,17 +187,17 @@ def test_shared_sample_path_draws_what_the_mechanism_releases() -> None:
     counts = Counts.from_arrays(np.arange(truth.size), truth)
     for seed in range(5):
         release = mech.release(counts, SeededRandom(seed))
-        sampled = st.poisson_sample(truth, mech.sampling_rate, SeededRandom(seed))
+        sampled = sample_units(truth, mech.sampling_rate, SeededRandom(seed))
         kept = np.flatnonzero(sampled >= mech.threshold)
         assert release.keys.tolist() == kept.tolist()
         assert release.values is not None
         assert release.values.tolist() == sampled[kept].tolist()
 
 
-def test_poisson_sample_goodness_of_fit() -> None:
+def test_sample_units_goodness_of_fit() -> None:
     # 20000 buckets of 30 clients each at rate 1/5: Binomial(30, 1/5) per bucket
     truth = np.full(20_000, 30, dtype=np.int64)
-    s = st.poisson_sample(truth, Fraction(1, 5), SeededRandom(3))
+    s = sample_units(truth, Fraction(1, 5), SeededRandom(3))
     assert s.min() >= 0 and s.max() <= 30
     obs = _binned(np.bincount(s, minlength=31).astype(float))
     assert _chi2_pvalue(obs, _binned(stats.binom.pmf(np.arange(31), 30, 0.2))) > GOF_ALPHA

@@ -165,7 +165,17 @@ def _clients(task: Task) -> int:
 
 
 def run_cell(task: Task) -> Cell:
-    """All repetitions of all mechanisms in one cell."""
+    """All repetitions of all mechanisms in one cell.
+
+    Each repetition draws one Poisson sample of the clients with the mechanism's own sampling
+    step (:func:`~privhist.mechanisms.sampling.sample_threshold.sample_units`, Section 3.1) and
+    gives it to every mechanism: both thresholds keep the buckets whose sampled count reaches
+    ``tau`` and estimate ``count / p``, as
+    :meth:`~privhist.mechanisms.sampling.SampleAndThreshold.release` does; the baselines see the
+    sampled clients (compared "while sampling the same expected number of clients", end of
+    Section 3.3).
+    ``release`` is not called itself because it would draw a fresh sample per threshold.
+    """
     truth = population_counts(task)
     n = int(truth.sum())
     cal = task.calibration

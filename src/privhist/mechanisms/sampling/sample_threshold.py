@@ -85,9 +85,7 @@ DEFAULT_ALPHA = Fraction(1, 6)
 EXACT_UNITS = 4096
 
 
-def sample_units(
-    units: npt.ArrayLike, rate: Fraction, rng: RandomSource
-) -> npt.NDArray[np.int64]:
+def sample_units(units: npt.ArrayLike, rate: Fraction, rng: RandomSource) -> npt.NDArray[np.int64]:
     """The sampling step of the release (Section 3.1): each unit is kept independently with
     probability ``rate``, so key ``i`` held by ``u_i`` units keeps ``Binomial(u_i, rate)`` of
     them, drawn exactly (:func:`privhist.noise.binomial`, ``rate`` an exact rational). Keys with

@@ -44,6 +44,7 @@ def write_outputs(res: Results, out_dir: Path) -> list[Path]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``privhist experiment pws`` (the command line registers them)."""
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -77,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Validate the flags (errors name the flag) and build the run's :class:`Settings`."""
     fn = "experiment pws"
     quick = bool(args.quick)
     n = (
@@ -110,6 +112,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``privhist experiment pws``: compute every table, then write the files; returns 0."""
     settings = settings_from_args(args)
     show = not args.no_progress and not args.quick
     res = _run_with_progress(settings, show)

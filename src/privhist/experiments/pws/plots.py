@@ -32,6 +32,8 @@ def _layout(fig: Any) -> None:
 
 
 def figures(res: Results, out_dir: Path) -> list[tuple[Path, Any]]:
+    """Every figure of a run as ``(path under out_dir, matplotlib figure)``; nothing is written
+    here (:func:`~privhist.experiments.pws.cli.write_outputs` saves them)."""
     plt = _common.pyplot()
     figs: list[tuple[Path, Any]] = []
 

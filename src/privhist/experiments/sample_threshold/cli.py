@@ -66,6 +66,7 @@ def write_outputs(results: Results, output_dir: Path) -> list[Path]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``privhist experiment sample-threshold`` (the command line registers them)."""
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -128,6 +129,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``privhist experiment sample-threshold``: run the grid, then write the files; returns 0."""
     settings = settings_from_args(args)
     if settings.shakespeare is not None and not settings.shakespeare.is_file():
         print(

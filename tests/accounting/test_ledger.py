@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from privhist.accounting.composition import ApproxDPEvent, GaussianEvent, LaplaceEvent
 from privhist.accounting.ledger import (
     BudgetAmount,
     Ledger,
@@ -319,12 +320,15 @@ def test_version_1_is_migrated_in_place(tmp_path: Path, create: bool) -> None:
     _v1_ledger(path)
     led = Ledger(path, create=create)
     version, datasets, spends = _schema_of(path)
-    assert version == "2" and "unit" in datasets and "neighbouring" in spends
+    assert version == "3" and "unit" in datasets and "neighbouring" in spends
+    assert "regime" in datasets and {"event", "rule"} <= spends
     status = led.show("old")
     assert status.unit is PrivacyUnit.RECORD
     assert status.total == Budget(1.0, 1e-6)
     assert status.spent == BudgetAmount(0.75, 1e-8)
     assert [(s.note, s.neighbouring) for s in status.spends] == [("first", None), ("", None)]
+    assert status.regime == "basic" and [s.rule for s in status.spends] == ["basic", "basic"]
+    assert status.spends[0].privacy_event == ApproxDPEvent(0.25, 1e-8)
     with led.spend("old", Budget(0.25), mechanism="m", neighbouring=Neighbouring.user(2)):
         pass
     with pytest.raises(BudgetExceededError):
@@ -332,7 +336,7 @@ def test_version_1_is_migrated_in_place(tmp_path: Path, create: bool) -> None:
             pass
     again = Ledger(path)  # opening a migrated file again changes nothing
     assert again.show("old").spends[-1].neighbouring == Neighbouring.user(2)
-    assert _schema_of(path)[0] == "2"
+    assert _schema_of(path)[0] == "3"
 
 
 def test_migration_waits_for_the_lock_and_changes_nothing_when_it_fails(tmp_path: Path) -> None:
@@ -358,7 +362,7 @@ def test_failed_migration_is_rolled_back(tmp_path: Path) -> None:
     conn.execute("ALTER TABLE spends ADD COLUMN neighbouring TEXT")
     conn.commit()
     conn.close()
-    with pytest.raises(LedgerError, match="migrate the schema from version 1 to 2"):
+    with pytest.raises(LedgerError, match="migrate the schema from version 1 to 3"):
         Ledger(path)
     version, datasets, _ = _schema_of(path)
     assert version == "1" and "unit" not in datasets
@@ -587,3 +591,53 @@ def test_two_processes_never_overspend(tmp_path: Path) -> None:
     status = Ledger(path).show("shared")
     assert len(status.spends) == 8
     assert status.spent_exact == (Fraction(1), Fraction(1, 2**27))
+
+
+# -- schema version 3: events, regimes and the rule of each spend ---------------------------------
+
+
+def test_version_2_is_migrated_to_3_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite"
+    _v1_ledger(path)
+    conn = sqlite3.connect(path)  # the version-1 -> 2 statements, as the previous release ran them
+    conn.execute("ALTER TABLE datasets ADD COLUMN unit TEXT NOT NULL DEFAULT 'record'")
+    conn.execute("ALTER TABLE spends ADD COLUMN neighbouring TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    status = Ledger(path).show("old")
+    assert _schema_of(path)[0] == "3"
+    assert status.regime == "basic" and status.spent == BudgetAmount(0.75, 1e-8)
+    assert [s.event for s in status.spends] == ["", ""]
+
+
+def test_renyi_regime_admits_more_gaussians_and_records_events_and_rules(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite", create=True)
+    led.init_dataset("g", Budget(2.0, 1e-6), regime="renyi")
+    led.init_dataset("b", Budget(2.0, 1e-6))
+    gauss = GaussianEvent(9.86353)  # (0.5, 1e-8) by the analytic Gaussian
+    counts = {}
+    for name in ("g", "b"):
+        n = 0
+        while True:
+            try:
+                with led.spend(name, Budget(0.5, 1e-8), mechanism="gauss", event=gauss):
+                    n += 1
+            except BudgetExceededError:
+                break
+        counts[name] = n
+    assert counts == {"g": 10, "b": 4}
+    spends = led.show("g").spends
+    assert all(s.privacy_event == gauss for s in spends)
+    assert spends[0].rule.startswith("renyi(") and spends[-1].rule == "renyi(16)"
+    assert {s.rule for s in led.show("b").spends} == {"basic"}
+    # the Renyi regime cannot compose an (epsilon, delta) release with delta > 0
+    led.init_dataset("mixed", Budget(2.0, 1e-6), regime="renyi")
+    with led.spend("mixed", Budget(0.5), mechanism="laplace", event=LaplaceEvent(2.0)) as tx:
+        pass
+    assert tx.rule == "basic-pure"
+    with pytest.raises(BudgetExceededError):
+        with led.spend("mixed", Budget(0.5, 1e-8), mechanism="stability"):
+            pass
+    with pytest.raises(ValidationError, match="'regime'"):
+        led.init_dataset("x", Budget(1.0), regime="advanced")

@@ -13,14 +13,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from tests.cli_run import run
 
 from privhist.cli.main import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

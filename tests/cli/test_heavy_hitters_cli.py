@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from privhist.cli.main import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cli_run import run
 
 
 def trie_argv(words) -> list[str]:

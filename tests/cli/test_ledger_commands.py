@@ -7,14 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from privhist.cli.main import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cli_run import run
 
 
 @pytest.fixture

@@ -9,15 +9,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from tests.cli_run import run
 
-from privhist.cli.main import main
 from privhist.mechanisms.sampling.pws.keys import optimal_reporting_closed_form
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_plan_pws_no_sampling_matches_lemma_4_2(capsys: pytest.CaptureFixture[str]) -> None:

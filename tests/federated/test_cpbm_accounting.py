@@ -185,3 +185,76 @@ def test_bad_parameters(kwargs: dict[str, float], parameter: str) -> None:
         cpbm_rdp(10, 0.2, 3, 4, orders=[1.0])
     with pytest.raises(ValidationError):
         rdp_to_dp(RdpCurve((2.0,), (0.1,)), 0.0)
+
+
+# -- certified versions ------------------------------------------------------------------------
+
+
+def _exact_pair(n: int, theta: Fraction) -> tuple[dict[int, Fraction], dict[int, Fraction]]:
+    """``A = Bernoulli(1/2 - theta) + Binomial(n', q)``, ``B = Binomial(n' + 1, q)`` exactly."""
+    from math import comb
+
+    npr, q = n // 2, Fraction(1, 2) + theta
+    binom = {j: comb(npr, j) * q**j * (1 - q) ** (npr - j) for j in range(npr + 1)}
+    a: dict[int, Fraction] = {}
+    for j, w in binom.items():
+        a[j] = a.get(j, Fraction(0)) + w * q  # the changed user's Bernoulli(1 - q) gives 0
+        a[j + 1] = a.get(j + 1, Fraction(0)) + w * (1 - q)
+    b = {j: comb(npr + 1, j) * q**j * (1 - q) ** (npr + 1 - j) for j in range(npr + 2)}
+    return a, b
+
+
+@pytest.mark.parametrize("n", [1, 5, 20])
+def test_certified_log_pi_bounds_the_exact_renyi_moment(n: int) -> None:
+    from privhist.federated.cpbm_accounting import certified_log_pi
+
+    theta = Fraction(0.2)  # the float 0.2 exactly, as the module reads it
+    a, b = _exact_pair(n, theta)
+
+    def mp(x: Fraction) -> mpmath.mpf:
+        return mpmath.mpf(x.numerator) / x.denominator
+
+    with mpmath.workdps(60):
+        for lam in (1.5, 2.0, 8.0):
+            pi1 = mpmath.fsum(mp(b[k]) * (mp(a[k]) / mp(b[k])) ** lam for k in b)
+            pi2 = mpmath.fsum(mp(b[k]) * (mp(b[k]) / mp(a[k])) ** (lam - 1) for k in b)
+            exact = mpmath.log(max(pi1, pi2)) / (lam - 1)
+            bound = certified_log_pi(n, 0.2, lam)
+            assert mp(bound) >= exact
+            assert mp(bound) <= exact + mpmath.mpf(10) ** -30
+
+
+def test_worst_case_account_upper_bounds_the_exact_composition() -> None:
+    from itertools import product
+
+    from privhist.federated.cpbm_accounting import worst_case_account
+
+    theta, k = Fraction(0.2), 3
+    a, b = _exact_pair(5, theta)
+    acc = worst_case_account(5, 0.2).self_compose(k)
+    pa = {o: math.prod(a[x] for x in o) for o in product(a, repeat=k)}
+    pb = {o: math.prod(b[x] for x in o) for o in product(b, repeat=k)}
+    for eps in (0.0, 0.5, 1.0, 2.0):
+        with mpmath.workdps(60):
+            x = mpmath.iv.exp(mpmath.iv.mpf(Fraction(eps).numerator) / Fraction(eps).denominator)
+            r = Fraction(*mpmath.libmp.to_rational(x._mpi_[1]))  # r >= e^eps
+        exact = max(
+            sum((max(Fraction(0), pa[o] - r * pb[o]) for o in pa), Fraction(0)),
+            sum((max(Fraction(0), pb[o] - r * pa[o]) for o in pa), Fraction(0)),
+        )
+        cert = acc.delta_fraction(eps)
+        assert cert >= exact
+        assert cert <= exact + Fraction(1, 50)  # and not vacuous
+
+
+def test_certified_guarantee_of_ffe_runs() -> None:
+    from privhist.federated.ffe import certified_guarantee
+
+    g = certified_guarantee([30, 31], 0.25, 2, 4, 1, 1, 1e-4)
+    assert g.rdp_epsilon >= g.float_epsilon * (1 - 1e-9)
+    assert g.rdp_epsilon <= g.float_epsilon * (1 + 1e-9)
+    assert g.pld_epsilon is not None and g.pld_epsilon < g.rdp_epsilon  # PLD is tighter here
+    assert g.epsilon == g.pld_epsilon
+    skipped = certified_guarantee([30], 0.25, 200, 4, 1, 1, 1e-4, pld_max_compositions=100)
+    assert skipped.pld_epsilon is None and "801 compositions" in skipped.pld_note
+    assert skipped.epsilon == skipped.rdp_epsilon

@@ -19,6 +19,7 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import SeededRandom
 from privhist.federated.population import Population
 from privhist.federated.triehh import (
+    CERTIFIED_STEP,
     TrieHH,
     _pld,
     compose_levels,
@@ -121,10 +122,13 @@ def test_basic_and_advanced_composition_by_hand() -> None:
     adv = math.sqrt(2 * 5 * math.log(1 / dprime)) * eps + 5 * eps * math.expm1(eps)
     assert comp.advanced is not None
     assert comp.advanced.epsilon == pytest.approx(adv, rel=1e-9)
-    assert comp.pld is not None and comp.method == "pld"
+    assert comp.pld is not None and comp.pld_certified is not None
+    assert comp.method == "pld_certified"  # the float estimate is reported, never used
     assert comp.guarantee.epsilon == min(
-        comp.basic.epsilon, comp.advanced.epsilon, comp.pld.epsilon
+        comp.basic.epsilon, comp.advanced.epsilon, comp.pld_certified.epsilon
     )
+    # the certified bound and dp_accounting's estimate (grid 1e-4) are close
+    assert abs(comp.pld_certified.epsilon - comp.pld.epsilon) < 0.005
 
 
 def _thresholded(c: int, p: float, tau: int) -> dict[Any, float]:
@@ -282,3 +286,14 @@ def test_float_dominating_pair_lies_below_the_exact_envelope(eps: float, delta: 
     grid = [eps * 2.0 ** (k / 4) for k in range(-12, 21)]
     constraints = [(e, certified_delta(p, tau, Fraction(e)).upper) for e in grid]
     assert _pair_above_envelope(p, constraints) <= 0
+
+
+def test_composition_event_recomposes_to_the_certified_bound() -> None:
+    from privhist.accounting.events import event_from_json, event_to_json
+
+    comp = compose_levels(SampleAndThreshold(0.5, 1e-6), 3, 1e-5)
+    event = comp.event()
+    assert event.count == 3 and event_from_json(event_to_json(event)) == event
+    assert comp.pld_certified is not None
+    eps = event.account(CERTIFIED_STEP).epsilon_for_delta(1e-5)
+    assert eps == comp.pld_certified.epsilon

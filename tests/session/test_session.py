@@ -155,10 +155,10 @@ def test_nothing_is_on_disk_before_the_spend_commits(
 
     real = S._charge
 
-    def spy(self: Any, cost: Any, mechanism: Any, nb: Any) -> Any:
+    def spy(self: Any, cost: Any, mechanism: Any, nb: Any, *event: Any) -> Any:
         class _CM:
             def __enter__(inner: Any) -> None:
-                inner.cm = real(self, cost, mechanism, nb)
+                inner.cm = real(self, cost, mechanism, nb, *event)
                 inner.cm.__enter__()
 
             def __exit__(inner: Any, *exc: Any) -> Any:

@@ -1,5 +1,7 @@
-"""Privacy accounting: exact privacy profiles, composition and the durable budget ledger."""
+"""Privacy accounting: exact privacy profiles, composition (certified PLD included), privacy
+events, privacy filters and the durable budget ledger."""
 
+from privhist.accounting.certified import CertifiedAccount, CertifiedPLD
 from privhist.accounting.composition import (
     DISCRETE_GAUSSIAN_TRUNCATED_MASS,
     ApproxDPEvent,
@@ -19,6 +21,14 @@ from privhist.accounting.composition import (
     pld_compose,
     rdp_epsilon,
 )
+from privhist.accounting.events import (
+    RdpCurveEvent,
+    ZcdpEvent,
+    event_from_json,
+    event_rdp,
+    event_to_json,
+)
+from privhist.accounting.filters import Admission, basic_admits, renyi_admission
 from privhist.accounting.ledger import (
     BudgetAmount,
     Ledger,
@@ -47,8 +57,11 @@ __all__ = [
     "DISCRETE_GAUSSIAN_TRUNCATED_MASS",
     "NOT_RELEASED",
     "PRECISION",
+    "Admission",
     "ApproxDPEvent",
     "BudgetAmount",
+    "CertifiedAccount",
+    "CertifiedPLD",
     "ComposedEvent",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",
@@ -62,10 +75,13 @@ __all__ = [
     "PrivacyUnit",
     "PrivacyUnitMismatchError",
     "ProfileCheck",
+    "RdpCurveEvent",
     "SpendRecord",
     "SpendTransaction",
     "UnknownDatasetError",
+    "ZcdpEvent",
     "advanced_composition",
+    "basic_admits",
     "basic_composition",
     "calibrate",
     "check_dp",
@@ -73,6 +89,9 @@ __all__ = [
     "default_ledger_path",
     "delta_for_epsilon",
     "epsilon_for_delta",
+    "event_from_json",
+    "event_rdp",
+    "event_to_json",
     "hockey_stick",
     "optimal_composition",
     "optimal_composition_delta",
@@ -80,4 +99,5 @@ __all__ = [
     "privacy_profile",
     "product_distribution",
     "rdp_epsilon",
+    "renyi_admission",
 ]

@@ -1,6 +1,7 @@
 """The durable budget ledger: how much of each dataset's privacy budget has been spent.
 
-The ledger is a SQLite file (stdlib :mod:`sqlite3`) with three tables (schema version 2)::
+The ledger is a SQLite file (stdlib :mod:`sqlite3`) with three tables (schema version 3; the
+statements are in :mod:`privhist.accounting.ledger_schema`)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)            -- holds schema_version
     datasets(id TEXT PRIMARY KEY, epsilon_total REAL, delta_total REAL, created TEXT,
@@ -22,9 +23,19 @@ several records; a ``'record'`` dataset accepts every relation, since a user-lev
 implies the record-level one (a record belongs to one user). The ledger checks the unit only; it
 does not convert a guarantee between add/remove and replace.
 
-Spends compose by basic composition (Dwork and Roth 2014, Theorem 3.16): a dataset's spent budget
-is the sum of the epsilons and the sum of the deltas of its spends. A release is refused when
-``spent + requested`` would exceed the total in either coordinate.
+Version 3 adds ``datasets.regime`` (``'basic'`` or ``'renyi'``), ``spends.event`` (the release's
+privacy event as versioned JSON, :mod:`privhist.accounting.events`; empty for older spends) and
+``spends.rule`` (the rule that admitted it). Versions 1 and 2 are migrated in place, in one
+transaction.
+
+Spends compose by a privacy filter fixed per dataset before its first release
+(:mod:`privhist.accounting.filters`, where the theorems are stated). In the default ``'basic'``
+regime they compose by basic composition (Dwork and Roth 2014, Theorem 3.16; valid for
+adaptively chosen releases, Rogers, Roth, Ullman and Vadhan 2016): a dataset's spent budget is
+the sum of the epsilons and the sum of the deltas of its spends, and a release is refused when
+``spent + requested`` would exceed the total in either coordinate. In the ``'renyi'`` regime
+every release must carry a Renyi curve, and the Renyi filter (Feldman and Zrnic 2021) or
+basic composition of pure epsilons admits it; the rule is recorded with the spend.
 
 Exact sums. Budgets are stored as floats, and every float is an exact rational number. The check
 sums the spends as :class:`fractions.Fraction` values of the stored floats and compares exactly
@@ -59,7 +70,6 @@ its spend. Writing a file inside the body, even a hidden temporary one, would br
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sqlite3
@@ -75,6 +85,18 @@ from typing import Any, Literal
 
 import platformdirs
 
+from privhist.accounting.composition import ApproxDPEvent, PrivacyEvent
+from privhist.accounting.events import ZcdpEvent, event_from_json, event_to_json
+from privhist.accounting.filters import Admission, renyi_admission
+from privhist.accounting.ledger_schema import (
+    _SCHEMA,
+    COLUMNS,
+    SCHEMA_VERSION,
+    UPGRADES,
+    BudgetAmount,
+    decode_neighbouring,
+    encode_neighbouring,
+)
 from privhist.core.budget import Budget
 from privhist.core.errors import BudgetExceededError, LedgerError, ValidationError
 from privhist.core.faults import checkpoint
@@ -96,34 +118,7 @@ __all__ = [
     "init_ledger",
 ]
 
-SCHEMA_VERSION = 2
 DEFAULT_TIMEOUT = 30.0
-
-_SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE datasets (id TEXT PRIMARY KEY, epsilon_total REAL NOT NULL, "
-    "delta_total REAL NOT NULL, created TEXT NOT NULL, unit TEXT NOT NULL DEFAULT 'record')",
-    "CREATE TABLE spends (id INTEGER PRIMARY KEY, dataset TEXT NOT NULL REFERENCES datasets(id), "
-    "epsilon REAL NOT NULL, delta REAL NOT NULL, mechanism TEXT NOT NULL, created TEXT NOT NULL, "
-    "note TEXT NOT NULL DEFAULT '', neighbouring TEXT NOT NULL DEFAULT '')",
-    "CREATE INDEX spends_dataset ON spends (dataset)",
-)
-# version 1 -> 2: the privacy unit of each dataset and the relation of each spend
-_MIGRATE_1_TO_2 = (
-    "ALTER TABLE datasets ADD COLUMN unit TEXT NOT NULL DEFAULT 'record'",
-    "ALTER TABLE spends ADD COLUMN neighbouring TEXT NOT NULL DEFAULT ''",
-    "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
-)
-_COLUMNS_V1 = {
-    "meta": {"key", "value"},
-    "datasets": {"id", "epsilon_total", "delta_total", "created"},
-    "spends": {"id", "dataset", "epsilon", "delta", "mechanism", "created", "note"},
-}
-_COLUMNS = {
-    "meta": _COLUMNS_V1["meta"],
-    "datasets": _COLUMNS_V1["datasets"] | {"unit"},
-    "spends": _COLUMNS_V1["spends"] | {"neighbouring"},
-}
 
 
 def default_ledger_path() -> Path:
@@ -205,55 +200,6 @@ class PrivacyUnitMismatchError(LedgerError):
         )
 
 
-def _show_float(value: float, spec: str) -> str:
-    """``value`` formatted with ``spec`` if that reads back exactly, else its shortest repr."""
-    text = format(value, spec)
-    return text if float(text) == value else repr(value)
-
-
-@dataclass(frozen=True)
-class BudgetAmount:
-    """An amount of (epsilon, delta) that may be zero: what was spent, or what remains.
-
-    Unlike :class:`~privhist.core.budget.Budget` (which a mechanism must have with
-    ``epsilon > 0``), an amount may be zero. ``budget <= amount`` compares coordinate-wise and
-    exactly. The text form is short when that is exact and shows every digit otherwise, so it
-    never suggests more (or less) than the amount.
-
-    >>> Budget(0.5, 0) <= BudgetAmount(1.0, 0.0)
-    True
-    >>> str(BudgetAmount(0.25, 1e-9))
-    '(0.25, 1e-09)'
-    >>> str(BudgetAmount(0.09999999999999995, 0))
-    '(0.09999999999999995, 0)'
-    """
-
-    epsilon: float
-    delta: float
-
-    def __post_init__(self) -> None:
-        for name in ("epsilon", "delta"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValidationError(name, "BudgetAmount", "a finite number >= 0", value)
-            if not math.isfinite(value) or value < 0:
-                raise ValidationError(name, "BudgetAmount", "a finite number >= 0", value)
-            object.__setattr__(self, name, float(value))
-
-    def __ge__(self, other: object) -> bool:
-        if not isinstance(other, Budget | BudgetAmount):
-            return NotImplemented
-        return other.epsilon <= self.epsilon and other.delta <= self.delta
-
-    def __le__(self, other: object) -> bool:
-        if not isinstance(other, Budget | BudgetAmount):
-            return NotImplemented
-        return self.epsilon <= other.epsilon and self.delta <= other.delta
-
-    def __str__(self) -> str:
-        return f"({_show_float(self.epsilon, '.6g')}, {_show_float(self.delta, '.3g')})"
-
-
 @dataclass(frozen=True)
 class SpendRecord:
     """One recorded release.
@@ -270,10 +216,20 @@ class SpendRecord:
     created: str
     note: str
     neighbouring: Neighbouring | None = None
+    event: str = ""
+    rule: str = "basic"
 
     @property
     def budget(self) -> Budget:
         return Budget(self.epsilon, self.delta)
+
+    @property
+    def privacy_event(self) -> PrivacyEvent:
+        """The stored event; a spend without one (recorded before schema version 3) stands for
+        its (epsilon, delta) guarantee."""
+        if self.event:
+            return event_from_json(self.event)
+        return ApproxDPEvent(self.epsilon, self.delta) if self.epsilon > 0 else ZcdpEvent(0.0)
 
 
 @dataclass(frozen=True)
@@ -292,26 +248,44 @@ class LedgerStatus:
     spends: tuple[SpendRecord, ...]
     created: str
     unit: PrivacyUnit = PrivacyUnit.RECORD
+    regime: str = "basic"
 
     @property
     def spent_exact(self) -> tuple[Fraction, Fraction]:
         """The exact sums (epsilon, delta) of the spends' stored floats."""
         return _exact_sums(self.spends)
 
-    def allows(self, budget: Budget) -> bool:
-        """Whether a spend of ``budget`` passes the ledger's exact budget check.
+    def admission(self, budget: Budget, event: PrivacyEvent | None = None) -> Admission:
+        """The dataset's filter on a spend of ``budget`` with ``event`` (by default its
+        (epsilon, delta)): basic composition in the ``'basic'`` regime, the Renyi regime's rules
+        otherwise (:mod:`privhist.accounting.filters`)."""
+        if self.regime == "renyi":
+            spent = [s.privacy_event for s in self.spends]
+            chosen = ApproxDPEvent.from_budget(budget) if event is None else event
+            return renyi_admission(spent, chosen, self.total)
+        ok = _fits(self.total, self.spent_exact, budget)
+        return Admission(ok, "basic" if ok else None, "epsilons and deltas add")
 
-        The same rule as :meth:`Ledger.spend`: ``sum of spends + budget <= total`` in both
-        coordinates, computed exactly on the floats' rational values.
+    def allows(self, budget: Budget, event: PrivacyEvent | None = None) -> bool:
+        """Whether a spend of ``budget`` (and ``event``) passes the ledger's exact check.
+
+        The same rule as :meth:`Ledger.spend`; in the basic regime ``sum of spends + budget <=
+        total`` in both coordinates, computed exactly on the floats' rational values.
         """
-        return _fits(self.total, self.spent_exact, budget)
+        return self.admission(budget, event).admitted
 
     def admits(self, neighbouring: Neighbouring | None) -> bool:
         """Whether a spend for ``neighbouring`` passes the ledger's privacy-unit check."""
         return self.unit.admits(neighbouring)
 
-    def check(self, budget: Budget, neighbouring: Neighbouring | None = None) -> None:
-        """Raise unless a spend of ``budget`` for ``neighbouring`` would be recorded.
+    def check(
+        self,
+        budget: Budget,
+        neighbouring: Neighbouring | None = None,
+        event: PrivacyEvent | None = None,
+    ) -> Admission:
+        """Raise unless a spend of ``budget`` for ``neighbouring`` would be recorded; return
+        the admission (with the rule that admits it).
 
         Raises:
             PrivacyUnitMismatchError: The relation does not protect the dataset's unit.
@@ -319,8 +293,10 @@ class LedgerStatus:
         """
         if not self.admits(neighbouring):
             raise PrivacyUnitMismatchError(self.dataset, self.unit, neighbouring)
-        if not self.allows(budget):
+        admission = self.admission(budget, event)
+        if not admission.admitted:
             raise BudgetExceededError(self.dataset, budget, self.remaining)
+        return admission
 
 
 def _exact_sums(spends: tuple[SpendRecord, ...]) -> tuple[Fraction, Fraction]:
@@ -352,31 +328,6 @@ def _check_unit(value: Any, function: str) -> PrivacyUnit:
         except ValueError:
             pass
     raise ValidationError("unit", function, "'record' or 'user'", value)
-
-
-def _encode_neighbouring(neighbouring: Neighbouring | None) -> str:
-    if neighbouring is None:
-        return ""
-    return json.dumps(neighbouring.to_dict(), sort_keys=True)
-
-
-def _decode_neighbouring(text: Any) -> Neighbouring | None:
-    if text == "":
-        return None
-    if not isinstance(text, str):
-        raise TypeError(f"neighbouring must be text; got {text!r}")
-    data = json.loads(text)
-    if not isinstance(data, dict) or set(data) != {
-        "relation",
-        "max_partitions_contributed",
-        "max_contributions_per_partition",
-    }:
-        raise ValueError(f"neighbouring {text!r} is not a recorded relation")
-    return Neighbouring(
-        Relation(data["relation"]),
-        data["max_partitions_contributed"],
-        data["max_contributions_per_partition"],
-    )
 
 
 class Ledger:
@@ -531,14 +482,19 @@ class Ledger:
             conn.close()
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Migrate a version-1 file to version 2 in one transaction (or not at all)."""
-        with self._errors("migrate the schema from version 1 to 2"), self._write_transaction(conn):
+        """Migrate a version-1 or version-2 file to version 3 in one transaction (or not at
+        all)."""
+        found = self._verify_schema(conn)
+        action = f"migrate the schema from version {found} to {SCHEMA_VERSION}"
+        with self._errors(action), self._write_transaction(conn):
             # re-read under the write lock: another process may have migrated meanwhile
-            if self._verify_schema(conn) == 1:
-                for statement in _MIGRATE_1_TO_2:
+            version = self._verify_schema(conn)
+            while version in UPGRADES:
+                for statement in UPGRADES[version][1]:
                     conn.execute(statement)
-                if self._verify_schema(conn) != SCHEMA_VERSION:  # pragma: no cover
-                    raise LedgerError(f"ledger {self.path}: the migration to version 2 failed")
+                version = self._verify_schema(conn)
+            if version != SCHEMA_VERSION:  # pragma: no cover
+                raise LedgerError(f"ledger {self.path}: the migration to version 3 failed")
 
     @staticmethod
     def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -548,24 +504,25 @@ class Ledger:
     def _verify_schema(self, conn: sqlite3.Connection) -> int:
         """Check the tables and columns of a version this privhist reads; return the version."""
         tables = self._tables(conn)
-        missing = sorted(set(_COLUMNS) - tables)
+        missing = sorted(set(COLUMNS) - tables)
         if missing:
             raise LedgerError(
                 f"ledger {self.path} is not a privhist ledger: missing table(s) "
                 f"{', '.join(missing)}"
             )
-        self._verify_columns(conn, {"meta": _COLUMNS["meta"]})
+        self._verify_columns(conn, {"meta": COLUMNS["meta"]})
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         found = None if row is None else str(row[0])
-        if found == "1":
-            self._verify_columns(conn, _COLUMNS_V1)
-            return 1
+        for version, (columns, _) in UPGRADES.items():
+            if found == str(version):
+                self._verify_columns(conn, columns)
+                return version
         if found != str(SCHEMA_VERSION):
             raise LedgerError(
                 f"ledger {self.path} has schema version {found or 'none'}; this privhist reads "
-                f"version {SCHEMA_VERSION} (and migrates version 1 in place)"
+                f"version {SCHEMA_VERSION} (and migrates versions 1 and 2 in place)"
             )
-        self._verify_columns(conn, _COLUMNS)
+        self._verify_columns(conn, COLUMNS)
         return SCHEMA_VERSION
 
     def _verify_columns(self, conn: sqlite3.Connection, expected: dict[str, set[str]]) -> None:
@@ -586,6 +543,7 @@ class Ledger:
         *,
         unit: PrivacyUnit | str = PrivacyUnit.RECORD,
         exist_ok: bool = False,
+        regime: str = "basic",
     ) -> None:
         """Register ``dataset`` with its total budget and the privacy unit the total is for.
 
@@ -596,6 +554,9 @@ class Ledger:
                 one user holds). A ``"user"`` dataset accepts only user-level releases.
             exist_ok: Do not fail if the dataset is already registered *with the same total and
                 unit*.
+            regime: How spends compose (:mod:`privhist.accounting.filters`): ``"basic"``
+                (epsilons and deltas add; any release) or ``"renyi"`` (releases with Renyi
+                curves only, composed by a Renyi filter). Fixed before the first release.
 
         Raises:
             LedgerError: The dataset exists (unless ``exist_ok``) or exists with another total or
@@ -608,6 +569,8 @@ class Ledger:
         if not isinstance(total, Budget):
             raise ValidationError("total", function, "a Budget", total)
         unit = _check_unit(unit, function)
+        if regime not in ("basic", "renyi"):
+            raise ValidationError("regime", function, "'basic' or 'renyi'", regime)
         conn = self._connect()
         try:
             with self._errors("register a dataset"), self._write_transaction(conn):
@@ -635,9 +598,9 @@ class Ledger:
                         )
                     return
                 conn.execute(
-                    "INSERT INTO datasets (id, epsilon_total, delta_total, created, unit) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (dataset, total.epsilon, total.delta, _now(), unit.value),
+                    "INSERT INTO datasets (id, epsilon_total, delta_total, created, unit, regime) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (dataset, total.epsilon, total.delta, _now(), unit.value, regime),
                 )
         finally:
             conn.close()
@@ -674,6 +637,7 @@ class Ledger:
         note: str = "",
         *,
         neighbouring: Neighbouring | None = None,
+        event: PrivacyEvent | None = None,
     ) -> SpendTransaction:
         """A context manager that spends ``budget`` on ``dataset`` if, and only if, it may.
 
@@ -691,6 +655,8 @@ class Ledger:
             note: Free text (recorded).
             neighbouring: The relation the release's guarantee is for (recorded). ``None`` is
                 taken as record-level, and so is accepted only by a ``"record"`` dataset.
+            event: What the release does (recorded as versioned JSON; the Renyi regime composes
+                it). ``None`` stands for the (epsilon, delta) guarantee ``budget``.
 
         Returns:
             The transaction; use it in a ``with`` statement.
@@ -704,17 +670,20 @@ class Ledger:
             raise ValidationError("note", function, "a string", note)
         if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
             raise ValidationError("neighbouring", function, "a Neighbouring or None", neighbouring)
-        return SpendTransaction(self, dataset, budget, mechanism, note, neighbouring)
+        if event is not None and not isinstance(event, PrivacyEvent):
+            raise ValidationError("event", function, "a PrivacyEvent or None", event)
+        return SpendTransaction(self, dataset, budget, mechanism, note, neighbouring, event)
 
     def _status(self, conn: sqlite3.Connection, dataset: str) -> LedgerStatus:
         row = conn.execute(
-            "SELECT epsilon_total, delta_total, created, unit FROM datasets WHERE id = ?",
+            "SELECT epsilon_total, delta_total, created, unit, regime FROM datasets WHERE id = ?",
             (dataset,),
         ).fetchone()
         if row is None:
             raise UnknownDatasetError(dataset, self.path)
         rows = conn.execute(
-            "SELECT id, epsilon, delta, mechanism, created, note, neighbouring FROM spends "
+            "SELECT id, epsilon, delta, mechanism, created, note, neighbouring, event, rule "
+            "FROM spends "
             "WHERE dataset = ? ORDER BY id",
             (dataset,),
         ).fetchall()
@@ -729,7 +698,9 @@ class Ledger:
                     str(r[3]),
                     str(r[4]),
                     str(r[5]),
-                    _decode_neighbouring(r[6]),
+                    decode_neighbouring(r[6]),
+                    str(r[7]),
+                    str(r[8]),
                 )
                 for r in rows
             )
@@ -744,7 +715,9 @@ class Ledger:
             float_down(max(Fraction(0), Fraction(total.epsilon) - spent_eps)),
             float_down(max(Fraction(0), Fraction(total.delta) - spent_delta)),
         )
-        return LedgerStatus(dataset, total, spent, remaining, spends, str(row[2]), unit)
+        return LedgerStatus(
+            dataset, total, spent, remaining, spends, str(row[2]), unit, str(row[4])
+        )
 
 
 def _amount(epsilon: Any, delta: Any) -> tuple[float, float]:
@@ -812,8 +785,11 @@ class SpendTransaction:
         mechanism: str,
         note: str,
         neighbouring: Neighbouring | None = None,
+        event: PrivacyEvent | None = None,
     ) -> None:
         self.ledger = ledger
+        self.event = event
+        self.rule: str | None = None
         self.dataset = dataset
         self.budget = budget
         self.mechanism = mechanism
@@ -836,10 +812,11 @@ class SpendTransaction:
                 conn.execute("BEGIN IMMEDIATE")
             with ledger._errors("check the budget"):
                 status = ledger._status(conn, self.dataset)
-                status.check(self.budget, self.neighbouring)
+                admission = status.check(self.budget, self.neighbouring, self.event)
+                self.rule = admission.rule
                 cursor = conn.execute(
                     "INSERT INTO spends (dataset, epsilon, delta, mechanism, created, note, "
-                    "neighbouring) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "neighbouring, event, rule) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         self.dataset,
                         self.budget.epsilon,
@@ -847,7 +824,9 @@ class SpendTransaction:
                         self.mechanism,
                         _now(),
                         self.note,
-                        _encode_neighbouring(self.neighbouring),
+                        encode_neighbouring(self.neighbouring),
+                        "" if self.event is None else event_to_json(self.event),
+                        admission.rule or "basic",
                     ),
                 )
         except BaseException:

@@ -55,6 +55,7 @@ must be at least ``n m + 1`` (the paper's ``M = n m`` wraps the all-ones case to
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from mpmath import libmp
+from mpmath.ctx_iv import MPIntervalContext
 from scipy import special
 
 from privhist.core.errors import ValidationError
@@ -105,6 +108,10 @@ DEFAULT_ORDERS: tuple[float, ...] = (
     512.0,
     1024.0,
 )
+
+# interval arithmetic of the certified bounds, in a private context
+_IVC = MPIntervalContext()
+_IVC.prec = 128
 
 #: largest theta the mechanism accepts (p stays in [1/4, 3/4])
 THETA_MAX = Fraction(1, 4)
@@ -488,3 +495,106 @@ def calibrate_theta(
         else:
             hi = mid
     return Fraction(lo, res)
+
+
+# --------------------------------------------------------------------------------------------
+# certified versions: interval arithmetic instead of float64
+
+
+def _worst_case_enclosures(n: int, theta: float) -> list[tuple[Any, Any]]:
+    """Interval enclosures ``(B(k), rho_k)`` of the worst-case pair, ``rho_k = A(k) / B(k)``.
+
+    ``rho_k = r (1 - f) + f / r`` with ``r = (1 + 2 theta) / (1 - 2 theta)``, ``f = k / (n'+1)``
+    is an exact rational (module notes); ``B(k) = C(n'+1, k) q^k (1-q)^(n'+1-k)`` is enclosed.
+    """
+    return list(_enclosures(n // 2, Fraction(theta)))
+
+
+@functools.lru_cache(maxsize=16)
+def _enclosures(npr: int, t: Fraction) -> tuple[tuple[Any, Any], ...]:
+    q = Fraction(1, 2) + t
+    r = (1 + 2 * t) / (1 - 2 * t)
+    odds = _iv_exact(q / (1 - q))
+    b = _iv_exact(1 - q) ** (npr + 1)  # B(0); then B(k+1) = B(k) (n'+1-k)/(k+1) q/(1-q)
+    out = []
+    for k in range(npr + 2):
+        f = Fraction(k, npr + 1)
+        out.append((b, _iv_exact(r * (1 - f) + f / r)))
+        b = b * (npr + 1 - k) / (k + 1) * odds
+    return tuple(out)
+
+
+def _iv_exact(x: Fraction) -> Any:
+    return _IVC.mpf(x.numerator) / x.denominator
+
+
+def _iv_upper(x: Any) -> Fraction:
+    p, q = libmp.to_rational(x._mpi_[1])
+    return Fraction(p, q)
+
+
+@functools.lru_cache(maxsize=256)
+def certified_log_pi(n: int, theta: float, order: float) -> Fraction:
+    """An upper bound on ``log max(Pi_1, Pi_2) / (order - 1)`` (Lemma 2 with ``m = 1`` and one
+    coordinate) in interval arithmetic: the certified counterpart of :func:`log_pi`.
+
+    >>> bound = certified_log_pi(1, 0.25, 2.0)     # randomized response 3:1: log(7/3)
+    >>> abs(float(bound) - math.log(7 / 3)) < 1e-15
+    True
+    """
+    fn = "certified_log_pi"
+    n = check_positive_int(n, fn, "n")
+    t = check_theta(theta, fn)
+    lam = _iv_exact(Fraction(_check_orders([order], fn)[0]))
+    pi1 = _IVC.mpf(0)
+    pi2 = _IVC.mpf(0)
+    for b, rho in _worst_case_enclosures(n, t):
+        log_rho = _IVC.log(rho)
+        pi1 += b * _IVC.exp(lam * log_rho)
+        pi2 += b * _IVC.exp(-(lam - 1) * log_rho)
+    bound = max(_iv_upper(_IVC.log(pi1)), _iv_upper(_IVC.log(pi2)))
+    return max(bound / (Fraction(order) - 1), Fraction(0))
+
+
+def certified_rdp_to_dp(rdp: Fraction, order: float, delta: float) -> Fraction:
+    """Equation (8) at one order, in interval arithmetic: an upper bound on
+    ``rdp + (log(1/delta) - log(order)) / (order - 1) + log(1 - 1/order)``.
+
+    >>> bound = certified_rdp_to_dp(Fraction(1, 2), 2.0, 0.01)
+    >>> abs(float(bound) - (0.5 + math.log(1 / 0.02) + math.log(0.5))) < 1e-14
+    True
+    """
+    fn = "certified_rdp_to_dp"
+    d = check_delta(delta, fn, positive=True)
+    lam = _iv_exact(Fraction(_check_orders([order], fn)[0]))
+    value = (
+        _iv_exact(Fraction(rdp))
+        + (_IVC.log(1 / _iv_exact(Fraction(d))) - _IVC.log(lam)) / (lam - 1)
+        + _IVC.log(1 - 1 / lam)
+    )
+    return max(_iv_upper(value), Fraction(0))
+
+
+def worst_case_account(n: int, theta: float, step: Any = None) -> Any:
+    """The certified PLD (:class:`privhist.accounting.certified.CertifiedAccount`) of one cPBM
+    coordinate and trial: the pair ``(A, B)`` of Appendix C.2.
+
+    The reduction of Appendix C.2 (mixtures of the extremes by joint convexity; the other users'
+    sums dropped as post-processing, which adding independent noise is) holds for every
+    f-divergence, the hockey-stick divergence included, so ``(A, B)`` dominates one coordinate
+    and one trial in both directions, and the ``m D`` trials and coordinates compose (module
+    notes). Losses ``log rho_k`` (under ``A``) and ``-log rho_k`` (under ``B``) and the masses are
+    the upper ends of interval enclosures.
+    """
+    from privhist.accounting.certified import DEFAULT_STEP, CertifiedAccount, CertifiedPLD
+
+    fn = "worst_case_account"
+    n = check_positive_int(n, fn, "n")
+    t = check_theta(theta, fn)
+    h = DEFAULT_STEP if step is None else step
+    remove, add = [], []
+    for b, rho in _worst_case_enclosures(n, t):
+        log_rho = _IVC.log(rho)
+        remove.append((_iv_upper(b * rho), _iv_upper(log_rho)))
+        add.append((_iv_upper(b), _iv_upper(-log_rho)))
+    return CertifiedAccount(CertifiedPLD.from_losses(remove, h), CertifiedPLD.from_losses(add, h))

@@ -60,15 +60,18 @@ import numpy.typing as npt
 
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
-from privhist.core.validation import check_delta, check_epsilon, check_positive_int
+from privhist.core.validation import check_delta, check_epsilon, check_positive_int, float_up
 from privhist.federated.cpbm import Cpbm, check_clip, cpbm_decode, secure_sum_modulus
 from privhist.federated.cpbm_accounting import (
     RdpCurve,
     calibrate_m,
+    certified_log_pi,
+    certified_rdp_to_dp,
     check_theta,
     compose,
     cpbm_rdp,
     parallel_compose,
+    worst_case_account,
 )
 from privhist.federated.dht import FederatedQuantile, check_bits, check_gamma, encode_signs
 from privhist.federated.kashin import (
@@ -342,6 +345,117 @@ def mffe_rdp(
     )
 
 
+@dataclass(frozen=True)
+class CertifiedGuarantee:
+    """Proven epsilons of a TFFE/MFFE run at one delta, beside the float64 one.
+
+    Attributes:
+        delta: The delta all three are stated at.
+        float_epsilon: The float64 RDP conversion (:meth:`RdpCurve.epsilon`), as reported so far.
+        rdp_epsilon: Lemma 2 and equation (8) in interval arithmetic at the orders around the
+            float optimum, the curves of the parts added in exact rationals: an upper bound.
+        rdp_order: The order giving ``rdp_epsilon``.
+        pld_epsilon: The certified PLD composition of the worst-case pair (None when not
+            computed; ``pld_note`` says why).
+    """
+
+    delta: float
+    float_epsilon: float
+    rdp_epsilon: float
+    rdp_order: float
+    pld_epsilon: float | None
+    pld_note: str
+
+    @property
+    def epsilon(self) -> float:
+        """The smallest proven epsilon."""
+        return min(self.rdp_epsilon, math.inf if self.pld_epsilon is None else self.pld_epsilon)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "delta": self.delta,
+            "float_rdp_epsilon": self.float_epsilon,
+            "certified_rdp_epsilon": self.rdp_epsilon,
+            "certified_rdp_order": self.rdp_order,
+            "certified_pld_epsilon": self.pld_epsilon,
+            "certified_pld_note": self.pld_note,
+            "certified_epsilon": self.epsilon,
+        }
+
+
+#: the certified PLD is computed up to this many composed cPBM coordinate-trials
+PLD_MAX_COMPOSITIONS = 512
+
+
+def certified_guarantee(
+    round_sizes: Any,
+    theta: float,
+    m: int,
+    dimension: int,
+    m_quantile: int,
+    quantile_dimension: int,
+    delta: float,
+    theta_quantile: float | None = None,
+    *,
+    pld_max_compositions: int = PLD_MAX_COMPOSITIONS,
+) -> CertifiedGuarantee:
+    """Certified composition of a TFFE run (one round: ``round_sizes = [n]``,
+    ``quantile_dimension = 2**b - 1``) or an MFFE run (``quantile_dimension = 1``).
+
+    Each round composes ``m D`` frequency trials at ``theta`` and ``m' D'`` quantile trials at
+    ``theta_quantile`` on the same users; rounds are disjoint, so the worst round bounds the run
+    (Appendix D). RDP: Lemma 2 per part (:func:`certified_log_pi`), added exactly, the maximum
+    over the distinct round sizes, then equation (8) (:func:`certified_rdp_to_dp`), at the three
+    orders around the float optimum. PLD: the worst-case pair of the smallest round
+    (:func:`worst_case_account`; a larger round adds independent users' sums, post-processing)
+    composed ``m D`` and ``m' D'`` times with :mod:`privhist.accounting.certified`, when there
+    are at most ``pld_max_compositions`` of them (the pessimistic grid adds up to one grid step
+    per composition, so beyond a few thousand it is loose as well as slow).
+
+    >>> g = certified_guarantee([40], 0.25, 2, 3, 1, 3, 1e-3)
+    >>> g.rdp_epsilon >= g.float_epsilon - 1e-9 and g.pld_epsilon < g.rdp_epsilon
+    True
+    """
+    fn = "certified_guarantee"
+    tq = theta if theta_quantile is None else theta_quantile
+    sizes = sorted({int(s) for s in round_sizes})
+    if not sizes or sizes[0] < 1:
+        raise ValidationError("round_sizes", fn, "positive round sizes", round_sizes)
+    d = check_delta(delta, fn, positive=True)
+    m = check_positive_int(m, fn, "m")
+    mq = check_positive_int(m_quantile, fn, "m_quantile")
+    dim = check_positive_int(dimension, fn, "dimension")
+    qdim = check_positive_int(quantile_dimension, fn, "quantile_dimension")
+    curve = parallel_compose(
+        compose([cpbm_rdp(s, theta, m, dim), cpbm_rdp(s, tq, mq, qdim)]) for s in sizes
+    )
+    float_eps = curve.epsilon(d)
+    orders = curve.orders
+    best = orders.index(curve.best_order(d))
+    rdp_best = (math.inf, orders[best])
+    for lam in orders[max(best - 1, 0) : best + 2]:
+        value = max(
+            m * dim * certified_log_pi(s, theta, lam) + mq * qdim * certified_log_pi(s, tq, lam)
+            for s in sizes
+        )
+        eps = float_up(certified_rdp_to_dp(value, lam, d))
+        if eps < rdp_best[0]:
+            rdp_best = (eps, lam)
+    count = m * dim + mq * qdim
+    pld_eps: float | None = None
+    if count > pld_max_compositions:
+        note = f"not computed: {count} compositions exceed {pld_max_compositions}"
+    else:
+        try:
+            account = worst_case_account(sizes[0], theta).self_compose(m * dim)
+            account = account.compose(worst_case_account(sizes[0], tq).self_compose(mq * qdim))
+            pld_eps = account.epsilon_for_delta(d)
+            note = f"{count} compositions of the worst-case pair of a round of {sizes[0]}"
+        except ValidationError as exc:
+            note = f"not computed: {exc}"
+    return CertifiedGuarantee(d, float_eps, rdp_best[0], rdp_best[1], pld_eps, note)
+
+
 # --------------------------------------------------------------------------------------------
 # phases
 
@@ -405,8 +519,20 @@ class FfeResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def epsilon(self, delta: float) -> float:
-        """The protocol's epsilon at ``delta`` (equation (8))."""
+        """The protocol's epsilon at ``delta`` (equation (8), float64)."""
         return self.rdp.epsilon(delta)
+
+    def certified(self, delta: float) -> CertifiedGuarantee:
+        """Proven epsilons at ``delta`` beside the float one (:func:`certified_guarantee`)."""
+        tq = float(self.extra.get("theta_quantile", self.theta))
+        if self.protocol == "tffe":
+            sizes: tuple[int, ...] = (self.n_users,)
+            qdim = (1 << int(self.extra["bits"])) - 1
+        else:
+            sizes, qdim = tuple(self.extra["round_sizes"]), 1
+        return certified_guarantee(
+            sizes, self.theta, self.m, self.frame_dimension, self.m_quantile, qdim, delta, tq
+        )
 
 
 def bias_from_prefix(prefix: Any, n: int, upper: float, bits: int, clip: float) -> float:

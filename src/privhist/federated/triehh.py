@@ -38,26 +38,26 @@ profile of sample-and-threshold at ``(p, tau)``
   ``g(x) = max(0, max_i (1 - delta_i - e^eps_i x), (1 - p)(1 - x))`` where ``delta_i`` is the
   certified ``sup_c H_(e^eps_i)(P_c || Q_c)`` (adding the client, Lemma B of the profile module)
   on a grid of ``eps_i``, and ``(1 - p)(1 - x)`` is Lemma A (removing the client is pure
-  ``ln(1 / (1 - p))``: ``Q_c <= P_c / (1 - p)`` pointwise). Each constraint is an
-  ``(eps, delta)`` guarantee the pairs satisfy in one direction, so ``g`` is a valid f-DP
-  function for the level (Dong, Roth & Su 2022, "Gaussian differential privacy", Section 2).
-  The pair ``(P*, Q*)`` with ``T(Q*, P*) = g`` (one atom per segment of ``g``: ``Q*`` mass the
-  segment's width, ``P*`` mass its drop; ``P*`` mass ``1 - g(0)`` where ``Q* = 0``) dominates
-  every ``(P_c, Q_c)`` in both hockey-stick directions, and is composed ``L``
-  times by ``dp_accounting``'s privacy loss distributions with pessimistic discretisation, in
-  both directions (``symmetric=False``); adaptive composition of dominating pairs is valid (Zhu,
-  Dong & Wang 2022, "Optimal accounting of differential privacy via characteristic function",
-  Theorem 10). The same client is added at every level, so composing ``(P*, Q*)`` with itself
-  (and ``(Q*, P*)`` with itself) covers both orders of the neighbouring pair.
+  ``ln(1 / (1 - p))``: ``Q_c <= P_c / (1 - p)`` pointwise). The pair ``(P*, Q*)`` with
+  ``T(Q*, P*) = g`` (:func:`privhist.accounting.pairs.dominating_pair`) dominates every
+  ``(P_c, Q_c)`` in both hockey-stick directions; adaptive composition of dominating pairs is
+  valid (Zhu, Dong & Wang 2022, "Optimal accounting of differential privacy via characteristic
+  function", Theorem 10). The same client is added at every level, so composing ``(P*, Q*)``
+  with itself (and ``(Q*, P*)`` with itself) covers both orders of the neighbouring pair. It is
+  composed ``L`` times twice:
 
-All three are stated at the same total ``delta``; the guarantee used is the one with the smallest
-epsilon. *Precision:* the ``delta_i`` are certified upper bounds (interval arithmetic); the
-envelope and the atoms are float64. Rounding moves the pair's curve by about ``1e-16``, in either
-direction, so every line of ``g`` — Lemma A's included — is lowered by ``1e-14`` before the pair
-is built (a lower ``g`` is still a valid bound, and the pair then lies below the exact envelope;
-the tests check this in 60-digit arithmetic). The composition itself is ``dp_accounting``'s
-float64 FFT arithmetic with pessimistic discretisation, so the PLD bound is not
-interval-certified as the per-level delta is.
+  - ``pld_certified``: :class:`privhist.accounting.certified.CertifiedAccount`, pessimistic
+    discretisation on a ``2^-14`` grid with every rounding outwards -- a proven upper bound
+    (the proof is in that module);
+  - ``pld``: ``dp_accounting``'s float64 FFT composition with pessimistic discretisation
+    (``symmetric=False``), an estimate, reported beside it for comparison.
+
+The guarantee is the one of basic, advanced and certified PLD with the smallest epsilon, all
+stated at the same total ``delta`` (the float ``pld`` is never used as the guarantee; while
+calibrating, a quick search uses it, and the final level epsilon is checked with the certified
+composition). *Precision:* the ``delta_i`` are certified upper bounds (interval arithmetic); the
+envelope and the atoms are float64, lowered by ``1e-14`` before the pair is built (the tests
+check that the pair lies below the exact envelope in 60-digit arithmetic).
 
 **One-shot variant** (the Remark after the Lemma of Section 4.1): :func:`one_shot_heavy_hitters`
 releases one sample-and-threshold histogram over whole items, ``(eps, delta)`` with no factor
@@ -72,8 +72,8 @@ the number dropped is a non-private diagnostic).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -81,7 +81,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.certified import CertifiedAccount
 from privhist.accounting.composition import advanced_composition, basic_composition
+from privhist.accounting.events import DominatingPairEvent
+from privhist.accounting.pairs import dominating_pair
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
@@ -116,17 +119,18 @@ DEFAULT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789'"
 DEFAULT_TERMINATOR = "$"
 #: forward-profile grid: eps_l * 2**(k/4) for k in this range
 _GRID = range(-12, 21)
-#: absolute amount by which every line of the float64 envelope is lowered (rounding margin)
-_SLACK = 1e-14
+#: grid of the certified PLD composition (:mod:`privhist.accounting.certified`)
+CERTIFIED_STEP = Fraction(1, 2**14)
 
 
 # --------------------------------------------------------------------------------------------
 # the per-level dominating pair and the three compositions
 
 
+@functools.lru_cache(maxsize=64)
 def _forward_constraints(
     p: Fraction, tau: int, level_epsilon: float, certified: bool = True
-) -> list[tuple[float, float]]:
+) -> tuple[tuple[float, float], ...]:
     """``(eps_i, delta_i)`` on the grid; ``certified=False`` (used only while searching the
     per-level epsilon, never for a reported guarantee) takes float64 values times 1.01. The
     rounding margin is added by :func:`dominating_pair`."""
@@ -138,69 +142,7 @@ def _forward_constraints(
         else:
             d = delta_float(float(p), tau, eps)[0] * 1.01
         out.append((eps, d))
-    return out
-
-
-def dominating_pair(
-    p: Fraction, constraints: Sequence[tuple[float, float]], slack: float = _SLACK
-) -> tuple[dict[int, float], dict[int, float]]:
-    """A pair ``(P*, Q*)`` whose tradeoff function ``T(Q*, P*)`` is ``g`` lowered by ``slack``
-    (see the module notes), hence below the exact envelope despite float64 rounding.
-
-    ``constraints`` are ``(eps_i, delta_i)`` with ``sup_c H_(e^eps_i)(P_c || Q_c) <= delta_i``;
-    the reverse direction is Lemma A's line ``(1 - p)(1 - x)``. Returns the probability mass
-    functions of ``P*`` and ``Q*`` over integer atoms (atom -1 carries ``P*``'s mass where
-    ``Q* = 0``; atoms where ``P* = 0`` are omitted from ``P*``).
-
-    >>> P, Q = dominating_pair(Fraction(1, 10), [(1.0, 0.0)])
-    >>> round(sum(P.values()), 12), round(sum(Q.values()), 12)
-    (1.0, 1.0)
-    """
-    if not (math.isfinite(slack) and 0 <= slack < 1e-6):
-        raise ValidationError("slack", "dominating_pair", "in [0, 1e-6)", slack)
-    pf = float(p)
-    # y = b - s x, every line lowered by the slack: float rounding of the exponentials, the
-    # intersections and the masses moves the pair's curve by ~1e-16, which must not lift it
-    # above the exact envelope (that would understate the privacy loss)
-    lines = [(1.0 - d - slack, math.exp(e)) for e, d in constraints]
-    lines.append((1.0 - pf - slack, 1.0 - pf))
-    xs = {0.0, 1.0}
-    for i, (b1, s1) in enumerate(lines):
-        if 0 < b1 / s1 < 1:
-            xs.add(b1 / s1)
-        for b2, s2 in lines[i + 1 :]:
-            if s1 != s2:
-                x = (b1 - b2) / (s1 - s2)
-                if 0 < x < 1:
-                    xs.add(x)
-    grid = np.array(sorted(xs))
-    b = np.array([ln[0] for ln in lines])
-    s = np.array([ln[1] for ln in lines])
-    g = np.maximum(0.0, (b[None, :] - s[None, :] * grid[:, None]).max(axis=1))
-    dq = np.diff(grid)
-    dp = -np.diff(g)
-    P: dict[int, float] = {}
-    Q: dict[int, float] = {}
-    top = 1.0 - float(g[0])
-    if top > 0:
-        P[-1] = top
-    atom = 0
-    last_slope = math.nan
-    for wq, wp in zip(dq.tolist(), dp.tolist(), strict=True):
-        if wq <= 0:
-            continue
-        slope = max(wp, 0.0) / wq
-        if atom > 0 and abs(slope - last_slope) <= 1e-12 * max(slope, 1e-300):
-            Q[atom - 1] += wq  # collinear with the previous segment: same atom
-            if wp > 0:
-                P[atom - 1] = P.get(atom - 1, 0.0) + wp
-            continue
-        Q[atom] = wq
-        if wp > 0:
-            P[atom] = wp
-        last_slope = slope
-        atom += 1
-    return P, Q
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -214,8 +156,13 @@ class Composition:
         delta: the total delta every bound below is stated at.
         basic: ``(L eps_l, L delta_l)``.
         advanced: advanced composition at ``delta``, None when ``L delta_l >= delta``.
-        pld: the PLD bound: the smallest epsilon (upper bound) with delta at most ``delta``.
-        method: which of the three has the smallest epsilon (that one is the guarantee).
+        pld: ``dp_accounting``'s float64 PLD estimate: the smallest epsilon with delta at most
+            ``delta`` (reported, not certified).
+        pld_certified: the certified PLD bound (:mod:`privhist.accounting.certified`), None
+            while calibrating or when no epsilon reaches ``delta``.
+        method: which of basic, advanced and pld_certified has the smallest epsilon (that one
+            is the guarantee); ``pld`` stands in for ``pld_certified`` only in the quick
+            evaluations of the calibration search.
     """
 
     levels: int
@@ -226,22 +173,40 @@ class Composition:
     basic: Budget
     advanced: Budget | None
     pld: Budget | None
+    pld_certified: Budget | None = None
+    certified: bool = True
     method: str = field(init=False)
 
+    def _options(self) -> dict[str, Budget | None]:
+        last = "pld_certified" if self.certified else "pld"
+        return {"basic": self.basic, "advanced": self.advanced, last: getattr(self, last)}
+
     def __post_init__(self) -> None:
-        options = {"basic": self.basic, "advanced": self.advanced, "pld": self.pld}
+        options = self._options()
         best = min(
             (name for name, b in options.items() if b is not None),
-            key=lambda n: (options[n].epsilon, n != "pld"),  # type: ignore[union-attr]
+            key=lambda n: (options[n].epsilon, not n.startswith("pld")),  # type: ignore[union-attr]
         )
         object.__setattr__(self, "method", best)
 
     @property
     def guarantee(self) -> Budget:
-        """The tightest of the three bounds."""
-        b = {"basic": self.basic, "advanced": self.advanced, "pld": self.pld}[self.method]
+        """The tightest of the proven bounds."""
+        b = self._options()[self.method]
         assert b is not None
         return b
+
+    def event(self) -> DominatingPairEvent:
+        """The run as a privacy event: the per-level dominating pair (module notes), composed
+        ``levels`` times; its certified composition is :attr:`pld_certified`."""
+        P, Q = dominating_pair(
+            self.sampling_rate,
+            _forward_constraints(self.sampling_rate, self.threshold, self.level.epsilon),
+        )
+        atoms = sorted(set(P) | set(Q))
+        return DominatingPairEvent(
+            tuple(P.get(a, 0.0) for a in atoms), tuple(Q.get(a, 0.0) for a in atoms), self.levels
+        )
 
     def to_dict(self) -> dict[str, Any]:
         def show(b: Budget | None) -> dict[str, float] | None:
@@ -255,6 +220,7 @@ class Composition:
             "basic": show(self.basic),
             "advanced": show(self.advanced),
             "pld": show(self.pld),
+            "pld_certified": show(self.pld_certified),
             "used": self.method,
             "guarantee": show(self.guarantee),
         }
@@ -274,6 +240,13 @@ def _pld(
         symmetric=False,
     )
     return one.self_compose(levels) if levels > 1 else one
+
+
+def _certified_pld(
+    p: Fraction, tau: int, level_epsilon: float, levels: int, step: Fraction
+) -> CertifiedAccount:
+    P, Q = dominating_pair(p, _forward_constraints(p, tau, level_epsilon, True))
+    return CertifiedAccount.from_pair(P, Q, step).self_compose(levels)
 
 
 def _pld_epsilon(account: Any, delta: float) -> float:
@@ -297,9 +270,16 @@ def compose_levels(
     value_discretization_interval: float = 1e-4,
     _certified: bool = True,
 ) -> Composition:
-    """Basic, advanced and PLD composition of ``levels`` runs of ``mechanism`` at total ``delta``.
+    """Basic, advanced, float PLD and certified PLD composition of ``levels`` runs of
+    ``mechanism`` at total ``delta`` (module notes).
 
     ``mechanism`` must be record-level add/remove (one vote per client and level).
+
+    >>> comp = compose_levels(SampleAndThreshold(0.2, 1e-9), 5, 1e-8)
+    >>> comp.method, comp.guarantee == comp.pld_certified
+    ('pld_certified', True)
+    >>> abs(comp.pld_certified.epsilon - comp.pld.epsilon) < 0.01
+    True
     """
     fn = "compose_levels"
     if not isinstance(mechanism, SampleAndThreshold):
@@ -333,6 +313,12 @@ def compose_levels(
     account = _pld(mechanism.sampling_rate, mechanism.threshold, eps_l, n, vdi, _certified)
     eps_pld = _pld_epsilon(account, d)
     pld_budget = Budget(max(eps_pld, math.ulp(0.0)), d) if math.isfinite(eps_pld) else None
+    certified = None
+    if _certified:
+        cert = _certified_pld(
+            mechanism.sampling_rate, mechanism.threshold, eps_l, n, CERTIFIED_STEP
+        ).epsilon_for_delta(d)
+        certified = Budget(max(cert, math.ulp(0.0)), d) if math.isfinite(cert) else None
     return Composition(
         levels=n,
         level=level,
@@ -342,6 +328,8 @@ def compose_levels(
         basic=Budget(basic.epsilon, d),
         advanced=advanced,
         pld=pld_budget,
+        pld_certified=certified,
+        certified=_certified,
     )
 
 
@@ -436,7 +424,7 @@ class TrieHH:
 
     Either give the per-level budget (``level_epsilon``, ``level_delta``: each level is
     ``SampleAndThreshold(level_epsilon, level_delta)``, exact calibration, and the whole run's
-    guarantee at total ``delta`` is the tightest of the three compositions), or only the total
+    guarantee at total ``delta`` is the tightest of the proven compositions), or only the total
     ``epsilon`` and ``delta``: the per-level epsilon is then the largest (bisection, 10 steps)
     whose tightest composition meets ``(epsilon, delta)``, with ``level_delta = delta / (2 L)``.
 
@@ -446,7 +434,7 @@ class TrieHH:
     >>> hh.run(pop, SeededRandom(0)).items.tolist()
     ['hi']
     >>> hh.composition.method, hh.composition.guarantee.epsilon < 3.0
-    ('pld', True)
+    ('pld_certified', True)
     """
 
     def __init__(

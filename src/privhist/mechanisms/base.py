@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mpmath
 import numpy as np
@@ -34,6 +34,9 @@ from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
 from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon, check_probability
+
+if TYPE_CHECKING:
+    from privhist.accounting.composition import PrivacyEvent
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,19 @@ class Mechanism(ABC):
     def guarantee(self) -> Budget:
         """The (epsilon, delta) guarantee for ``self.neighbouring``."""
         return Budget(self.epsilon, self.delta)
+
+    def event(self) -> PrivacyEvent:
+        """What the release does, for the accountant and the ledger
+        (:mod:`privhist.accounting.events`): by default its (epsilon, delta) guarantee;
+        mechanisms whose noise has a Renyi curve may say more.
+
+        >>> from privhist.mechanisms.registry import get
+        >>> get("stability")(1.0, 1e-6).event()
+        ApproxDPEvent(epsilon=1.0, delta=1e-06, count=1)
+        """
+        from privhist.accounting.composition import ApproxDPEvent
+
+        return ApproxDPEvent.from_budget(self.guarantee())
 
     @property
     def per_key_composable(self) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mpmath
 import numpy as np
@@ -30,11 +30,15 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
+from privhist.core.validation import float_down
 from privhist.mechanisms._domain import check_domain, counts_on_domain
 from privhist.mechanisms._noise import PREC, LaplaceCountNoise
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
 from privhist.noise import DiscreteGaussian, discrete_gaussian
+
+if TYPE_CHECKING:
+    from privhist.accounting.composition import PrivacyEvent
 
 GAUSSIAN_MARGIN = 1e-20
 
@@ -130,6 +134,23 @@ class DenseHistogram(Mechanism):
                 }
             )
         return out
+
+    def event(self) -> PrivacyEvent:
+        """The noise itself: discrete Laplace of the calibrated scale on an L1 sensitivity, or
+        discrete Gaussian on each of the ``l0`` keys a neighbour changes (by ``c`` each), so the
+        accountant can use their Renyi curves (floats rounded towards less noise).
+
+        >>> DenseHistogram(0.5, domain=[1, 2]).event()
+        DiscreteLaplaceEvent(scale=2.0, sensitivity=1, count=1)
+        """
+        from privhist.accounting.composition import DiscreteGaussianEvent, DiscreteLaplaceEvent
+
+        nb = self.neighbouring
+        if self.laplace is not None:
+            return DiscreteLaplaceEvent(float_down(self.laplace.scale), self.laplace.l1)
+        assert self.sigma2 is not None
+        sigma = float_down(Fraction(math.sqrt(float(self.sigma2))) * (1 - Fraction(1, 2**50)))
+        return DiscreteGaussianEvent(sigma, nb.linf_sensitivity, nb.l0_sensitivity)
 
     @property
     def per_key_composable(self) -> bool:

@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 import privhist.mechanisms.registry as registry
+from privhist.accounting.composition import PrivacyEvent as Event
 from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
 from privhist.core.budget import Budget
 from privhist.core.data import Counts
@@ -311,14 +312,14 @@ class Session:
 
     @contextlib.contextmanager
     def _charge(
-        self, cost: Budget, mechanism: str, neighbouring: Neighbouring | None
+        self, cost: Budget, mechanism: str, nb: Neighbouring | None, event: Event | None = None
     ) -> Iterator[None]:
-        """The body (the draw) as one ledger spend: nothing is recorded if it raises."""
+        """The body (the draw) as one ledger spend of ``event`` (default: ``cost``)."""
         if not self.charging:
             yield
             return
         assert self.ledger is not None and self.dataset is not None
-        with self.ledger.spend(self.dataset, cost, mechanism=mechanism, neighbouring=neighbouring):
+        with self.ledger.spend(self.dataset, cost, mechanism, neighbouring=nb, event=event):
             yield
 
     def charged(
@@ -330,6 +331,7 @@ class Session:
         *,
         encode: Callable[[T], bytes] | None = None,
         output: str | os.PathLike[str] | None = None,
+        event: Event | None = None,
     ) -> T:
         """Run ``draw`` as one spend of ``cost``, then publish.
 
@@ -340,7 +342,7 @@ class Session:
         """
         data: bytes | None = None
         checkpoint("read")
-        with self._charge(cost, mechanism, neighbouring):
+        with self._charge(cost, mechanism, neighbouring, event):
             result = draw()
             checkpoint("drawn")
             if output is not None and encode is not None:
@@ -503,6 +505,7 @@ class Session:
             nb,
             lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
             out_format,
+            event=mech.event(),
         )
 
     def _publish(
@@ -513,6 +516,7 @@ class Session:
         neighbouring: Neighbouring,
         draw: Callable[[], Release],
         out_format: str | None,
+        event: Event | None = None,
     ) -> Release:
         """:meth:`charged` for a histogram: encode to ``out_format`` and write ``output``."""
         return self.charged(
@@ -527,6 +531,7 @@ class Session:
                 function="histogram",
             ),
             output=call.output,
+            event=event,
         )
 
     def _auto_cap_histogram(self, call: _HistogramCall) -> Release | DryRun:

@@ -207,7 +207,12 @@ def heavy_hitters(
             },
             "composition": {
                 nm: None if b is None else {"epsilon": b.epsilon, "delta": b.delta}
-                for nm, b in (("basic", comp.basic), ("advanced", comp.advanced), ("pld", comp.pld))
+                for nm, b in (
+                    ("basic", comp.basic),
+                    ("advanced", comp.advanced),
+                    ("pld", comp.pld),
+                    ("pld_certified", comp.pld_certified),
+                )
             },
             "used": comp.method,
         }

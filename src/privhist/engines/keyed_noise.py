@@ -54,7 +54,7 @@ import numpy.typing as npt
 
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
-from privhist.core.neighbouring import Neighbouring
+from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource
 from privhist.core.release import Release
 
@@ -83,10 +83,13 @@ COLUMNS: Final[tuple[str, ...]] = ("values", "estimates", "lower", "upper")
 
 
 def runs_per_key(mechanism: Any) -> bool:
-    """Whether ``mechanism`` is released block by block (see :data:`PER_KEY_MECHANISMS`)."""
-    return getattr(mechanism, "name", None) in PER_KEY_MECHANISMS and bool(
-        getattr(mechanism, "per_key_composable", False)
-    )
+    """Whether ``mechanism`` is released block by block (see :data:`PER_KEY_MECHANISMS`).
+
+    What matters is that keys draw independently: a mechanism whose guarantee comes from a
+    joint analysis of the touched keys (``per_key_composable`` False, e.g. Gaussian noise under
+    PLD composition) still draws each key's noise independently, so its joint law is the same
+    whether the keys are drawn in one call or in blocks."""
+    return getattr(mechanism, "name", None) in PER_KEY_MECHANISMS
 
 
 def draw_secret(rng: RandomSource) -> bytes:
@@ -164,9 +167,32 @@ def release_block(
     block: int,
     private: bool,
 ) -> Release:
-    """Release the keys of one block with the keystream of ``(secret, block)``."""
+    """Release the keys of one block with the keystream of ``(secret, block)``: the
+    mechanism's sampling step alone (its ``_draw``, the per-key hook; parameters were checked
+    on the driver by :func:`check_mechanism`), without metadata."""
     part = Counts.from_arrays(keys, counts, units, neighbouring=neighbouring, function="release")
-    return mechanism.release(part, KeyedStream(secret, block, private=private))  # type: ignore[no-any-return]
+    out_keys, columns = mechanism._draw(part, KeyedStream(secret, block, private=private))
+    columns.pop("info", None)
+    return Release(keys=out_keys, **columns)
+
+
+def check_mechanism(mechanism: Any, neighbouring: Neighbouring, function: str) -> None:
+    """A typed error unless ``mechanism`` is per-key and its relation covers ``neighbouring``
+    (what :meth:`~privhist.mechanisms.base.Mechanism.release` checks, done once on the driver)."""
+    if not runs_per_key(mechanism):
+        raise ValidationError(
+            "mechanism",
+            function,
+            f"a per-key mechanism ({', '.join(sorted(PER_KEY_MECHANISMS))})",
+            getattr(mechanism, "name", type(mechanism).__name__),
+        )
+    empty = Counts.from_arrays(
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.int64) if neighbouring.relation is Relation.USER else None,
+        neighbouring=neighbouring,
+    )
+    mechanism.release(empty, KeyedStream(bytes(SECRET_BYTES), 0))  # validation only
 
 
 def assemble(
@@ -219,15 +245,9 @@ def release_keyed(mechanism: Any, counts: Counts, rng: RandomSource) -> Release:
     Refuses mechanisms that are not per-key (:func:`runs_per_key`).
     """
     fn = "release_keyed"
-    if not runs_per_key(mechanism):
-        raise ValidationError(
-            "mechanism",
-            fn,
-            f"a per-key mechanism ({', '.join(sorted(PER_KEY_MECHANISMS))})",
-            getattr(mechanism, "name", type(mechanism).__name__),
-        )
     if not isinstance(counts, Counts):
         raise ValidationError("counts", fn, "a privhist Counts object", type(counts).__name__)
+    check_mechanism(mechanism, counts.neighbouring, fn)
     secret = draw_secret(rng)
     blocks = key_blocks(counts.keys)
     units = counts.units
@@ -246,6 +266,79 @@ def release_keyed(mechanism: Any, counts: Counts, rng: RandomSource) -> Release:
                 rng.private,
             )
         )
-    if not parts:  # no key: the mechanism's empty release gives the column layout
-        parts.append(mechanism.release(counts, KeyedStream(secret, 0, private=rng.private)))
+    if not parts:  # no key: the mechanism's empty draw gives the column layout
+        parts.append(
+            release_block(
+                mechanism,
+                counts.keys,
+                counts.counts,
+                units,
+                counts.neighbouring,
+                secret,
+                0,
+                rng.private,
+            )
+        )
     return assemble(mechanism, parts, rng, counts.info, counts)
+
+
+class KeyedNoise:
+    """An engine that counts with ``engine`` and draws per-key mechanisms block by block from
+    keyed streams (:func:`release_keyed`): how the local engine gives, for the same seed, the
+    release the Spark engine draws on its executors. Other mechanisms draw as ``engine`` does.
+
+    Example:
+        >>> import polars as pl
+        >>> from privhist import Session
+        >>> from privhist.engines import LocalEngine
+        >>> data = pl.DataFrame({"key": ["a"] * 300 + ["b"] * 2})
+        >>> Session(engine=KeyedNoise(LocalEngine())).histogram(
+        ...     data, key="key", epsilon=1, delta=1e-6, seed=4).keys.tolist()
+        ['a']
+    """
+
+    def __init__(self, engine: Any) -> None:
+        from privhist.engines.base import check_engine
+
+        self.engine = check_engine(engine, "KeyedNoise")
+        self.name = self.engine.name
+        self.weighted = bool(getattr(self.engine, "weighted", False))
+
+    def accepts(self, source: Any) -> bool:
+        return self.engine.accepts(source)
+
+    def describe(self, source: Any) -> str:
+        return self.engine.describe(source)
+
+    def count(
+        self, source: Any, request: Any, rng: RandomSource, *, progress: bool = False
+    ) -> Counts:
+        return self.engine.count(source, request, rng, progress=progress)
+
+    def weighted_source(self, source: Any, request: Any, rng: RandomSource) -> Any:
+        return self.engine.weighted_source(source, request, rng)  # type: ignore[attr-defined]
+
+    def prepare_release(
+        self,
+        source: Any,
+        request: Any,
+        mechanism: Any,
+        rng: RandomSource,
+        *,
+        progress: bool = False,
+    ) -> Any:
+        """Count now; the returned function draws (see :meth:`privhist.engines.spark.SparkEngine
+        .prepare_release`)."""
+        counts = self.engine.count(source, request, rng, progress=progress)
+
+        def draw() -> Release:
+            keyed = runs_per_key(mechanism)
+            release: Release = (
+                release_keyed(mechanism, counts, rng) if keyed else mechanism.release(counts, rng)
+            )
+            release.diagnostics.setdefault("distinct_keys_counted", len(counts))
+            release.diagnostics.setdefault("engine", self.name)
+            release.diagnostics["noise"] = "keyed" if keyed else "driver"
+            return release
+
+        return draw

@@ -35,7 +35,7 @@ from privhist.core.release import Release
 from privhist.engines.keyed_noise import (
     COLUMNS,
     NOISE_BLOCKS,
-    KeyedStream,
+    check_mechanism,
     draw_secret,
     finish,
     release_block,
@@ -48,7 +48,9 @@ def _column_types(mechanism: Any, neighbouring: Neighbouring) -> dict[str, str]:
     big = 10**6
     units = [big] if neighbouring.relation is Relation.USER else None
     probe = Counts.from_arrays([0], [big], units, neighbouring=neighbouring)
-    rel = mechanism.release(probe, KeyedStream(bytes(32), 0))
+    rel = release_block(
+        mechanism, probe.keys, probe.counts, probe.units, neighbouring, bytes(32), 0, False
+    )
     out = {}
     for name in COLUMNS:
         col = getattr(rel, name)
@@ -122,6 +124,7 @@ def release_table(
     collect the released rows in canonical key order."""
     import pyarrow as pa
 
+    check_mechanism(mechanism, neighbouring, "release_table")
     secret = draw_secret(rng)
     frame, types = released_frame(table, neighbouring, mechanism, secret, rng.private)
     arrow = frame.toArrow()

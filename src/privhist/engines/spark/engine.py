@@ -2,9 +2,11 @@
 
 ``SparkEngine(spark)`` counts a Spark ``DataFrame`` (or a CSV/TSV, Parquet or NDJSON file that
 Spark reads) with the DataFrame API: null accounting, contribution bounding and per-key counts and
-units run on the executors, and only the per-key table (one row per distinct key) comes back to the
-driver, where the mechanism draws. The mechanisms and the :class:`~privhist.session.Session` are
-the same as with the local engine::
+units run on the executors. Per-key mechanisms then draw on the executors too, from keyed streams
+(:mod:`privhist.engines.spark.noise`, :meth:`SparkEngine.prepare_release`), and only the released
+rows come back to the driver; other mechanisms draw on the driver from the per-key table (one row
+per distinct key). The mechanisms and the :class:`~privhist.session.Session` are the same as with
+the local engine::
 
     from privhist import Session
     from privhist.engines.spark import SparkEngine
@@ -30,10 +32,12 @@ pair's priority as AES-256 of the pair's 128-bit code in vectorised Arrow batche
   :mod:`privhist.engines.priorities`).
 
 The secret is drawn only when some user holds more than ``k`` keys, exactly as the local engine
-does, so for the same seed (a NOT private run) both engines compute the same priorities, the same
-counts and, with the mechanism drawing on the driver from the same source, **the same release**;
-the tests compare them. Each user keeps the ``k`` pairs of smallest priority (ties, which need
-equal codes, broken by key order), through a window ``row_number`` over the user's pairs.
+does, so for the same seed (a NOT private run) both engines compute the same priorities and the
+same counts, and **the same release**: with noise on the executors, the local engine's
+:class:`~privhist.engines.keyed_noise.KeyedNoise` draw; with ``noise="driver"``, the plain local
+engine's draw. The tests compare them. Each user keeps the ``k`` pairs of smallest priority
+(ties, which need equal codes, broken by key order), through a window ``row_number`` over the
+user's pairs.
 
 Key and user types follow the local engine's rules (:mod:`privhist.io.readers`): files' keys are
 text unless ``key_type="int"`` (each key cast on its own; a key that is not an integer is a null

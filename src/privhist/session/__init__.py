@@ -497,6 +497,11 @@ class Session:
             if user is not None
             else (None, None)
         )
+        prepare = getattr(self.engine, "prepare_release", None)
+        if prepare is not None:
+            # the engine counts now and draws inside the transaction (e.g. on Spark executors)
+            draw = prepare(source, call.request(*bounds), mech, rng, progress=self.progress)
+            return self._publish(call, cost, mech.name, nb, draw, out_format)
         counts = self.engine.count(source, call.request(*bounds), rng, progress=self.progress)
         return self._publish(
             call,

@@ -11,6 +11,10 @@ TFFE (Algorithm 6), on ``n`` users holding count vectors ``x_i`` in ``R^d``:
    ``(theta', m')`` to the secure sum;
 2. the server estimates the ``gamma*`` quantile ``C_hat`` (Algorithm 5), with
    ``gamma* = 1 - sqrt(D / (4 m n theta^2))`` (equation (5); :mod:`privhist.federated.ocpbm`);
+   by default (``clip_rule="squared"``) it instead takes the ``C_hat`` minimising the squared
+   form of Theorem 1's bound over the same private histogram
+   (:func:`~privhist.federated.ocpbm.squared_bound_clip`), which lies nearer the best threshold
+   where noise and bias are of the same size;
 3. every user sends cPBM ``(theta, m, C_hat)`` of ``y_i`` (Algorithms 1, 3);
 4. the server decodes ``x_hat = U y_hat`` (Algorithm 2).
 
@@ -70,7 +74,13 @@ from privhist.federated.cpbm_accounting import (
     cpbm_rdp,
     parallel_compose,
 )
-from privhist.federated.dht import FederatedQuantile, check_bits, check_gamma, encode_signs
+from privhist.federated.dht import (
+    FederatedQuantile,
+    cdf_from_prefix,
+    check_bits,
+    check_gamma,
+    encode_signs,
+)
 from privhist.federated.kashin import (
     DEFAULT_ETA,
     DEFAULT_NU,
@@ -78,7 +88,7 @@ from privhist.federated.kashin import (
     kashin_level,
     kashin_representation,
 )
-from privhist.federated.ocpbm import noise_slope, optimal_quantile
+from privhist.federated.ocpbm import noise_slope, optimal_quantile, squared_bound_clip
 from privhist.federated.secure_sum import IdealSecureSum, SecureAggregator
 from privhist.federated.user_data import UserCounts
 
@@ -441,6 +451,7 @@ def tffe(
     theta_quantile: float | None = None,
     bits: int = 6,
     gamma: float | None = None,
+    clip_rule: str = "squared",
     aggregator: AggregatorFactory = _ideal,
     sum_bits: int = 32,
     representations: Representations | None = None,
@@ -459,6 +470,11 @@ def tffe(
         theta_quantile: ``theta'`` of the DHT phase (``theta`` if omitted).
         bits: ``b``: ``2**b`` histogram bins.
         gamma: Target quantile; equation (5)'s ``gamma*`` if omitted (others: baselines).
+        clip_rule: How the threshold is read from the DHT release when ``gamma`` is omitted:
+            ``"squared"`` (default) minimises the squared form of Theorem 1's bound
+            (:func:`~privhist.federated.ocpbm.squared_bound_clip`) over the private
+            histogram; ``"quantile"`` takes the ``gamma*`` quantile (Algorithm 5, the paper's
+            OcPBM). A given ``gamma`` always uses the quantile.
         aggregator: ``(modulus, dimension) -> SecureAggregator`` (ideal sum by default).
         sum_bits: Integer width of the secure sums.
         representations: Precomputed :class:`Representations` of ``users`` (reused).
@@ -468,6 +484,8 @@ def tffe(
         An :class:`FfeResult`.
     """
     fn = "tffe"
+    if clip_rule not in ("squared", "quantile"):
+        raise ValidationError("clip_rule", fn, "'squared' or 'quantile'", clip_rule)
     n = users.n_users
     t = check_theta(theta, fn)
     tq = t if theta_quantile is None else check_theta(theta_quantile, fn, "theta_quantile")
@@ -485,6 +503,10 @@ def tffe(
     agg = aggregator(secure_sum_modulus(n, mq, sum_bits), dht.dimension)
     release = dht.run(norms, g, rng, agg)
     clip = release.estimate
+    rule = "quantile" if gamma is not None else clip_rule
+    if rule == "squared":
+        slope = noise_slope(frame.D, mm, n, t, fn)
+        clip = squared_bound_clip(cdf_from_prefix(release.prefix, n), upper, slope)
     estimate = frequency_phase(
         reps.batches(progress),
         frame,
@@ -512,7 +534,7 @@ def tffe(
         n_users=n,
         dimension=frame.d,
         frame_dimension=frame.D,
-        extra={"range_upper": upper, "bits": b, "theta_quantile": tq},
+        extra={"range_upper": upper, "bits": b, "theta_quantile": tq, "clip_rule": rule},
     )
 
 

@@ -134,3 +134,39 @@ def test_squared_bound_clip_rejects_bad_input() -> None:
         squared_bound_clip([1.0], 0.0, 0.1)
     with pytest.raises(ValidationError, match="slope"):
         squared_bound_clip([1.0], 1.0, -1.0)
+
+
+def test_tffe_default_threshold_is_the_capped_squared_bound_minimiser() -> None:
+    from privhist.federated.ffe import range_upper, tffe
+    from privhist.federated.user_data import generate_iid
+
+    rng = SeededRandom(8)
+    users = generate_iid(3000, 10, rng, items_per_user=30)
+    frame = OrthogonalFrame(10, 20, rng)
+    quantile = tffe(
+        users, frame, SeededRandom(1), m=30, m_quantile=3, max_items=30, clip_rule="quantile"
+    )
+    squared = tffe(users, frame, SeededRandom(1), m=30, m_quantile=3, max_items=30)
+    assert squared.extra["clip_rule"] == "squared"
+    assert quantile.extra["clip_rule"] == "quantile"
+    # same DHT draws (same seed, DHT first): the squared rule is at most the quantile
+    assert squared.clips[0] <= quantile.clips[0]
+    upper = range_upper(30)
+    assert squared.clips[0] / (upper / 4096) == pytest.approx(
+        round(squared.clips[0] / (upper / 4096))
+    )
+    with pytest.raises(ValidationError, match="clip_rule"):
+        tffe(users, frame, rng, m=30, m_quantile=3, max_items=30, clip_rule="median")
+
+
+def test_range_with_a_count_bound_is_k_sqrt_items_times_count() -> None:
+    from privhist.federated.ffe import range_upper
+    from privhist.federated.kashin import DEFAULT_ETA, DEFAULT_NU, kashin_level
+
+    k = kashin_level(DEFAULT_ETA, DEFAULT_NU)
+    assert range_upper(100) == pytest.approx(100 * k)
+    assert range_upper(100, max_count=1) == pytest.approx(10 * k)
+    assert range_upper(100, max_count=4) == pytest.approx(20 * k)
+    assert range_upper(100, max_count=10**6) == pytest.approx(range_upper(100))
+    with pytest.raises(ValidationError, match="max_count"):
+        range_upper(100, max_count=0)

@@ -187,13 +187,26 @@ class Representations:
         return self._cache
 
 
-def range_upper(max_items: int, eta: float = DEFAULT_ETA, nu: float = DEFAULT_NU) -> float:
+def range_upper(
+    max_items: int,
+    eta: float = DEFAULT_ETA,
+    nu: float = DEFAULT_NU,
+    max_count: int | None = None,
+) -> float:
     """``B = K * max_items``: a public bound on ``||y||_2`` (Section 5.1, footnote 4).
+
+    With a public bound ``max_count`` on one item's count in a user's vector (1 for sets of
+    items: visited pages, basket items), ``||x||_2 <= sqrt(||x||_1 ||x||_inf)`` gives the
+    tighter ``B = K sqrt(max_items min(max_count, max_items))``: on set-valued data the 64 bins
+    then cover the norms instead of a range ``sqrt(max_items)`` times too wide.
 
     >>> round(range_upper(100), 4)
     282.8427
     """
     mi = check_positive_int(max_items, "range_upper", "max_items")
+    if max_count is not None:
+        mc = min(check_positive_int(max_count, "range_upper", "max_count"), mi)
+        return kashin_level(eta, nu) * math.sqrt(mi * mc)
     return kashin_level(eta, nu) * mi
 
 
@@ -447,6 +460,7 @@ def tffe(
     m: int,
     m_quantile: int,
     max_items: int,
+    max_count: int | None = None,
     theta: float = 0.2,
     theta_quantile: float | None = None,
     bits: int = 6,
@@ -466,6 +480,8 @@ def tffe(
         m: cPBM trials of the frequency phase.
         m_quantile: cPBM trials ``m'`` of the DHT phase.
         max_items: Public bound on the items a user holds (fixes the range ``B``).
+        max_count: Public bound on one item's count per user (1 for sets; tightens ``B``,
+            :func:`range_upper`); none if omitted.
         theta: cPBM ``theta`` of the frequency phase.
         theta_quantile: ``theta'`` of the DHT phase (``theta`` if omitted).
         bits: ``b``: ``2**b`` histogram bins.
@@ -473,8 +489,9 @@ def tffe(
         clip_rule: How the threshold is read from the DHT release when ``gamma`` is omitted:
             ``"squared"`` (default) minimises the squared form of Theorem 1's bound
             (:func:`~privhist.federated.ocpbm.squared_bound_clip`) over the private
-            histogram; ``"quantile"`` takes the ``gamma*`` quantile (Algorithm 5, the paper's
-            OcPBM). A given ``gamma`` always uses the quantile.
+            histogram, capped at the ``gamma*`` quantile; ``"quantile"`` takes the ``gamma*``
+            quantile (Algorithm 5, the paper's OcPBM). A given ``gamma`` always uses the
+            quantile.
         aggregator: ``(modulus, dimension) -> SecureAggregator`` (ideal sum by default).
         sum_bits: Integer width of the secure sums.
         representations: Precomputed :class:`Representations` of ``users`` (reused).
@@ -493,7 +510,7 @@ def tffe(
     mq = check_positive_int(m_quantile, fn, "m_quantile")
     b = check_bits(bits, fn)
     g = optimal_quantile(frame.D, mm, n, t) if gamma is None else check_gamma(gamma, fn)
-    upper = range_upper(max_items)
+    upper = range_upper(max_items, max_count=max_count)
     reps = representations or Representations(users, frame)
     if reps.users is not users:
         raise InputDataError(f"{fn}: representations belong to other users")
@@ -506,7 +523,10 @@ def tffe(
     rule = "quantile" if gamma is not None else clip_rule
     if rule == "squared":
         slope = noise_slope(frame.D, mm, n, t, fn)
-        clip = squared_bound_clip(cdf_from_prefix(release.prefix, n), upper, slope)
+        # E2 is convex in C; where the noise s C exceeds the bias B(C) at the gamma* quantile
+        # (gamma* near 1, the usual case) its minimiser lies below that quantile, so the
+        # quantile caps it: a bias inflated by noise in the empty tail bins cannot push C up
+        clip = min(squared_bound_clip(cdf_from_prefix(release.prefix, n), upper, slope), clip)
     estimate = frequency_phase(
         reps.batches(progress),
         frame,

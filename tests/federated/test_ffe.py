@@ -156,7 +156,16 @@ def test_tffe_end_to_end_uses_the_aggregator_and_stays_under_the_bound() -> None
     users = generate_iid(3000, 10, rng, items_per_user=30)
     frame = OrthogonalFrame(10, 20, rng)
     _Recording.calls = []
-    res = tffe(users, frame, rng, m=30, m_quantile=3, max_items=30, aggregator=_Recording)
+    res = tffe(
+        users,
+        frame,
+        rng,
+        m=30,
+        m_quantile=3,
+        max_items=30,
+        aggregator=_Recording,
+        clip_rule="quantile",
+    )
     assert _Recording.calls == [(3000 * 3 + 1, 63, 3000), (3000 * 30 + 1, 20, 3000)]
     reps = Representations(users, frame)
     norms = reps.norms()

@@ -218,11 +218,55 @@ def prefix_from_tree(node_sums: Any, bits: int) -> F64:
     return out
 
 
+def monotone_fit(values: Any) -> F64:
+    """The non-decreasing sequence closest to ``values`` in least squares (pool adjacent
+    violators: merge neighbouring blocks whose means decrease, each block at its mean).
+
+    >>> monotone_fit([0.1, 0.5, 0.3, 0.9, 0.8]).round(3).tolist()
+    [0.1, 0.4, 0.4, 0.85, 0.85]
+    """
+    means: list[float] = []
+    sizes: list[int] = []
+    for x in np.asarray(values, dtype=np.float64).ravel().tolist():
+        means.append(x)
+        sizes.append(1)
+        while len(means) > 1 and means[-2] > means[-1]:
+            w = sizes[-2] + sizes[-1]
+            means[-2] = (means[-2] * sizes[-2] + means[-1] * sizes[-1]) / w
+            sizes[-2] = w
+            means.pop()
+            sizes.pop()
+    return np.repeat(np.asarray(means), np.asarray(sizes, dtype=np.int64))
+
+
+def cdf_from_prefix(prefix: Any, n: int) -> F64:
+    """The estimated distribution function at the upper bin edges: ``prefix / n`` projected onto
+    non-decreasing sequences in ``[0, 1]`` (:func:`monotone_fit`, then clipping).
+
+    The decoded prefix counts are noisy and need not be monotone. Far above the norms, where
+    the true prefix is ``n`` on a long run of bins, the noisy levels wander around 1 and a
+    level ``gamma`` near 1 (equation (5)) is met by chance in some of them; the argmin of
+    Algorithm 5 then picks a bin far in the tail (in 13 of 200 runs on the i.i.d. data at
+    ``d = 50``, and in most runs on msweb, whose norms fill 5 of the 64 bins). The projection is
+    post-processing of the private release (no privacy cost): the tail pools to its mean and
+    the first crossing of ``gamma`` stays where the norms are.
+    """
+    p = np.asarray(prefix, dtype=np.float64) / float(n)
+    return np.clip(monotone_fit(p), 0.0, 1.0)
+
+
 def quantile_from_prefix(prefix: Any, n: int, gamma: float, upper: float, bits: int) -> float:
-    """Algorithm 5, step 3: ``Delta * argmin_v |prefix[v] / n - gamma|`` (``v = 1..2**b``)."""
-    p = np.asarray(prefix, dtype=np.float64)
+    """Algorithm 5, step 3 on the monotone estimate of the distribution function
+    (:func:`cdf_from_prefix`): ``Delta * argmin_v |F(v) - gamma|`` (``v = 1..2**b``, the smallest
+    on ties).
+
+    >>> noisy = [1.0, 9.0, 10.2, 9.8, 10.3, 9.55, 10.0, 10.0]  # a dip to 0.955 in the tail
+    >>> quantile_from_prefix(noisy, 10, 0.95, 8.0, 3)  # the raw argmin would give 6.0
+    3.0
+    """
     g = check_gamma(gamma, "quantile_from_prefix")
-    v = int(np.argmin(np.abs(p / n - g))) + 1
+    f = cdf_from_prefix(prefix, n)
+    v = int(np.argmin(np.abs(f - g))) + 1
     return float(upper) / (1 << bits) * v
 
 

@@ -11,6 +11,10 @@ TFFE (Algorithm 6), on ``n`` users holding count vectors ``x_i`` in ``R^d``:
    ``(theta', m')`` to the secure sum;
 2. the server estimates the ``gamma*`` quantile ``C_hat`` (Algorithm 5), with
    ``gamma* = 1 - sqrt(D / (4 m n theta^2))`` (equation (5); :mod:`privhist.federated.ocpbm`);
+   by default (``clip_rule="squared"``) it instead takes the ``C_hat`` minimising the squared
+   form of Theorem 1's bound over the same private histogram
+   (:func:`~privhist.federated.ocpbm.squared_bound_clip`), which lies nearer the best threshold
+   where noise and bias are of the same size;
 3. every user sends cPBM ``(theta, m, C_hat)`` of ``y_i`` (Algorithms 1, 3);
 4. the server decodes ``x_hat = U y_hat`` (Algorithm 2).
 
@@ -73,7 +77,13 @@ from privhist.federated.cpbm_accounting import (
     parallel_compose,
     worst_case_account,
 )
-from privhist.federated.dht import FederatedQuantile, check_bits, check_gamma, encode_signs
+from privhist.federated.dht import (
+    FederatedQuantile,
+    cdf_from_prefix,
+    check_bits,
+    check_gamma,
+    encode_signs,
+)
 from privhist.federated.kashin import (
     DEFAULT_ETA,
     DEFAULT_NU,
@@ -81,7 +91,7 @@ from privhist.federated.kashin import (
     kashin_level,
     kashin_representation,
 )
-from privhist.federated.ocpbm import noise_slope, optimal_quantile
+from privhist.federated.ocpbm import noise_slope, optimal_quantile, squared_bound_clip
 from privhist.federated.secure_sum import IdealSecureSum, SecureAggregator
 from privhist.federated.user_data import UserCounts
 
@@ -180,13 +190,26 @@ class Representations:
         return self._cache
 
 
-def range_upper(max_items: int, eta: float = DEFAULT_ETA, nu: float = DEFAULT_NU) -> float:
+def range_upper(
+    max_items: int,
+    eta: float = DEFAULT_ETA,
+    nu: float = DEFAULT_NU,
+    max_count: int | None = None,
+) -> float:
     """``B = K * max_items``: a public bound on ``||y||_2`` (Section 5.1, footnote 4).
+
+    With a public bound ``max_count`` on one item's count in a user's vector (1 for sets of
+    items: visited pages, basket items), ``||x||_2 <= sqrt(||x||_1 ||x||_inf)`` gives the
+    tighter ``B = K sqrt(max_items min(max_count, max_items))``: on set-valued data the 64 bins
+    then cover the norms instead of a range ``sqrt(max_items)`` times too wide.
 
     >>> round(range_upper(100), 4)
     282.8427
     """
     mi = check_positive_int(max_items, "range_upper", "max_items")
+    if max_count is not None:
+        mc = min(check_positive_int(max_count, "range_upper", "max_count"), mi)
+        return kashin_level(eta, nu) * math.sqrt(mi * mc)
     return kashin_level(eta, nu) * mi
 
 
@@ -563,10 +586,12 @@ def tffe(
     m: int,
     m_quantile: int,
     max_items: int,
+    max_count: int | None = None,
     theta: float = 0.2,
     theta_quantile: float | None = None,
     bits: int = 6,
     gamma: float | None = None,
+    clip_rule: str = "squared",
     aggregator: AggregatorFactory = _ideal,
     sum_bits: int = 32,
     representations: Representations | None = None,
@@ -581,10 +606,18 @@ def tffe(
         m: cPBM trials of the frequency phase.
         m_quantile: cPBM trials ``m'`` of the DHT phase.
         max_items: Public bound on the items a user holds (fixes the range ``B``).
+        max_count: Public bound on one item's count per user (1 for sets; tightens ``B``,
+            :func:`range_upper`); none if omitted.
         theta: cPBM ``theta`` of the frequency phase.
         theta_quantile: ``theta'`` of the DHT phase (``theta`` if omitted).
         bits: ``b``: ``2**b`` histogram bins.
         gamma: Target quantile; equation (5)'s ``gamma*`` if omitted (others: baselines).
+        clip_rule: How the threshold is read from the DHT release when ``gamma`` is omitted:
+            ``"squared"`` (default) minimises the squared form of Theorem 1's bound
+            (:func:`~privhist.federated.ocpbm.squared_bound_clip`) over the private
+            histogram, capped at the ``gamma*`` quantile; ``"quantile"`` takes the ``gamma*``
+            quantile (Algorithm 5, the paper's OcPBM). A given ``gamma`` always uses the
+            quantile.
         aggregator: ``(modulus, dimension) -> SecureAggregator`` (ideal sum by default).
         sum_bits: Integer width of the secure sums.
         representations: Precomputed :class:`Representations` of ``users`` (reused).
@@ -594,6 +627,8 @@ def tffe(
         An :class:`FfeResult`.
     """
     fn = "tffe"
+    if clip_rule not in ("squared", "quantile"):
+        raise ValidationError("clip_rule", fn, "'squared' or 'quantile'", clip_rule)
     n = users.n_users
     t = check_theta(theta, fn)
     tq = t if theta_quantile is None else check_theta(theta_quantile, fn, "theta_quantile")
@@ -601,7 +636,7 @@ def tffe(
     mq = check_positive_int(m_quantile, fn, "m_quantile")
     b = check_bits(bits, fn)
     g = optimal_quantile(frame.D, mm, n, t) if gamma is None else check_gamma(gamma, fn)
-    upper = range_upper(max_items)
+    upper = range_upper(max_items, max_count=max_count)
     reps = representations or Representations(users, frame)
     if reps.users is not users:
         raise InputDataError(f"{fn}: representations belong to other users")
@@ -611,6 +646,13 @@ def tffe(
     agg = aggregator(secure_sum_modulus(n, mq, sum_bits), dht.dimension)
     release = dht.run(norms, g, rng, agg)
     clip = release.estimate
+    rule = "quantile" if gamma is not None else clip_rule
+    if rule == "squared":
+        slope = noise_slope(frame.D, mm, n, t, fn)
+        # E2 is convex in C; where the noise s C exceeds the bias B(C) at the gamma* quantile
+        # (gamma* near 1, the usual case) its minimiser lies below that quantile, so the
+        # quantile caps it: a bias inflated by noise in the empty tail bins cannot push C up
+        clip = min(squared_bound_clip(cdf_from_prefix(release.prefix, n), upper, slope), clip)
     estimate = frequency_phase(
         reps.batches(progress),
         frame,
@@ -638,7 +680,7 @@ def tffe(
         n_users=n,
         dimension=frame.d,
         frame_dimension=frame.D,
-        extra={"range_upper": upper, "bits": b, "theta_quantile": tq},
+        extra={"range_upper": upper, "bits": b, "theta_quantile": tq, "clip_rule": rule},
     )
 
 

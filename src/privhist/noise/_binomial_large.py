@@ -87,7 +87,7 @@ SERIES_TERMS = 8
 #: proposals per unfinished entry and round: between these, about _ROUND_SIZE in all
 _MIN_PROPOSALS = 1
 _MAX_PROPOSALS = 32
-_ROUND_SIZE = 1 << 12
+_ROUND_SIZE = 1 << 10  # 2**12 wasted proposals at a few thousand entries
 
 _LN4 = 1.3862943611198906  # float64 nearest to ln 4
 _LN2 = 0.6931471805599453  # float64 nearest to ln 2

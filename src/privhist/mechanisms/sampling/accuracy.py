@@ -38,6 +38,8 @@ which only widens the interval.
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -59,6 +61,7 @@ from privhist.mechanisms.sampling.profile import (
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
 
 
 def reporting_probability(p: float, tau: int, max_count: int) -> F64:
@@ -129,22 +132,106 @@ def expected_error(p: float, tau: int, population: int) -> ExpectedError:
 # confidence intervals
 
 
-def _conditional_tails(y: I64, n: I64, p: float, tau: int) -> tuple[F64, F64]:
-    """``(Pr_n[Y >= y | Y >= tau], Pr_n[Y <= y | Y >= tau])``, 1 where the denominator
-    underflows."""
-    den = _binom.sf(tau - 1, n, p)
-    up = _binom.sf(y - 1, n, p)
-    down = den - _binom.sf(y, n, p)
+def _selection_probability(n: I64, p: float, tau: int) -> F64:
+    """``Pr_n[Y >= tau]``, taken as 1 where the Chernoff bound
+    ``Pr_n[Y <= tau - 1] <= exp(-n D((tau - 1) / n || p))`` (``tau - 1 < n p``) is below
+    ``e**-60`` (the float tail would be within a few units of the last place of 1 anyway): most
+    released keys are far above the threshold and skip one incomplete-beta evaluation."""
+    t = tau - 1
+    out = np.ones(n.shape, dtype=np.float64)
+    nf = np.maximum(n, 1).astype(np.float64)
+    x = t / nf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = np.where(x > 0, x * np.log(np.maximum(x, 1e-300) / p), 0.0) + (1 - x) * np.log(
+            (1 - x) / (1 - p)
+        )
+    far = (x < p) & (nf * kl > 60.0)
+    near = np.flatnonzero(~far)
+    if near.size:
+        out[near] = _binom.sf(t, n[near], p)
+    return out
+
+
+def _lower_tail_ok(y: I64, n: I64, p: float, tau: int, half: float) -> npt.NDArray[np.bool_]:
+    """``G_n(y) = Pr_n[Y >= y | Y >= tau] > half`` (``G`` taken as 1 where the denominator
+    underflows), with the two tails ``G`` needs."""
+    den = _selection_probability(n, p, tau)
     ok = den > 1e-300
-    safe = np.where(ok, den, 1.0)
-    g = np.where(ok, np.minimum(up / safe, 1.0), 1.0)
-    h = np.where(ok, np.minimum(np.maximum(down, 0.0) / safe, 1.0), 1.0)
-    return g, h
+    g = np.where(ok, np.minimum(_binom.sf(y - 1, n, p) / np.where(ok, den, 1.0), 1.0), 1.0)
+    return np.asarray(g > half)
+
+
+def _upper_tail_low(y: I64, n: I64, p: float, tau: int, half: float) -> npt.NDArray[np.bool_]:
+    """``H_n(y) = Pr_n[Y <= y | Y >= tau] <= half`` (``H`` taken as 1 where the denominator
+    underflows), with the two tails ``H`` needs."""
+    den = _selection_probability(n, p, tau)
+    ok = den > 1e-300
+    down = np.maximum(den - _binom.sf(y, n, p), 0.0)
+    h = np.where(ok, np.minimum(down / np.where(ok, den, 1.0), 1.0), 1.0)
+    return np.asarray(h <= half)
+
+
+def _first_true(pred: Callable[[I64, I64], Bools], floor: I64, guess: I64) -> I64:
+    """The smallest ``n >= floor[i]`` with ``pred`` true, for a predicate that is false then
+    true in ``n`` (monotone), searched from ``guess[i]``.
+
+    ``pred(idx, n)`` evaluates entries ``idx`` at ``n``. From the guess, steps of 1, 2, 4, ...
+    go down while the predicate holds (or to the floor) and up while it fails, which brackets
+    the answer between a false and a true point; bisection then closes the bracket. The answer
+    is the same as for any other search of the same predicate; only the number of evaluations
+    (about ``2 log2 |guess - answer| + 2``) depends on the guess.
+    """
+    size = floor.shape[0]
+    g = np.maximum(guess, floor)
+    at_g = pred(np.arange(size), g)
+    # bracket: f = a point where pred is false (or floor - 1), t = a point where it is true
+    f = np.where(at_g, floor - 1, g)
+    t = np.where(at_g, g, -1)
+    # going down from a true guess
+    down = np.flatnonzero(at_g & (g > floor))
+    step = np.ones(down.size, dtype=np.int64)
+    while down.size:
+        probe = np.maximum(t[down] - step, floor[down])
+        res = pred(down, probe)
+        t[down[res]] = probe[res]
+        f[down[~res]] = probe[~res]
+        go = res & (probe > floor[down])
+        down, step = down[go], step[go] * 2
+    # going up from a false guess
+    up = np.flatnonzero(~at_g)
+    step = np.ones(up.size, dtype=np.int64)
+    while up.size:
+        probe = f[up] + step
+        res = pred(up, probe)
+        t[up[res]] = probe[res]
+        f[up[~res]] = probe[~res]
+        up, step = up[~res], step[~res] * 2
+    # bisection: pred(f) false (or f = floor - 1), pred(t) true
+    active = np.flatnonzero(t - f > 1)
+    while active.size:
+        mid = (f[active] + t[active]) // 2
+        res = pred(active, mid)
+        t[active[res]] = mid[res]
+        f[active[~res]] = mid[~res]
+        active = active[t[active] - f[active] > 1]
+    return t
+
+
+def _normal_guess(y: I64, p: float, shift: float, z: float) -> I64:
+    """The ``n`` at which ``y + shift`` is the Cornish-Fisher quantile
+    ``n p + z sqrt(n p q) + (z**2 - 1)(q - p) / 6`` of Binomial(``n``, ``p``): a starting point
+    for :func:`_first_true`, not part of any result."""
+    q = 1.0 - p
+    target = y.astype(np.float64) + shift - (z * z - 1.0) * (q - p) / 6.0
+    b = z * math.sqrt(p * q)
+    s = (-b + np.sqrt(np.maximum(b * b + 4.0 * p * np.maximum(target, 0.0), 0.0))) / (2.0 * p)
+    return np.floor(s * s).astype(np.int64)
 
 
 def count_interval(values: Any, p: float, tau: int, confidence: float) -> tuple[I64, I64]:
     """Selection-adjusted exact interval for the true unit count of each released key (see the
-    module notes). Computed once per distinct value, by doubling and bisection.
+    module notes). Computed once per distinct value, by a search from a normal-approximation
+    guess (:func:`_first_true`): the bounds are those of the definitions, whatever the guess.
 
     >>> lo, hi = count_interval([100], 0.1, 10, 0.95)
     >>> int(lo[0]) < 1000 < int(hi[0])
@@ -155,51 +242,24 @@ def count_interval(values: Any, p: float, tau: int, confidence: float) -> tuple[
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     uniq, inverse = np.unique(vals, return_inverse=True)
     half = (1 - confidence) / 2
+    z = float(statistics.NormalDist().inv_cdf(1 - half))
 
     # lower: the smallest n >= y with G_n(y) > half (G non-decreasing in n)
-    lo = uniq.copy()
-    g0, _ = _conditional_tails(uniq, lo, p, tau)
-    done = g0 > half
-    hi = np.maximum(uniq, np.ceil(uniq / p).astype(np.int64))
-    for _ in range(80):
-        g, _ = _conditional_tails(uniq, hi, p, tau)
-        grow = (g <= half) & ~done
-        if not grow.any():
-            break
-        lo = np.where(grow, hi, lo)
-        hi = np.where(grow, hi * 2, hi)
-    # invariant (not done): G(lo) <= half < G(hi)
-    while True:
-        active = ~done & (hi - lo > 1)
-        if not active.any():
-            break
-        mid = (lo + hi) // 2
-        g, _ = _conditional_tails(uniq, mid, p, tau)
-        up = active & (g > half)
-        hi = np.where(up, mid, hi)
-        lo = np.where(active & ~up, mid, lo)
-    lower = np.where(done, uniq, hi)
-
-    # upper: the largest n with H_n(y) > half (H non-increasing in n; H_y(y) = 1)
-    a = uniq.copy()
-    b = np.maximum(uniq + 1, np.ceil(2 * (uniq + 1) / p).astype(np.int64))
-    for _ in range(80):
-        _, h = _conditional_tails(uniq, b, p, tau)
-        grow = h > half
-        if not grow.any():
-            break
-        a = np.where(grow, b, a)
-        b = np.where(grow, b * 2, b)
-    while True:
-        active = b - a > 1
-        if not active.any():
-            break
-        mid = (a + b) // 2
-        _, h = _conditional_tails(uniq, mid, p, tau)
-        keep = active & (h > half)
-        a = np.where(keep, mid, a)
-        b = np.where(active & ~keep, mid, b)
-    upper = a
+    lower = _first_true(
+        lambda i, n: _lower_tail_ok(uniq[i], n, p, tau, half),
+        uniq,
+        _normal_guess(uniq, p, -0.5, z),
+    )
+    # upper: the largest n with H_n(y) > half (H non-increasing in n; H_y(y) = 1), i.e. one
+    # below the smallest n >= y with H_n(y) <= half
+    upper = (
+        _first_true(
+            lambda i, n: _upper_tail_low(uniq[i], n, p, tau, half),
+            uniq,
+            _normal_guess(uniq, p, 0.5, -z),
+        )
+        - 1
+    )
     return lower[inverse], upper[inverse]
 
 

@@ -313,7 +313,9 @@ class SampleAndThreshold(Mechanism):
 
     def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
         units = counts.unit_counts
-        present = units > 0
+        # a key with fewer units than tau has Binomial(u, p) <= u < tau: it is released with
+        # probability exactly 0, so its count is not drawn (no randomness, same law)
+        present = units >= max(self.threshold, 1)
         keys, u = counts.keys[present], units[present]
         sampled = sample_units(u, self.sampling_rate, rng)
         keep = sampled >= self.threshold

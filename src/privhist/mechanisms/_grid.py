@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privhist.core.random import RandomSource
-from privhist.noise._exact import WORD_BITS, Oracle, capped, rational_oracle
+from privhist.noise._exact import WORD_BITS, LazyUniform, Oracle, capped, rational_oracle
 from privhist.noise.bernoulli import compare_table
 
 #: reporting probabilities are multiples of 2**-ONE_BITS while delta >= 2**-ONE_BITS
@@ -83,4 +83,53 @@ class LazyBernoulliTable:
         if idx.shape[0] == 0:
             return np.zeros(0, dtype=bool)
         out: npt.NDArray[np.bool_] = compare_table(self.first_words, idx, self.oracle, rng)
+        return out
+
+
+class LazyInversion:
+    """Exact inversion sampling against thresholds ``t_k = cums[k] / 2**bits`` (non-decreasing
+    Python integers ``0 <= cums[k] <= 2**bits``): :meth:`draw` returns, for each of ``n``
+    independent uniforms ``U``, the number ``K`` of thresholds with ``t_k <= U``.
+
+    One 64-bit word ``w`` per draw decides every ``k`` with ``floor(t_k 2**64) != w`` (below:
+    ``t_k <= U``; above: ``U < t_k``); the thresholds whose first word equals ``w`` (a tie, a
+    contiguous run because ``t`` is non-decreasing) are compared with the same
+    :class:`~privhist.noise._exact.LazyUniform` against their exact binary digits. So
+    ``P[K >= k] = P[U >= t_(k-1)] = 1 - t_(k-1)`` exactly: ``P[K = k] = t_k - t_(k-1)``
+    (with ``t_(-1) = 0``).
+
+    >>> from privhist.core.random import SeededRandom
+    >>> inv = LazyInversion([2**199, 2**200], 200)  # t = (1/2, 1)
+    >>> sorted(set(inv.draw(1000, SeededRandom(2)).tolist()))
+    [0, 1]
+    """
+
+    def __init__(self, cums: Sequence[int], bits: int) -> None:
+        self.cums = [int(x) for x in cums]
+        self.bits = bits
+        one = 1 << bits
+        if any(not 0 <= c <= one for c in self.cums) or any(
+            a > b for a, b in zip(self.cums, self.cums[1:], strict=False)
+        ):
+            raise ValueError("LazyInversion: needs non-decreasing cums in [0, 2**bits]")
+        self.first_words = np.array(
+            [capped((c << WORD_BITS) >> bits) for c in self.cums], dtype=np.uint64
+        )
+
+    def draw(self, n: int, rng: RandomSource) -> npt.NDArray[np.int64]:
+        """``K`` for ``n`` independent uniforms (class notes)."""
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        words = rng.uint64(n)
+        # thresholds with first word < w are <= U for sure; ties are [lo, hi)
+        lo = np.searchsorted(self.first_words, words, side="left").astype(np.int64)
+        hi = np.searchsorted(self.first_words, words, side="right").astype(np.int64)
+        out = lo.copy()
+        den = 1 << self.bits
+        for i in np.flatnonzero(hi > lo).tolist():
+            u = LazyUniform(rng, int(words[i]))
+            k = int(lo[i])
+            while k < int(hi[i]) and not u.less(rational_oracle(self.cums[k], den)):
+                k += 1  # t_k <= U; the next threshold is no smaller
+            out[i] = k
         return out

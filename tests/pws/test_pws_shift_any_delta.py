@@ -11,12 +11,14 @@ on a uniform far below one 64-bit word, with a power check.
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import mpmath
 import numpy as np
 import pytest
 from scipy import stats
+from tests.cli_run import run
 
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
@@ -176,3 +178,22 @@ def test_pws_release_at_1e_100_one_word_per_key() -> None:
     assert kept == set(range(1000, 2000))  # 1e-100 each at count 1, always beyond the support
     assert src.words == 2000
     assert m.parameters()["reporting_denominator"] == f"2**{m.grid_bits}"
+
+
+def test_histogram_mechanism_pws_accepts_tiny_delta(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``privhist histogram --mechanism pws --delta 1e-100``: a key of count 400 (beyond the
+    shift's support of 229 L-steps) is released with a token, a key of count 5 is not."""
+    data = tmp_path / "in.csv"
+    data.write_text("key\n" + "a\n" * 400 + "b\n" * 5)
+    code, out, err = run(
+        capsys,
+        *["histogram", str(data), "--key", "key", "--mechanism", "pws"],
+        *["--epsilon", "1", "--delta", "1e-100", "--seed", "1"],
+    )
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0] == "key,shifted_count,estimate"
+    assert [line.split(",")[0] for line in lines[1:]] == ["a"]
+    assert "1e-100" in err

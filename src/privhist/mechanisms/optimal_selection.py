@@ -55,7 +55,12 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.mechanisms._grid import ONE, ONE_BITS, LazyBernoulliTable, grid_bits
+
+# ONE, ONE_BITS and grid_bits live in _grid (shared with pws) and are re-exported from here
+from privhist.mechanisms._grid import ONE as ONE
+from privhist.mechanisms._grid import ONE_BITS as ONE_BITS
+from privhist.mechanisms._grid import LazyBernoulliTable
+from privhist.mechanisms._grid import grid_bits as grid_bits
 from privhist.mechanisms._noise import PREC, LaplaceCountNoise
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register

@@ -31,6 +31,13 @@ both bounds for every ``(eps, delta)`` (not only integral ``L``): at the switch 
 constraints ``e^eps d_s >= d_(s-1)`` because the second constraint was slack at ``s - 1``, and in
 the second phase ``d_(k-1) = e^eps d_k`` exactly, the not-reported terms telescoping to
 ``delta``. Rounding costs below ``1e-12`` in reporting probability.
+
+Any delta. The grid is ``2**-62`` while ``delta >= 2**-42`` per key (``delta 2**62 >= 2**20``
+units leave room for the slack); below, :func:`exact_shift_grid` uses ``2**-B`` with
+``B = 20 + grid_bits(delta)`` (:mod:`privhist.mechanisms._grid`), the same construction and the
+same certificate in integers over ``2**B``. The ``pws`` mechanism draws the shift on that grid by
+lazy inversion (:class:`~privhist.mechanisms._grid.LazyInversion`). The Algorithm 4 / 5 matrices
+for sampled data (:mod:`.sanitize`, :mod:`.algorithm5_release`) stay on ``2**-62``.
 """
 
 from __future__ import annotations

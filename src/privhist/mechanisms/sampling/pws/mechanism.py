@@ -163,4 +163,9 @@ class PWSHistogram(OptimalSelection):
             cls(1.0, 1e-3),
             cls(0.6931471805599453, 0.1),
             cls(0.5, 1e-2, Neighbouring.user(2, 1)),
+            # delta per key below 2**-42 (a finer grid, lazy inversion) but far above the generic
+            # check's slack; 1e-30 and 1e-100 are checked without slack in
+            # tests/pws/test_pws_shift_any_delta.py
+            cls(1.0, 1e-18),
+            cls(1.5, 2e-17, Neighbouring.user(2, 1)),
         ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 CI = Path(__file__).resolve().parents[1] / ".ci" / "run"
 
@@ -28,6 +30,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert test_command.replace("python3", "python") in ci
 
 
-def test_python_example_runs() -> None:
+def test_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the examples write files (ledgers, releases) where they run
     for block in _blocks("python"):
         exec(compile(block, str(README), "exec"), {})

@@ -15,6 +15,7 @@ from privhist import Session
 from privhist.core.data import Counts
 from privhist.core.random import SeededRandom
 from privhist.engines import CountRequest, Engine, LocalEngine
+from privhist.engines.keyed_noise import KeyedNoise
 from privhist.engines.spark import SparkEngine
 from privhist.session import DryRun
 
@@ -82,9 +83,15 @@ def test_same_release_through_the_session(spark: Any, tmp_path: Path) -> None:
     kwargs: dict[str, Any] = dict(
         key="key", user="user", max_partitions=3, epsilon=1, delta=1e-6, seed=21
     )
-    local = Session().histogram(frame, **kwargs)
+    # noise drawn on the executors from keyed streams: the local engine draws the same way
+    # when asked (KeyedNoise); with noise="driver" Spark draws as the plain local engine
+    local = Session(engine=KeyedNoise(LocalEngine())).histogram(frame, **kwargs)
     sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
     remote = Session(engine=SparkEngine(spark)).histogram(sdf, **kwargs)
+    driver = Session(engine=SparkEngine(spark, noise="driver")).histogram(sdf, **kwargs)
+    plain = Session().histogram(frame, **kwargs)
+    assert not isinstance(driver, DryRun) and not isinstance(plain, DryRun)
+    assert driver.to_polars().equals(plain.to_polars())
     assert not isinstance(local, DryRun) and not isinstance(remote, DryRun)
     assert len(local) > 0
     assert local.to_polars().equals(remote.to_polars())
@@ -131,11 +138,13 @@ def test_uniform_subsets_on_spark(spark: Any) -> None:
 
 
 def test_cli_engine_spark_gives_the_local_release(spark: Any, tmp_path: Path) -> None:
-    """``privhist histogram FILE --engine spark`` (the test's Spark session is reused) and the
-    local engine release the same rows for the same seed, from CSV and Parquet."""
+    """``privhist histogram FILE --engine spark`` (the test's Spark session is reused) releases
+    for the same seed the rows the local engine draws with keyed noise (the executors' draw),
+    from CSV and Parquet."""
     import json
 
     from privhist.cli.main import main
+    from privhist.io.writers import encode_release
 
     frame = _records(13, 12000, 600, 25, True).dropna()
     for suffix in ("csv", "parquet"):
@@ -144,11 +153,41 @@ def test_cli_engine_spark_gives_the_local_release(spark: Any, tmp_path: Path) ->
             frame.to_csv(src, index=False)
         else:
             pl.from_pandas(frame).write_parquet(src)
-        outs = []
+        out = tmp_path / f"spark-{suffix}.json"
+        argv = ["histogram", str(src), "--key", "key", "--user", "user", "--max-partitions"]
+        argv += ["2", "--epsilon", "1", "--delta", "1e-6", "--seed", "8", "-o", str(out)]
+        assert main([*argv, "--engine", "spark", "--no-progress"]) == 0
+        remote = json.loads(out.read_text())["rows"]
+        local = Session(engine=KeyedNoise(LocalEngine())).histogram(
+            src, key="key", user="user", max_partitions=2, epsilon=1, delta=1e-6, seed=8
+        )
+        assert not isinstance(local, DryRun)
+        expected = json.loads(encode_release(local, "json", function="histogram"))["rows"]
+        assert remote == expected and len(remote) > 0
+
+
+def test_cli_heavy_hitters_engine_spark(spark: Any, tmp_path: Path) -> None:
+    """``heavy-hitters --engine spark`` counts the items on Spark and runs the trie (or the
+    one-shot histogram) on the driver: the local engine's release for the same seed. A text
+    file is refused with the reason."""
+    import json
+
+    from privhist.cli.main import main
+
+    g = np.random.default_rng(3)
+    items = [f"w{x}" for x in g.zipf(1.3, 6000) % 40]
+    src = tmp_path / "items.csv"
+    src.write_text("item\n" + "\n".join(items) + "\n")
+    for extra in (["--one-shot"], ["--levels", "3", "--alphabet", "w0123456789"]):
+        rows = []
         for engine in ("local", "spark"):
-            out = tmp_path / f"{engine}-{suffix}.json"
-            argv = ["histogram", str(src), "--key", "key", "--user", "user", "--max-partitions"]
-            argv += ["2", "--epsilon", "1", "--delta", "1e-6", "--seed", "8", "-o", str(out)]
-            assert main([*argv, "--engine", engine, "--no-progress"]) == 0
-            outs.append(json.loads(out.read_text())["rows"])
-        assert outs[0] == outs[1] and len(outs[0]) > 0
+            out = tmp_path / f"hh-{engine}.json"
+            argv = ["heavy-hitters", str(src), "--key", "item", "--epsilon", "2", "--delta"]
+            argv += ["1e-5", "--seed", "4", "-o", str(out), "--no-progress", *extra]
+            assert main([*argv, "--engine", engine]) == 0
+            rows.append(json.loads(out.read_text())["rows"])
+        assert rows[0] == rows[1] and len(rows[0]) > 0
+    text = tmp_path / "words.txt"
+    text.write_text(" ".join(items) + "\n")
+    argv = ["heavy-hitters", str(text), "--text", "--epsilon", "1", "--delta", "1e-5"]
+    assert main([*argv, "--one-shot", "--engine", "spark"]) == 2

@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
-from privhist.core.errors import UnsupportedError, ValidationError
+import numpy as np
+import numpy.typing as npt
+
+from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:
@@ -61,6 +64,50 @@ def check_output_dir(path: str | os.PathLike[str], function: str) -> Path:
     if out.exists() and not out.is_dir():
         raise ValidationError("output_dir", function, "a directory", str(out))
     return out
+
+
+def default_data_path(name: str) -> Path:
+    """``../shared/data/NAME`` from the working directory, or beside the source tree's project
+    directory when that one exists (the experiments' default for the real datasets)."""
+    here = Path("..") / "shared" / "data" / name
+    if here.is_file():
+        return here
+    tree = Path(__file__).resolve().parents[3].parent / "shared" / "data" / name
+    return tree if tree.is_file() else here
+
+
+def read_key_counts(
+    path: str | os.PathLike[str], fmt: str, function: str
+) -> tuple[list[Any], npt.NDArray[np.int64]]:
+    """Distinct keys (sorted) and their record counts in a file read by
+    :func:`privhist.io.readers.scan` (``fimi``: every item of every basket is one record;
+    ``text``: every word token is one record). Data preparation, not a release.
+
+    Raises :class:`~privhist.core.errors.InputDataError` when the file holds no record.
+    """
+    import polars as pl
+
+    from privhist.io.readers import scan
+
+    frame = (
+        scan(path, format=fmt, function=function)
+        .group_by("key")
+        .agg(pl.len().alias("n"))
+        .sort("key")
+        .collect()
+    )
+    if frame.height == 0:
+        raise InputDataError(f"{path}: no records")
+    return frame["key"].to_list(), frame["n"].to_numpy().astype(np.int64)
+
+
+def rows_where(rows: Iterable[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
+    """The rows whose columns equal ``match``.
+
+    >>> rows_where([{"a": 1, "b": 2}, {"a": 2, "b": 2}], a=2)
+    [{'a': 2, 'b': 2}]
+    """
+    return [r for r in rows if all(r[k] == v for k, v in match.items())]
 
 
 class Tick(Protocol):

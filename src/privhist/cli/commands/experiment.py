@@ -1,7 +1,7 @@
 """``privhist experiment NAME``: the papers' tables and figures, reproduced.
 
-The experiments are the modules of :mod:`privhist.experiments` that define ``NAME``; each adds
-its own flags and writes CSV, PNG and a markdown summary.
+The experiments are the modules and packages of :mod:`privhist.experiments` that define
+``NAME``; each adds its own flags and writes CSV, PNG and a markdown summary.
 """
 
 from __future__ import annotations

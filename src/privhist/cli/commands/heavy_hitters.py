@@ -56,6 +56,14 @@ def register(sub: Any) -> None:
         default="ideal",
         help="how trie levels are summed: the ideal functionality or the SecAgg(+) protocol",
     )
+    p.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        default="local",
+        help="where items are counted: this process (local) or Apache Spark (CSV/TSV, Parquet "
+        "and NDJSON inputs; the trie runs on the driver)",
+    )
+    p.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 

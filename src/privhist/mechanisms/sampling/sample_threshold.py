@@ -85,6 +85,25 @@ DEFAULT_ALPHA = Fraction(1, 6)
 EXACT_UNITS = 4096
 
 
+def sample_units(units: npt.ArrayLike, rate: Fraction, rng: RandomSource) -> npt.NDArray[np.int64]:
+    """The sampling step of the release (Section 3.1): each unit is kept independently with
+    probability ``rate``, so key ``i`` held by ``u_i`` units keeps ``Binomial(u_i, rate)`` of
+    them, drawn exactly (:func:`privhist.noise.binomial`, ``rate`` an exact rational). Keys with
+    no unit get 0 without a draw. :meth:`SampleAndThreshold.release` then keeps the keys whose
+    sampled count reaches the threshold.
+
+    >>> from privhist import SeededRandom
+    >>> s = sample_units([0, 10, 0, 1000], Fraction(1, 2), SeededRandom(0))
+    >>> int(s[0]), int(s[2]), bool(0 <= s[1] <= 10), bool(400 < s[3] < 600)
+    (0, 0, True, True)
+    """
+    u = np.asarray(units, dtype=np.int64)
+    sampled = np.zeros(u.shape, dtype=np.int64)
+    present = u > 0
+    sampled[present] = binomial(u[present], rate, rng)
+    return sampled
+
+
 @register
 class SampleAndThreshold(Mechanism):
     """Poisson-sample the units; release keys whose sampled count reaches the threshold.
@@ -296,7 +315,7 @@ class SampleAndThreshold(Mechanism):
         units = counts.unit_counts
         present = units > 0
         keys, u = counts.keys[present], units[present]
-        sampled = binomial(u, self.sampling_rate, rng)
+        sampled = sample_units(u, self.sampling_rate, rng)
         keep = sampled >= self.threshold
         values = sampled[keep]
         p = float(self.sampling_rate)

@@ -2,9 +2,11 @@
 
 ``SparkEngine(spark)`` counts a Spark ``DataFrame`` (or a CSV/TSV, Parquet or NDJSON file that
 Spark reads) with the DataFrame API: null accounting, contribution bounding and per-key counts and
-units run on the executors, and only the per-key table (one row per distinct key) comes back to the
-driver, where the mechanism draws. The mechanisms and the :class:`~privhist.session.Session` are
-the same as with the local engine::
+units run on the executors. Per-key mechanisms then draw on the executors too, from keyed streams
+(:mod:`privhist.engines.spark.noise`, :meth:`SparkEngine.prepare_release`), and only the released
+rows come back to the driver; other mechanisms draw on the driver from the per-key table (one row
+per distinct key). The mechanisms and the :class:`~privhist.session.Session` are the same as with
+the local engine::
 
     from privhist import Session
     from privhist.engines.spark import SparkEngine
@@ -30,10 +32,12 @@ pair's priority as AES-256 of the pair's 128-bit code in vectorised Arrow batche
   :mod:`privhist.engines.priorities`).
 
 The secret is drawn only when some user holds more than ``k`` keys, exactly as the local engine
-does, so for the same seed (a NOT private run) both engines compute the same priorities, the same
-counts and, with the mechanism drawing on the driver from the same source, **the same release**;
-the tests compare them. Each user keeps the ``k`` pairs of smallest priority (ties, which need
-equal codes, broken by key order), through a window ``row_number`` over the user's pairs.
+does, so for the same seed (a NOT private run) both engines compute the same priorities and the
+same counts, and **the same release**: with noise on the executors, the local engine's
+:class:`~privhist.engines.keyed_noise.KeyedNoise` draw; with ``noise="driver"``, the plain local
+engine's draw. The tests compare them. Each user keeps the ``k`` pairs of smallest priority
+(ties, which need equal codes, broken by key order), through a window ``row_number`` over the
+user's pairs.
 
 Key and user types follow the local engine's rules (:mod:`privhist.io.readers`): files' keys are
 text unless ``key_type="int"`` (each key cast on its own; a key that is not an integer is a null
@@ -45,8 +49,8 @@ unsigned order.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 import numpy as np
 
@@ -54,11 +58,16 @@ from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
+from privhist.core.release import Release
 from privhist.engines.base import CountRequest
+from privhist.engines.keyed_noise import runs_per_key
 from privhist.engines.priorities import PairPriorities
 
 #: file formats the Spark engine reads itself
 SPARK_FORMATS = ("csv", "tsv", "parquet", "ndjson")
+
+#: where per-key mechanisms draw their noise
+NOISE_PLACES: Final[tuple[str, ...]] = ("executors", "driver")
 
 _SHIFT = np.uint64(1 << 63)
 
@@ -75,11 +84,14 @@ class SparkEngine:
     """
 
     name = "spark"
-    #: no weighted source yet (the weighted selectors run on the local engine)
-    weighted = False
+    #: provides a weighted source (:meth:`weighted_source`) for the weighted selectors
+    weighted = True
 
-    def __init__(self, spark: Any = None) -> None:
+    def __init__(self, spark: Any = None, *, noise: str = "executors") -> None:
+        if noise not in NOISE_PLACES:
+            raise ValidationError("noise", "SparkEngine", "'executors' or 'driver'", noise)
         self._spark = spark
+        self.noise = noise
 
     @property
     def spark(self) -> Any:
@@ -98,10 +110,18 @@ class SparkEngine:
         return "a Spark DataFrame"
 
     def weighted_source(self, source: Any, request: CountRequest, rng: RandomSource) -> Any:
-        """Not yet: the weighted selectors (WGM, DP-SIPS) run on the local engine only."""
-        raise UnsupportedError(
-            "the weighted selectors (wgm, dp-sips) run on the local engine only for now"
-        )
+        """The distinct (user, key) pairs of ``source``, kept on the executors, as a
+        :class:`~privhist.core.weighted.WeightedSource` for the weighted selectors (WGM,
+        DP-SIPS): :class:`~privhist.engines.spark.weighting.SparkWeightedSource`."""
+        from privhist.engines.spark.weighting import SparkWeightedSource
+
+        fn = "weighted_source"
+        if not request.user_level:
+            raise ValidationError(
+                "user", fn, "a user column (weighted selectors are user-level)", None
+            )
+        df, from_file = self._frame(source, request, fn)
+        return SparkWeightedSource(self._select(df, request, from_file, fn), rng)
 
     def count(
         self,
@@ -111,6 +131,69 @@ class SparkEngine:
         *,
         progress: bool = False,
     ) -> Counts:
+        table, info, neighbouring = self.count_table(source, request, rng)
+        info.pop("keys_counted")
+        try:
+            keys, counts, units = _collect(table, with_units="units" in table.columns)
+        finally:
+            table.unpersist()
+        return Counts.from_arrays(
+            keys, counts, units, neighbouring=neighbouring, info=info, function="count"
+        )
+
+    def prepare_release(
+        self,
+        source: Any,
+        request: CountRequest,
+        mechanism: Any,
+        rng: RandomSource,
+        *,
+        progress: bool = False,
+    ) -> Callable[[], Release]:
+        """Count ``source`` now and return the function that draws the release (the release
+        path calls it inside its ledger transaction).
+
+        With ``noise="executors"`` (the default) a per-key mechanism
+        (:func:`privhist.engines.keyed_noise.runs_per_key`) draws on the executors from keyed
+        streams (:mod:`privhist.engines.spark.noise`); the release equals
+        :func:`privhist.engines.keyed_noise.release_keyed` of the local engine's counts for the
+        same seed. Every other mechanism, and every mechanism with ``noise="driver"``, draws on
+        the driver from the collected per-key table, exactly as with the local engine.
+        """
+        if self.noise == "executors" and runs_per_key(mechanism):
+            from privhist.engines.spark.noise import release_table
+
+            table, info, neighbouring = self.count_table(source, request, rng)
+            keys_counted = info.pop("keys_counted")
+
+            def draw_on_executors() -> Release:
+                try:
+                    release = release_table(table, neighbouring, mechanism, rng, info)
+                finally:
+                    table.unpersist()
+                release.diagnostics.setdefault("distinct_keys_counted", keys_counted)
+                release.diagnostics.setdefault("engine", self.name)
+                release.diagnostics["noise"] = "executors"
+                return release
+
+            return draw_on_executors
+        counts = self.count(source, request, rng, progress=progress)
+
+        def draw_on_driver() -> Release:
+            release: Release = mechanism.release(counts, rng)
+            release.diagnostics.setdefault("distinct_keys_counted", len(counts))
+            release.diagnostics.setdefault("engine", self.name)
+            release.diagnostics["noise"] = "driver"
+            return release
+
+        return draw_on_driver
+
+    def count_table(
+        self, source: Any, request: CountRequest, rng: RandomSource
+    ) -> tuple[Any, dict[str, Any], Neighbouring]:
+        """The per-key table ``(key, count[, units])`` as a cached Spark DataFrame (one row per
+        key kept, in no order; the caller unpersists it), the count's facts and the
+        neighbouring relation the bounds give."""
         from pyspark.sql import functions as F
 
         fn = "count"
@@ -133,10 +216,13 @@ class SparkEngine:
                 df.filter(F.col("key").isNotNull())
                 .groupBy("key")
                 .agg(F.count(F.lit(1)).alias("count"))
+                .cache()
             )
-            keys, counts, _ = _collect(table, with_units=False)
-            info.update({"distinct_keys": int(keys.shape[0]), "records_kept": int(counts.sum())})
-            return Counts.from_arrays(keys, counts, info=info, function=fn)
+            row = table.agg(F.count(F.lit(1)).alias("keys"), F.sum("count").alias("n")).collect()
+            keys = int(row[0]["keys"])
+            info.update({"distinct_keys": keys, "records_kept": int(row[0]["n"] or 0)})
+            info["keys_counted"] = keys
+            return table, info, Neighbouring.add_remove()
 
         k = request.max_partitions if request.max_partitions is not None else 1
         c = request.max_per_partition if request.max_per_partition is not None else 1
@@ -169,11 +255,15 @@ class SparkEngine:
                 )
             else:
                 kept = pairs
-            table = kept.groupBy("key").agg(
-                F.sum(F.least(F.col("n"), F.lit(c))).alias("count"),
-                F.count(F.lit(1)).alias("units"),
+            table = (
+                kept.groupBy("key")
+                .agg(
+                    F.sum(F.least(F.col("n"), F.lit(c))).alias("count"),
+                    F.count(F.lit(1)).alias("units"),
+                )
+                .cache()
             )
-            keys, counts, units = _collect(table, with_units=True)
+            row = table.agg(F.count(F.lit(1)).alias("keys"), F.sum("count").alias("n")).collect()
         finally:
             pairs.unpersist()
         info.update(
@@ -181,14 +271,13 @@ class SparkEngine:
                 "users": users,
                 "distinct_keys": int(distinct_keys),
                 "users_bounded": bounded,
-                "records_kept": int(counts.sum()),
+                "records_kept": int(row[0]["n"] or 0),
                 "max_partitions_contributed": k,
                 "max_contributions_per_partition": c,
+                "keys_counted": int(row[0]["keys"]),
             }
         )
-        return Counts.from_arrays(
-            keys, counts, units, neighbouring=Neighbouring.user(k, c), info=info, function=fn
-        )
+        return table, info, Neighbouring.user(k, c)
 
     # -- reading -------------------------------------------------------------------------------
 

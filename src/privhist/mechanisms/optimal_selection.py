@@ -18,7 +18,7 @@ of ``2**-B``. Lowering ``pi_n`` keeps both constraints (the first bounds ``pi_n`
 is ``1 - pi_(n-1) <= e^eps (1 - pi_n) + delta``, which a smaller ``pi_n`` only loosens), and the
 next step is computed from the rounded value, so the rounded sequence satisfies the DP constraints
 exactly. The grid follows delta: ``B = 62`` while ``delta >= 2**-62`` (the grid of
-:func:`optimal_reporting_numerators`, shared with private weighted sampling), otherwise
+:mod:`privhist.mechanisms._grid`, shared with private weighted sampling), otherwise
 ``B = 62 + ceil(log2(1 / delta))``, so ``pi_1 = delta`` keeps 62 significant bits at any delta
 (``delta = 1e-200`` is released with probability ``1e-200`` to 18 digits). Each rounding loses less
 than ``2**-B``, and a loss carried into later steps grows by at most a factor ``e^eps`` per step,
@@ -55,37 +55,22 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
+
+# ONE, ONE_BITS and grid_bits live in _grid (shared with pws) and are re-exported from here
+from privhist.mechanisms._grid import ONE as ONE
+from privhist.mechanisms._grid import ONE_BITS as ONE_BITS
+from privhist.mechanisms._grid import LazyBernoulliTable
+from privhist.mechanisms._grid import grid_bits as grid_bits
 from privhist.mechanisms._noise import PREC, LaplaceCountNoise
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
-from privhist.noise._exact import WORD_BITS, Oracle, capped, ceil_div, exp_bounds, rational_oracle
-from privhist.noise.bernoulli import compare_table
+from privhist.noise._exact import ceil_div, exp_bounds
 
-#: reporting probabilities are multiples of 2**-ONE_BITS while delta >= 2**-ONE_BITS
-ONE_BITS = 62
-ONE = 1 << ONE_BITS
 #: refuse parameters whose recursion would need more steps than this to reach 1 (about
 #: ``2 ln(1 / delta) / eps``; a step is a few big-integer operations, so this answers in seconds)
 MAX_STEPS = 200_000
 #: bits of the rational ``r <= e^eps`` used by the recursion
 _R_BITS = 128
-
-
-def grid_bits(delta: Fraction) -> int:
-    """The grid ``2**-B`` of the reporting probabilities for ``delta`` per key (``0 < delta < 1``):
-    ``B = 62`` while ``delta >= 2**-62``, else ``62 + ceil(log2(1 / delta))``.
-
-    >>> grid_bits(Fraction(1, 1000)), grid_bits(Fraction(1, 2**70)), grid_bits(Fraction(3, 2**72))
-    (62, 132, 133)
-    """
-    if delta >= Fraction(1, ONE):
-        return ONE_BITS
-    # smallest L with 2**-L <= delta, i.e. L = ceil(log2(1 / delta))
-    q, p = delta.denominator, delta.numerator
-    L = (q // p).bit_length() - 1
-    if Fraction(1, 1 << L) > delta:
-        L += 1
-    return ONE_BITS + L
 
 
 def _log(x: Fraction) -> float:
@@ -263,10 +248,8 @@ class OptimalSelection(Mechanism):
         )
         # int64 on the 2**-62 grid, Python ints (object array) on finer grids
         self._nums = np.array(nums, dtype=np.int64 if self.grid_bits == ONE_BITS else object)
-        # first-word thresholds floor(N_n 2**64 / 2**B) (capped to a uint64); ties go to the oracle
-        shift = WORD_BITS - self.grid_bits
-        firsts = [x << shift if shift >= 0 else x >> -shift for x in nums]
-        self._first_words = np.array([capped(f) for f in firsts], dtype=np.uint64)
+        # Bernoulli(N_n / 2**B) decided lazily against the exact binary digits (module notes)
+        self._keep_table = LazyBernoulliTable(nums, 1 << self.grid_bits)
 
     def parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -321,12 +304,7 @@ class OptimalSelection(Mechanism):
         units = counts.unit_counts
         present = units > 0
         keys, u, c = counts.keys[present], units[present], counts.counts[present]
-        den = 1 << self.grid_bits
-
-        def oracle(i: int) -> Oracle:
-            return rational_oracle(int(self._nums[i]), den)
-
-        keep = compare_table(self._first_words, self._index(u.astype(np.int64)), oracle, rng)
+        keep = self._keep_table.draw(self._index(u.astype(np.int64)), rng)
         keys = keys[keep]
         if self.noise is None:
             return keys, {}

@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
-from privhist.mechanisms.optimal_selection import ONE
+from privhist.mechanisms._grid import ONE
 from privhist.mechanisms.sampling.pws.algorithm5 import algorithm5
 
 I64 = npt.NDArray[np.int64]

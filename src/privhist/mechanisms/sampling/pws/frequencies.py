@@ -31,6 +31,13 @@ both bounds for every ``(eps, delta)`` (not only integral ``L``): at the switch 
 constraints ``e^eps d_s >= d_(s-1)`` because the second constraint was slack at ``s - 1``, and in
 the second phase ``d_(k-1) = e^eps d_k`` exactly, the not-reported terms telescoping to
 ``delta``. Rounding costs below ``1e-12`` in reporting probability.
+
+Any delta. The grid is ``2**-62`` while ``delta >= 2**-42`` per key (``delta 2**62 >= 2**20``
+units leave room for the slack); below, :func:`exact_shift_grid` uses ``2**-B`` with
+``B = 20 + grid_bits(delta)`` (:mod:`privhist.mechanisms._grid`), the same construction and the
+same certificate in integers over ``2**B``. The ``pws`` mechanism draws the shift on that grid by
+lazy inversion (:class:`~privhist.mechanisms._grid.LazyInversion`). The Algorithm 4 / 5 matrices
+for sampled data (:mod:`.sanitize`, :mod:`.algorithm5_release`) stay on ``2**-62``.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.core.validation import check_delta, check_epsilon
-from privhist.mechanisms.optimal_selection import ONE
+from privhist.mechanisms._grid import ONE, ONE_BITS, grid_bits
 from privhist.mechanisms.sampling.pws.keys import (
     optimal_reporting_closed_form,
     reporting_probabilities,
@@ -155,14 +162,14 @@ def closed_form_matrix(epsilon: float, delta: float, max_frequency: int) -> F64:
 # -- exact shift pmf (q = 1) --------------------------------------------------------------------
 
 
-def _shift_pmf(delta0: int, delta2: int, r: Fraction) -> list[int]:
+def _shift_pmf(delta0: int, delta2: int, r: Fraction, one: int = ONE) -> list[int]:
     """``d_0 = delta0``; ``d_k = min(floor(r d_(k-1)), floor((delta2 + (r - 1) T_k) / r))`` where
-    ``T_k = 2**62 - sum_(h<k) d_h``, until ``T`` is used up (the rule of Algorithm 3 written on
-    the increments: the first term is ``pi_(k+1) <= e^eps pi_k + delta``, the second
-    ``T_k - e^eps T_(k+1) <= delta``)."""
+    ``T_k = one - sum_(h<k) d_h`` (``one = 2**B``, the grid), until ``T`` is used up (the rule of
+    Algorithm 3 written on the increments: the first term is ``pi_(k+1) <= e^eps pi_k + delta``,
+    the second ``T_k - e^eps T_(k+1) <= delta``)."""
     p, qd = r.numerator, r.denominator
     d = [delta0]
-    tail = ONE - delta0
+    tail = one - delta0
     while tail > 0:
         a = p * d[-1] // qd
         b = (delta2 * qd + (p - qd) * tail) // p
@@ -178,44 +185,85 @@ def _shift_pmf(delta0: int, delta2: int, r: Fraction) -> list[int]:
     return d
 
 
-@functools.lru_cache(maxsize=32)
+#: on the 2**-62 grid the shift pmf needs delta >= 2**-SHIFT_MIN_BITS (2**20 units of slack room)
+SHIFT_MIN_BITS = 42
+
+
+def shift_grid_bits(delta: Fraction) -> int:
+    """The grid ``2**-B`` of the exact shift pmf for ``delta`` per key: ``B = 62`` while
+    ``delta >= 2**-42``, else ``20 + grid_bits(delta)`` (:mod:`privhist.mechanisms._grid`), so
+    ``delta 2**B >= 2**20`` grid units always leave room for the rounding slack.
+
+    >>> shift_grid_bits(Fraction(1, 1000)), shift_grid_bits(Fraction(1, 2**50))
+    (62, 82)
+    """
+    if delta >= Fraction(1, 1 << SHIFT_MIN_BITS):
+        return ONE_BITS
+    return 20 + grid_bits(delta)
+
+
 def exact_shift_pmf(epsilon: Fraction, delta: Fraction) -> tuple[int, ...]:
     """Integer pmf ``d`` (numerators over ``2**62``, summing to ``2**62``) of the shift ``K``:
     a key of frequency ``i`` is reported with token ``i - K`` when ``K < i``, so its reporting
     probability is ``sum_(k<i) d_k``, Algorithm 3's ``pi_i`` up to rounding. Certified by
-    :func:`verify_shift_pmf` for ``(epsilon, delta)`` before it is returned.
-
-    Rounding ``d_k`` down costs each ratio ``d_(k-1) / d_k`` at most ``r`` grid units over
-    ``e^eps``; the second rule runs with ``delta2 = delta0 - slack`` so these units fit in the
-    budget, and the slack is doubled until the certificate holds.
+    :func:`verify_shift_pmf` for ``(epsilon, delta)`` before it is returned. Needs
+    ``delta >= 2**-42``; :func:`exact_shift_grid` takes any delta on a finer grid.
 
     >>> d = exact_shift_pmf(Fraction(1), Fraction(1, 1000))
     >>> sum(d) == 2**62, d[0] == 2**62 // 1000
     (True, True)
     """
     fn = "exact_shift_pmf"
-    if delta < Fraction(1 << 20, ONE) or delta >= 1:
-        raise ValidationError("delta", fn, "in [2**-42, 1) per key", float(delta))
+    if delta < Fraction(1, 1 << SHIFT_MIN_BITS) or delta >= 1:
+        raise ValidationError(
+            "delta", fn, "in [2**-42, 1) per key (exact_shift_grid takes any)", float(delta)
+        )
+    return exact_shift_grid(epsilon, delta)[1]
+
+
+@functools.lru_cache(maxsize=32)
+def exact_shift_grid(epsilon: Fraction, delta: Fraction) -> tuple[int, tuple[int, ...]]:
+    """``(B, d)``: the integer pmf ``d`` of the shift over ``2**B``, ``B = shift_grid_bits(delta)``
+    (62 while ``delta >= 2**-42``, so then ``d`` is :func:`exact_shift_pmf`'s), certified by
+    :func:`verify_shift_pmf` on that grid before it is returned.
+
+    Rounding ``d_k`` down costs each ratio ``d_(k-1) / d_k`` at most ``r`` grid units over
+    ``e^eps``; the second rule runs with ``delta2 = delta0 - slack`` so these units fit in the
+    budget, and the slack is doubled until the certificate holds. On the finer grid every
+    rounding is ``2**-B <= delta 2**-20``, so the argument is the one of the ``2**-62`` grid.
+
+    >>> B, d = exact_shift_grid(Fraction(1), Fraction(1, 10**40))
+    >>> B, sum(d) == 2**B, float(Fraction(d[0], 2**B))
+    (215, True, 1e-40)
+    """
+    fn = "exact_shift_pmf"
+    if not (0 < delta < 1):
+        raise ValidationError("delta", fn, "in (0, 1) per key", float(delta))
+    bits = shift_grid_bits(delta)
+    one = 1 << bits
     r = exp_rational_bounds(epsilon)[0]
-    delta0 = int(delta * ONE)
+    delta0 = int(delta * one)
     slack = 64
     while slack < delta0 // 2:
-        d = _shift_pmf(delta0, delta0 - slack, r)
-        if verify_shift_pmf(d, epsilon, delta):
-            return tuple(d)
+        d = _shift_pmf(delta0, delta0 - slack, r, one)
+        if verify_shift_pmf(d, epsilon, delta, bits):
+            return bits, tuple(d)
         slack = max(2 * slack, 4 * (len(d) + 2) * (int(r) + 2))
     raise ValidationError("delta", fn, "a value admitting an exact shift pmf", float(delta))
 
 
-def verify_shift_pmf(d: list[int] | tuple[int, ...], epsilon: Fraction, delta: Fraction) -> bool:
-    """Certify that the shift mechanism with integer pmf ``d`` (over ``2**62``) is
+def verify_shift_pmf(
+    d: list[int] | tuple[int, ...], epsilon: Fraction, delta: Fraction, bits: int = ONE_BITS
+) -> bool:
+    """Certify that the shift mechanism with integer pmf ``d`` (over ``2**bits``) is
     ``(epsilon, delta)``-DP for frequencies moving by one: both divergences of the module notes
     for every pair of rows, in integer arithmetic with a rational ``r <= e^epsilon``."""
-    if any(x < 0 for x in d) or sum(d) != ONE or not d:
+    one = 1 << bits
+    if any(x < 0 for x in d) or sum(d) != one or not d:
         return False
     r = exp_rational_bounds(epsilon)[0]
     p, qd = r.numerator, r.denominator
-    budget = delta * ONE * qd  # compare sums scaled by qd
+    budget = delta * one * qd  # compare sums scaled by qd
     ext = [*d, 0]
     # row i+1 against row i: the worst i includes every k
     up = qd * d[0] + sum(max(0, qd * ext[k] - p * ext[k - 1]) for k in range(1, len(ext)))

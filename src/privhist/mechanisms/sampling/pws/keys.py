@@ -32,7 +32,8 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.core.validation import check_delta, check_epsilon
-from privhist.mechanisms.optimal_selection import ONE, optimal_reporting_numerators
+from privhist.mechanisms._grid import ONE, ONE_BITS, grid_bits
+from privhist.mechanisms.optimal_selection import optimal_reporting_grid
 from privhist.mechanisms.sampling.pws.schemes import check_inclusion
 from privhist.noise import exp_rational_bounds
 
@@ -53,7 +54,8 @@ def threshold_L(epsilon: float, delta: float) -> float:
     17.827
     """
     eps, d = _params(epsilon, delta, "threshold_L")
-    return math.log((math.expm1(eps) + 2 * d) / (d * (math.exp(eps) + 1))) / eps
+    # a difference of logarithms: the quotient overflows a double for delta near 1e-308
+    return (math.log(math.expm1(eps) + 2 * d) - math.log(d) - math.log1p(math.exp(eps))) / eps
 
 
 def delta_for_integral_L(epsilon: float, L: int) -> float:
@@ -176,15 +178,40 @@ def exact_reporting_numerators(epsilon: float, delta: float, q: npt.ArrayLike | 
     constraints between ``i - 1`` and ``i`` then hold exactly for the grid values (the argument
     of :mod:`privhist.mechanisms.optimal_selection`). The exact step runs only where a float
     pre-check with a relative margin of ``1e-9`` cannot show that ``N_i = Q_i``.
+
+    The ``2**-62`` grid needs ``delta >= 2**-62``; :func:`exact_reporting_grid` takes any delta.
     """
-    fn = "exact_reporting_numerators"
+    bits, nums = exact_reporting_grid(epsilon, delta, q)
+    if bits != ONE_BITS:
+        raise ValidationError(
+            "delta",
+            "exact_reporting_numerators",
+            ">= 2**-62 per key on the 2**-62 grid (exact_reporting_grid takes any delta)",
+            delta,
+        )
+    out: I64 = nums.astype(np.int64)
+    return out
+
+
+def exact_reporting_grid(
+    epsilon: float, delta: float, q: npt.ArrayLike | None = None
+) -> tuple[int, npt.NDArray[Any]]:
+    """``(B, N)``: Algorithm 3 exactly on the grid ``2**-B`` of :func:`~privhist.mechanisms._grid.
+    grid_bits` (``B = 62`` while ``delta >= 2**-62``), ``pi_i = N_i / 2**B``; ``q`` as in
+    :func:`exact_reporting_numerators`. ``N`` is int64 for ``B = 62``, Python ints otherwise.
+
+    >>> B, N = exact_reporting_grid(1.0, 1e-30)
+    >>> B, float(N[1]) / 2**B, int(N[-1]) == 2**B
+    (162, 1e-30, True)
+    """
+    fn = "exact_reporting_grid"
     eps, d = _params(epsilon, delta, fn)
-    eps_f, d_f = Fraction(eps), Fraction(d)
     if q is None:
-        return np.array(optimal_reporting_numerators(eps_f, d_f), dtype=np.int64)
+        bits, nums = optimal_reporting_grid(Fraction(eps), Fraction(d))
+        return bits, np.array(nums, dtype=np.int64 if bits == ONE_BITS else object)
     qa = check_inclusion(q, fn)
     Q = np.minimum(np.floor(qa * float(ONE)), float(ONE)).astype(np.int64)
-    return grid_reporting_numerators(eps, d, Q)
+    return grid_reporting_table(eps, d, Q)
 
 
 def grid_reporting_numerators(epsilon: float, delta: float, Q: npt.ArrayLike) -> I64:
@@ -194,12 +221,39 @@ def grid_reporting_numerators(epsilon: float, delta: float, Q: npt.ArrayLike) ->
     ``2**62 - N_(i-1) <= r (2**62 - N_i) + delta 2**62`` exactly; ``N`` is non-decreasing, so the
     two reverse constraints hold as well. Steps where a float pre-check (relative margin
     ``1e-9``) shows ``N_i = Q_i``, or where ``Q_i = Q_(i-1) = N_(i-1)``, are skipped in bulk.
+    Needs ``delta >= 2**-62``; :func:`grid_reporting_table` takes any delta.
 
     >>> N = grid_reporting_numerators(1.0, 0.25, [0, 2**62, 2**62])
     >>> bool(N[1] == 2**60), round(int(N[2]) / 2**62, 6)  # 1 - 0.5 / e
     (True, 0.81606)
     """
     fn = "grid_reporting_numerators"
+    eps, d = _params(epsilon, delta, fn)
+    if Fraction(d) < Fraction(1, ONE):
+        raise ValidationError(
+            "delta", fn, ">= 2**-62 (about 2.2e-19; grid_reporting_table takes any delta)", d
+        )
+    nums = grid_reporting_table(eps, d, Q, fn=fn)[1]
+    out: I64 = nums.astype(np.int64)
+    return out
+
+
+def grid_reporting_table(
+    epsilon: float, delta: float, Q: npt.ArrayLike, *, fn: str = "grid_reporting_table"
+) -> tuple[int, npt.NDArray[Any]]:
+    """``(B, N)``: Algorithm 3 exactly on the grid ``2**-B`` (``B = grid_bits(delta)``, so
+    ``B = 62`` while ``delta >= 2**-62`` and ``62 + ceil(log2(1 / delta))`` below) for integer
+    inclusion numerators ``Q`` over ``2**62`` (as in :func:`grid_reporting_numerators`):
+    ``pi_i = N_i / 2**B`` with ``N_i <= Q_i 2**(B - 62)``, ``N_i <= r N_(i-1) + delta 2**B`` and
+    ``2**B - N_(i-1) <= r (2**B - N_i) + delta 2**B`` exactly, ``r <= e^eps`` rational.
+    Rounding down to the finer grid keeps both constraints for the same reason as on ``2**-62``
+    (:mod:`privhist.mechanisms.optimal_selection`); ``delta 2**B >= 2**62`` keeps the first step
+    away from zero. ``N`` is int64 for ``B = 62``, an object array of Python ints otherwise.
+
+    >>> B, N = grid_reporting_table(1.0, 1e-100, [0, 2**61, 2**62])
+    >>> B, float(N[1]) / 2**B
+    (395, 1e-100)
+    """
     eps, d = _params(epsilon, delta, fn)
     eps_f, d_f = Fraction(eps), Fraction(d)
     Qa = np.asarray(Q)
@@ -215,23 +269,26 @@ def grid_reporting_numerators(epsilon: float, delta: float, Q: npt.ArrayLike) ->
         raise ValidationError(
             "Q", fn, "non-decreasing integers in [0, 2**62] with Q_0 = 0", f"shape {Qa.shape}"
         )
-    if d_f < Fraction(1, ONE):
-        raise ValidationError("delta", fn, ">= 2**-62 (about 2.2e-19)", d)
-    Qi = [int(x) for x in Qa.tolist()]
+    bits = grid_bits(d_f)
+    shift = bits - ONE_BITS
+    one = 1 << bits
+    Qi = [int(x) << shift for x in Qa.tolist()]
     r = exp_rational_bounds(eps_f)[0]
     inv_r = 1 / r
-    d_one = d_f * ONE
+    d_one = d_f * one
+    # float pre-check in units of 1 (scaling by a power of two is exact); below 1e-290 delta
+    # could be subnormal, so only the equality test clears steps there
     e, inv = float(r), float(inv_r)
-    dd = float(d_one)
-    Qf = Qa.astype(np.float64)
+    Qf = Qa.astype(np.float64) / float(ONE)
     clear = np.zeros(Qf.shape[0], dtype=bool)
-    clear[1:] = (
-        (Qf[1:] <= (e * Qf[:-1] + dd) * (1 - 1e-9))
-        & (Qf[1:] <= (ONE - inv * (ONE - Qf[:-1] - dd)) * (1 - 1e-9))
-    ) | (Qa[1:] == Qa[:-1])
+    if d >= 1e-290:
+        clear[1:] = (Qf[1:] <= (e * Qf[:-1] + d) * (1 - 1e-9)) & (
+            Qf[1:] <= (1 - inv * (1 - Qf[:-1] - d)) * (1 - 1e-9)
+        )
+    clear[1:] |= Qa[1:] == Qa[:-1]
     hard = np.nonzero(~clear)[0]
     m = Qa.shape[0] - 1
-    nums = Qa.astype(np.int64).copy()
+    nums = Qa.astype(np.int64).copy() if shift == 0 else np.array(Qi, dtype=object)
     prev, i = 0, 1
     while i <= m:
         if clear[i] and prev == Qi[i - 1]:
@@ -240,8 +297,8 @@ def grid_reporting_numerators(epsilon: float, delta: float, Q: npt.ArrayLike) ->
             nxt = int(hard[k]) if k < hard.shape[0] else m + 1
             prev, i = Qi[nxt - 1], nxt
             continue
-        best = min(Fraction(Qi[i]), r * prev + d_one, ONE - inv_r * (ONE - prev - d_one))
+        best = min(Fraction(Qi[i]), r * prev + d_one, one - inv_r * (one - prev - d_one))
         prev = int(best)
         nums[i] = prev
         i += 1
-    return nums
+    return bits, nums

@@ -7,10 +7,14 @@ Cohen, Geri, Sarlos & Stemmer, Section 3.3 and Algorithm 2. What is proven, for 
   :func:`~.schemes.threshold_sample` and the threshold ``StreamingSampler``, an assumption for
   samples built elsewhere). ``tau`` must not depend on the data: bottom-k samples are refused.
 * :func:`sanitize_keys` keeps a sampled key of frequency ``i`` with the exact rational probability
-  ``N_i / Q_i`` (:func:`privhist.noise.bernoulli_rational`), ``N_i`` from
-  :func:`~.keys.grid_reporting_numerators`, so the end-to-end reporting probability is exactly
-  ``N_i / 2**62`` and both DP constraints of Algorithm 3 hold exactly between ``i - 1`` and
-  ``i`` (with a rational ``r <= e^eps``).
+  ``N_i / (Q_i 2**(B - 62))``, ``N_i`` from :func:`~.keys.grid_reporting_table` on the grid
+  ``2**-B`` (``B = 62`` while ``delta >= 2**-62`` per key, ``62 + ceil(log2(1 / delta))``
+  below, :mod:`privhist.mechanisms._grid`), so the end-to-end reporting probability is exactly
+  ``N_i / 2**B`` and both DP constraints of Algorithm 3 hold exactly between ``i - 1`` and
+  ``i`` (with a rational ``r <= e^eps``). On ``2**-62`` the draw is
+  :func:`privhist.noise.bernoulli_rational`; on finer grids one 64-bit word is compared with the
+  first binary digits of the probability and further words are drawn only on a tie
+  (:class:`~privhist.mechanisms._grid.LazyBernoulliTable`), so any delta is accepted.
 * :func:`sanitize_frequencies` draws a token ``j`` for a sampled key of frequency ``i`` with
   probability exactly ``E_(i,j) / Q_i`` (a uniform integer below ``Q_i`` compared with the
   integer cumulative sums of row ``i``), so the end-to-end probability of ``(reported, j)`` is
@@ -48,7 +52,7 @@ import numpy.typing as npt
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
-from privhist.mechanisms.optimal_selection import ONE
+from privhist.mechanisms._grid import ONE, ONE_BITS, LazyBernoulliTable
 from privhist.mechanisms.sampling.pws.algorithm5_release import (
     MAX_ALGORITHM5,
     algorithm5_rows,
@@ -56,7 +60,7 @@ from privhist.mechanisms.sampling.pws.algorithm5_release import (
 )
 from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
 from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix, exact_shift_pmf
-from privhist.mechanisms.sampling.pws.keys import grid_reporting_numerators, threshold_L
+from privhist.mechanisms.sampling.pws.keys import grid_reporting_table, threshold_L
 from privhist.mechanisms.sampling.pws.schemes import WeightedSample
 from privhist.noise import bernoulli_rational, exp_rational_bounds
 
@@ -108,13 +112,20 @@ def sanitize_keys(
     fn = "sanitize_keys"
     eps, dl = _check(sample, epsilon, delta, fn)
     f = sample.frequencies
-    Q, nums = key_numerators(sample, eps, dl, int(f.max()) if f.size else 1)
+    bits, Q, nums = key_table(sample, eps, dl, int(f.max()) if f.size else 1)
     idx = np.minimum(f, Q.shape[0] - 1)
-    keep = (
-        bernoulli_rational(nums[idx], np.maximum(Q[idx], 1), rng)
-        if f.size
-        else np.zeros(0, dtype=bool)
-    )
+    if not f.size:
+        keep = np.zeros(0, dtype=bool)
+    elif bits == ONE_BITS:
+        keep = bernoulli_rational(nums[idx], np.maximum(Q[idx], 1), rng)
+    else:
+        # P[kept | sampled] = (N_i / 2**B) / (Q_i / 2**62) = N_i / (Q_i 2**(B - 62)), decided
+        # lazily against its exact binary digits (one word per key but on a tie)
+        used, where = np.unique(idx, return_inverse=True)
+        table = LazyBernoulliTable(
+            [int(nums[j]) for j in used], [max(int(Q[j]), 1) << (bits - ONE_BITS) for j in used]
+        )
+        keep = table.draw(where.astype(np.int64).ravel(), rng)
     n = int(keep.sum())
     nan = np.full(n, np.nan)
     return PrivateSample(
@@ -135,8 +146,24 @@ MAX_KEY_TABLE = 50_000_000
 def key_numerators(
     sample: WeightedSample, epsilon: float, delta: float, max_frequency: int
 ) -> tuple[I64, I64]:
-    """``(Q, N)`` for frequencies ``0..c`` with ``c <= max_frequency`` such that every frequency
-    above ``c`` has ``Q = N = 2**62`` (so index ``min(i, c)`` serves every ``i``).
+    """``(Q, N)`` of :func:`key_table` on the ``2**-62`` grid (``delta >= 2**-62`` per key)."""
+    bits, Q, N = key_table(sample, epsilon, delta, max_frequency)
+    if bits != ONE_BITS:
+        raise ValidationError(
+            "delta", "key_numerators", ">= 2**-62 per key (key_table takes any delta)", delta
+        )
+    out: I64 = N.astype(np.int64)
+    return Q, out
+
+
+def key_table(
+    sample: WeightedSample, epsilon: float, delta: float, max_frequency: int
+) -> tuple[int, I64, npt.NDArray[Any]]:
+    """``(B, Q, N)`` for frequencies ``0..c`` with ``c <= max_frequency`` such that every
+    frequency above ``c`` has ``Q = 2**62`` and ``N = 2**B`` (so index ``min(i, c)`` serves
+    every ``i``): ``Q_i / 2**62`` is the sampling probability and ``N_i / 2**B`` the reporting
+    probability of :func:`~.keys.grid_reporting_table` (``B = 62`` while ``delta >= 2**-62``,
+    finer below, so any delta is accepted).
 
     Once ``Q_s = 2**62`` (found by a search that depends only on the scheme, ``tau`` and the
     power), the reporting numerators reach ``2**62`` within ``2 L + 2`` more steps (Lemma 4.2) and
@@ -170,9 +197,9 @@ def key_numerators(
                 "frequencies); clamp frequencies to a public bound before sampling"
             )
         Q = sample.grid_q(np.arange(cap + 1))
-        N = grid_reporting_numerators(epsilon, delta, Q)
-        if cap >= m or N[cap] == ONE:
-            return Q, N
+        bits, N = grid_reporting_table(epsilon, delta, Q)
+        if cap >= m or N[cap] == 1 << bits:
+            return bits, Q, N
         cap = min(m, 2 * cap)  # pragma: no cover - Lemma 4.2 makes the first cap enough
 
 

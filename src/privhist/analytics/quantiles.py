@@ -261,16 +261,7 @@ class BinarySearchQuantiles:
     ) -> QuantileResult:
         """Answer the quantile levels ``qs`` (exactly ``quantiles`` of them)."""
         fn = "BinarySearchQuantiles.run"
-        levels = check_levels(qs, fn)
-        if len(levels) != self.quantiles:
-            raise ValidationError(
-                "q", fn, f"{self.quantiles} quantile level(s), as budgeted", len(levels)
-            )
-        if rng is None:
-            rng = SecureRandom()
-        if not isinstance(rng, RandomSource):
-            raise ValidationError("rng", fn, "a RandomSource", type(rng).__name__)
-        x, facts = _checked_values(self.range, values, clamp, fn)
+        levels, rng, x, facts = _run_inputs(self.quantiles, self.range, values, qs, rng, clamp, fn)
         x.sort()
         n = x.shape[0]
         keys = np.array([0, 1], dtype=np.int64)
@@ -310,6 +301,28 @@ class BinarySearchQuantiles:
                 )
             )
         return QuantileResult(answers, self.metadata(rng), facts)
+
+
+def _run_inputs(
+    budgeted: int,
+    geometry: Hierarchy,
+    values: npt.ArrayLike,
+    qs: Any,
+    rng: RandomSource | None,
+    clamp: bool,
+    fn: str,
+) -> tuple[list[float], RandomSource, npt.NDArray[np.float64], dict[str, Any]]:
+    """The checked inputs of a binary-search run: exactly ``budgeted`` levels, a
+    :class:`RandomSource` (secure by default) and the values with their input facts."""
+    levels = check_levels(qs, fn)
+    if len(levels) != budgeted:
+        raise ValidationError("q", fn, f"{budgeted} quantile level(s), as budgeted", len(levels))
+    if rng is None:
+        rng = SecureRandom()
+    if not isinstance(rng, RandomSource):
+        raise ValidationError("rng", fn, "a RandomSource", type(rng).__name__)
+    x, facts = _checked_values(geometry, values, clamp, fn)
+    return levels, rng, x, facts
 
 
 def _checked_values(

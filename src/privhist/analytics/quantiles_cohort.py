@@ -64,7 +64,7 @@ from scipy.special import gammaln
 from privhist.analytics.hierarchy import Composition, Hierarchy
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, ValidationError
-from privhist.core.random import RandomSource, SecureRandom
+from privhist.core.random import RandomSource
 from privhist.core.validation import (
     check_delta,
     check_epsilon,
@@ -300,22 +300,12 @@ class FixedCohortQuantiles:
         from privhist.analytics.quantiles import (
             QuantileAnswer,
             QuantileResult,
-            _checked_values,
+            _run_inputs,
             _sampling_error,
-            check_levels,
         )
 
         fn = "FixedCohortQuantiles.run"
-        levels = check_levels(qs, fn)
-        if len(levels) != self.quantiles:
-            raise ValidationError(
-                "q", fn, f"{self.quantiles} quantile level(s), as budgeted", len(levels)
-            )
-        if rng is None:
-            rng = SecureRandom()
-        if not isinstance(rng, RandomSource):
-            raise ValidationError("rng", fn, "a RandomSource", type(rng).__name__)
-        x, facts = _checked_values(self.range, values, clamp, fn)
+        levels, rng, x, facts = _run_inputs(self.quantiles, self.range, values, qs, rng, clamp, fn)
         if x.shape[0] != self.clients:
             # n is the same for all substitution neighbours, so refusing reveals nothing
             raise InputDataError(

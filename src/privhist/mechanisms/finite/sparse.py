@@ -135,6 +135,7 @@ EXACT_WORK = 1 << 21
 _UNIVERSE_BITS = Option(
     "universe_bits", int, 64, "the universe is the integers [0, 2**B) (default 64)"
 )
+_BETA1 = Option("beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)")
 _TV_DELTA = Option(
     "tv_delta",
     str,
@@ -429,7 +430,7 @@ class SparseHistogram(_FiniteHistogram):
     sparse = False  # noise-only bins of the universe are released
     options: ClassVar[tuple[Option, ...]] = (
         _UNIVERSE_BITS,
-        Option("beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)"),
+        _BETA1,
         _TV_DELTA,
         *_COUNTING,
         _COUNT_BOUND,
@@ -846,8 +847,8 @@ class PureSparseHistogram(SparseHistogram):
     summary = "pure-DP sparse histogram over a universe up to 2**64 keys (Algorithm 8)"
     sparse = False  # noise-only bins of the universe can be released
     options = (
-        Option("universe_bits", int, 64, "the universe is the integers [0, 2**B) (default 64)"),
-        Option("beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)"),
+        _UNIVERSE_BITS,
+        _BETA1,
         Option("beta2", str, "1/1000", "mixing probability 1/k of the random histogram"),
         *_COUNTING,
         _COUNT_BOUND,

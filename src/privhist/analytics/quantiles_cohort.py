@@ -30,10 +30,10 @@ the round is ``(eps, delta)``-DP for substitution iff for every ``N`` in ``[0, n
 ``r_N(c) = Pr_(N+1)[C = c] / Pr_N[C = c] = (N + 1)(n - N - m + c) / ((N + 1 - c)(n - N))``
 increases in ``c``, so ``[P_(N+1)(c) - e^eps P_N(c)]_+`` is positive on a suffix ``c > c*`` of the
 released range and ``[P_N(c) - e^eps P_(N+1)(c)]_+`` on a prefix: each divergence is one
-difference of hypergeometric tail sums plus the ``⊥`` term. The cut is located in floats and the
-sum is maximised over the cut and its two neighbours on each side, which contains the true cut;
-the tails are SciPy's hypergeometric survival functions (double precision; not interval
-arithmetic: ``tests/analytics/test_quantiles_cohort.py`` checks the profile against exact
+difference of hypergeometric tail sums plus the ``⊥`` term. The code sums the positive parts
+themselves (prefix sums give every ``tau`` at once), so no cut has to be located; the pmfs come from log-factorial tables (``gammaln``) and the tails from running sums, in
+double precision with a relative and an absolute margin (not interval arithmetic:
+``tests/analytics/test_quantiles_cohort.py`` checks the profile against exact
 rational enumeration of both laws on small populations, both directions). All ``N`` are
 evaluated (vectorised), so the profile is a maximum over every neighbouring pair.
 
@@ -86,6 +86,10 @@ MAX_WORK = 120_000_000
 #: (log-factorials of size up to n log n carry absolute errors near n log n 2**-52, about
 #: 3e-9 relative at n = 10**6 on the pmfs; the tests compare with exact rational values)
 NUMERIC_MARGIN = 1e-6
+#: absolute margin per cohort draw added as well: the tails are differences of running sums of
+#: up to ``m + 1`` terms near 1, whose rounding is absolute (about ``(m + 1) 2**-53``), which a
+#: relative margin does not cover once the round's delta is tiny
+ABSOLUTE_MARGIN_PER_DRAW = 2.0**-48
 #: elements per block of the (N, c) table
 _BLOCK = 1 << 18
 
@@ -176,10 +180,11 @@ def cohort_threshold(
     n: int, m: int, epsilon: float, delta: float, function: str
 ) -> tuple[int, float]:
     """``(tau, delta_tau)``: the smallest ``tau`` whose round delta (and every larger ``tau``'s),
-    raised by the relative margin :data:`NUMERIC_MARGIN`, is at most ``delta``, and that raised
-    delta (module notes)."""
+    raised by the relative margin :data:`NUMERIC_MARGIN` and the absolute margin
+    ``(m + 2)`` :data:`ABSOLUTE_MARGIN_PER_DRAW`, is at most ``delta``, and that raised delta
+    (module notes)."""
     check_work(n, m, function)
-    prof = cohort_profile(n, m, epsilon) * (1 + NUMERIC_MARGIN)
+    prof = cohort_profile(n, m, epsilon) * (1 + NUMERIC_MARGIN) + (m + 2) * ABSOLUTE_MARGIN_PER_DRAW
     bad = np.nonzero(prof > delta)[0]
     tau = int(bad[-1]) + 2 if bad.size else 1
     if 2 * tau > m:

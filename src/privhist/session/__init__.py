@@ -41,11 +41,13 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -581,6 +583,9 @@ class Session:
         )
         eps_cap = float(call.epsilon) * DEFAULT_CAP_FRACTION
         eps_mech = float(call.epsilon) - eps_cap * (auto_k + auto_c)
+        # the parts, as the floats the mechanisms receive, must add up to at most the charge
+        while Fraction(eps_cap) * (auto_k + auto_c) + Fraction(eps_mech) > Fraction(call.epsilon):
+            eps_mech = math.nextafter(eps_mech, 0.0)
         built = {
             (k, c): _build(
                 call.mechanism,
@@ -611,6 +616,11 @@ class Session:
             raise UnsupportedError(f"the {self.engine.name} engine cannot choose a cap ('auto')")
         src = weighted_source(call.source, call.request(None, None), rng)
         degrees = src.degree_histogram(CAP_CANDIDATES) if auto_k else None
+        if auto_c and not hasattr(src, "records_histogram"):
+            raise UnsupportedError(
+                f"the {self.engine.name} engine cannot choose a records-per-key cap "
+                "(max_per_partition='auto'); give max_per_partition"
+            )
         records = src.records_histogram(RECORD_CAP_CANDIDATES) if auto_c else None
 
         def draw() -> Release:

@@ -317,7 +317,8 @@ def quantiles(
     )
     cost = estimator.composition().basic
     # fixed-size cohorts (cohort_size, clients) are analysed for substitution neighbours
-    relation = Neighbouring.replace() if "cohort_size" in options else Neighbouring.add_remove()
+    cohort = options.get("cohort_size") is not None
+    relation = Neighbouring.replace() if cohort else Neighbouring.add_remove()
     if dry_run:
         return session._dry_run(None, cost, relation, {"method": method})
     session._check_budget(cost, None, seed, fn)
@@ -567,7 +568,6 @@ def weighted_sample(
     clamped = int((f > m).sum())
     f = np.minimum(f, m)
     rng = default_source(seed)
-    sizes: list[int] = []
 
     def draw() -> WeightedSample:
         extra: dict[str, Any] = {}
@@ -576,7 +576,6 @@ def weighted_sample(
             t, extra = _private_tau(f, k, power, m, eps_total, rng)
         assert t is not None
         sample = threshold_sample(kk, f, scheme, t, rng, power=power)  # type: ignore[arg-type]
-        sizes.append(len(sample))
         if keys_only:
             priv = sanitize_keys(sample, eps, delta, rng)
         else:

@@ -142,6 +142,16 @@ def weighted_sums(
     )
 
 
+def wanted_keys(keys: npt.ArrayLike, max_keys: int, fn: str) -> tuple[int, npt.NDArray[Any]]:
+    """The checked cap ``k`` and the distinct, sorted keys asked for by a unit count (shared
+    by the local and the Spark weighted sources)."""
+    k = check_positive_int(max_keys, fn, "max_keys")
+    wanted = np.asarray(keys)
+    if wanted.ndim != 1:
+        raise ValidationError("keys", fn, "a one-dimensional array", f"shape {wanted.shape}")
+    return k, (np.unique(wanted) if wanted.size else wanted)
+
+
 def unit_counts(
     pairs: pl.DataFrame, keys: npt.ArrayLike, max_keys: int, rng: RandomSource
 ) -> Counts:
@@ -156,11 +166,7 @@ def unit_counts(
         ([1, 2, 5], [2, 1, 0])
     """
     fn = "unit_counts"
-    k = check_positive_int(max_keys, fn, "max_keys")
-    wanted = np.asarray(keys)
-    if wanted.ndim != 1:
-        raise ValidationError("keys", fn, "a one-dimensional array", f"shape {wanted.shape}")
-    wanted = np.unique(wanted) if wanted.size else wanted
+    k, wanted = wanted_keys(keys, max_keys, fn)
     if wanted.size == 0:
         return Counts.from_arrays(
             wanted, np.zeros(0, dtype=np.int64), neighbouring=Neighbouring.user(k, 1)
@@ -239,7 +245,9 @@ class LocalWeightedSource:
             )
         records = _collect(lf.group_by("user", "key").len(), label)
         out = cls(records.select("user", "key"), rng)
-        out._max_records = _int64(records.group_by("user").agg(pl.col("len").max())["len"])
+        # null users or keys are no one's records: left out, as __init__ leaves out their pairs
+        held = records.drop_nulls(["user", "key"])
+        out._max_records = _int64(held.group_by("user").agg(pl.col("len").max())["len"])
         out._records = None
         return out
 

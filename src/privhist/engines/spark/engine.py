@@ -378,16 +378,19 @@ def _priority_batches(secret: bytes) -> Any:
     return add
 
 
+def arrow_keys(column: Any) -> Any:
+    """An Arrow key column as a NumPy array: int64 for integer keys, else an object array."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(column.type):
+        return np.asarray(column.to_numpy(), dtype=np.int64)
+    return np.array(column.to_pylist(), dtype=object)
+
+
 def _collect(table: Any, *, with_units: bool) -> tuple[Any, Any, Any]:
     """The per-key table on the driver as arrays (keys: int64, or an object array of text)."""
     arrow = table.toArrow()
-    keys_arr = arrow.column("key")
-    import pyarrow as pa
-
-    if pa.types.is_integer(keys_arr.type):
-        keys = np.asarray(keys_arr.to_numpy(), dtype=np.int64)
-    else:
-        keys = np.array(keys_arr.to_pylist(), dtype=object)
+    keys = arrow_keys(arrow.column("key"))
     counts = np.asarray(arrow.column("count").to_numpy(), dtype=np.int64)
     units = np.asarray(arrow.column("units").to_numpy(), dtype=np.int64) if with_units else None
     return keys, counts, units

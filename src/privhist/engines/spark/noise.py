@@ -83,7 +83,8 @@ def _block_function(
         if keys.dtype.kind not in "iu":
             keys = np.asarray(keys, dtype=object)
         rel = release_block(mechanism, keys, counts, units, neighbouring, secret, block, private)
-        arrays = [pa.array(rel.keys.tolist(), type=table.schema.field("key").type)]
+        out_keys = rel.keys if rel.keys.dtype.kind in "iu" else rel.keys.tolist()
+        arrays = [pa.array(out_keys, type=table.schema.field("key").type)]
         for name, kind in types.items():
             col = getattr(rel, name)
             arrays.append(pa.array(np.asarray(col, dtype="f8" if kind == "double" else "i8")))
@@ -122,17 +123,13 @@ def release_table(
 ) -> Release:
     """Draw the noise secret from ``rng`` (on the driver), release ``table`` on the executors and
     collect the released rows in canonical key order."""
-    import pyarrow as pa
+    from privhist.engines.spark.engine import arrow_keys
 
     check_mechanism(mechanism, neighbouring, "release_table")
     secret = draw_secret(rng)
     frame, types = released_frame(table, neighbouring, mechanism, secret, rng.private)
     arrow = frame.toArrow()
-    key_col = arrow.column("key")
-    if pa.types.is_integer(key_col.type):
-        keys: Any = np.asarray(key_col.to_numpy(), dtype=np.int64)
-    else:
-        keys = np.array(key_col.to_pylist(), dtype=object)
+    keys = arrow_keys(arrow.column("key"))
     order = np.argsort(keys, kind="stable")
     cols: dict[str, Any] = {}
     for name, kind in types.items():

@@ -38,6 +38,7 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import check_positive_int
 from privhist.core.weighted import WeightedCounts
+from privhist.engines.local.weighting import wanted_keys
 from privhist.engines.priorities import PairPriorities
 
 #: the largest weight scale (as the local engine)
@@ -106,11 +107,7 @@ class SparkWeightedSource:
         from pyspark.sql import functions as F
 
         fn = "unit_counts"
-        k = check_positive_int(max_keys, fn, "max_keys")
-        wanted = np.asarray(keys)
-        if wanted.ndim != 1:
-            raise ValidationError("keys", fn, "a one-dimensional array", f"shape {wanted.shape}")
-        wanted = np.unique(wanted) if wanted.size else wanted
+        k, wanted = wanted_keys(keys, max_keys, fn)
         if wanted.size == 0:
             return Counts.from_arrays(
                 wanted, np.zeros(0, dtype=np.int64), neighbouring=Neighbouring.user(k, 1)
@@ -229,14 +226,10 @@ def _is_int(value: Any) -> bool:
 
 def _collect(table: Any, columns: tuple[str, ...]) -> tuple[Any, dict[str, npt.NDArray[np.int64]]]:
     """A per-key table on the driver, sorted by key."""
-    import pyarrow as pa
+    from privhist.engines.spark.engine import arrow_keys
 
     arrow = table.toArrow()
-    key_col = arrow.column("key")
-    if pa.types.is_integer(key_col.type):
-        keys: Any = np.asarray(key_col.to_numpy(), dtype=np.int64)
-    else:
-        keys = np.array(key_col.to_pylist(), dtype=object)
+    keys = arrow_keys(arrow.column("key"))
     order = np.argsort(keys, kind="stable")
     cols = {
         name: np.asarray(arrow.column(name).to_numpy(), dtype=np.int64)[order] for name in columns

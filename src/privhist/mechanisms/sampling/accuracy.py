@@ -206,6 +206,8 @@ def _first_true(pred: Callable[[I64, I64], Bools], floor: I64, guess: I64) -> I6
         t[up[res]] = probe[res]
         f[up[~res]] = probe[~res]
         up, step = up[~res], step[~res] * 2
+        if up.size and int(step.max()) > 1 << 61:  # the predicate holds far below int64's end
+            raise ArithmeticError("count_interval: the upward search did not close below 2**62")
     # bisection: pred(f) false (or f = floor - 1), pred(t) true
     active = np.flatnonzero(t - f > 1)
     while active.size:

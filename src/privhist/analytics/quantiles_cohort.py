@@ -31,10 +31,11 @@ the round is ``(eps, delta)``-DP for substitution iff for every ``N`` in ``[0, n
 increases in ``c``, so ``[P_(N+1)(c) - e^eps P_N(c)]_+`` is positive on a suffix ``c > c*`` of the
 released range and ``[P_N(c) - e^eps P_(N+1)(c)]_+`` on a prefix: each divergence is one
 difference of hypergeometric tail sums plus the ``⊥`` term. The code sums the positive parts
-themselves (prefix sums give every ``tau`` at once), so no cut has to be located; the pmfs come from log-factorial tables (``gammaln``) and the tails from running sums, in
-double precision with a relative and an absolute margin (not interval arithmetic:
-``tests/analytics/test_quantiles_cohort.py`` checks the profile against exact
-rational enumeration of both laws on small populations, both directions). All ``N`` are
+themselves (prefix sums give every ``tau`` at once), so no cut has to be located. The pmfs come
+from log-factorial tables (``gammaln``) and the tails from running sums, in double precision
+with a relative and an absolute margin (not interval arithmetic:
+``tests/analytics/test_quantiles_cohort.py`` checks the profile against exact rational
+enumeration of both laws on small populations, both directions). All ``N`` are
 evaluated (vectorised), so the profile is a maximum over every neighbouring pair.
 
 The threshold is the smallest ``tau`` whose profile at the round's ``eps`` is at most the round's

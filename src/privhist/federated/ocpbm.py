@@ -216,7 +216,11 @@ def squared_bound_clip(cdf: Any, upper: float, slope: float, points: int = 4096)
     width = hi / f.size
     mid = width * (np.arange(f.size) + 0.5)
     grid = hi * np.arange(1, k + 1) / k
-    bias = (mass[None, :] * np.maximum(mid[None, :] - grid[:, None], 0.0)).sum(axis=1)
+    # B_hat(g) = sum over mid > g of mass (mid - g): suffix sums, O(points + bins) memory
+    first = np.searchsorted(mid, grid, side="right")
+    tail0 = np.concatenate([np.cumsum(mass[::-1])[::-1], [0.0]])
+    tail1 = np.concatenate([np.cumsum((mass * mid)[::-1])[::-1], [0.0]])
+    bias = np.maximum(tail1[first] - grid * tail0[first], 0.0)
     return float(grid[int(np.argmin(bias * bias + (sl * grid) ** 2))])
 
 

@@ -208,3 +208,16 @@ def test_screening_bound_is_the_largest_off_diagonal_entry() -> None:
         g = u.T @ u
         off = np.abs(g - np.diag(np.diag(g))).max()
         assert f._kernel_offdiag() == pytest.approx(off, rel=1e-12)
+
+
+def test_frame_for_chooses_by_kind_and_size() -> None:
+    rng = SeededRandom(3)
+    auto_small, auto_large = kashin.frame_for(128, rng), kashin.frame_for(129, rng)
+    assert isinstance(auto_small, kashin.OrthogonalFrame) and auto_small.D == 256
+    assert isinstance(auto_large, kashin.HadamardFrame) and auto_large.D == 512
+    forced = kashin.frame_for(200, rng, "orthogonal")
+    assert isinstance(forced, kashin.OrthogonalFrame) and forced.D == 400
+    hadamard = kashin.frame_for(20, rng, "hadamard")
+    assert isinstance(hadamard, kashin.HadamardFrame) and hadamard.D == 64
+    with pytest.raises(ValidationError, match="frame"):
+        kashin.frame_for(20, rng, "random")

@@ -422,6 +422,27 @@ class HadamardFrame(TightFrame):
         return cached
 
 
+#: the largest ``d`` for which ``frame_for(d, rng)`` builds the dense orthogonal frame
+ORTHOGONAL_UP_TO = 128
+
+
+def frame_for(d: int, rng: RandomSource, kind: str = "auto") -> TightFrame:
+    """The tight frame for ``d`` items: ``"orthogonal"`` (the paper's, ``D = 2d``),
+    ``"hadamard"`` (randomised Hadamard, ``D`` the smallest power of two ``>= 2d``) or
+    ``"auto"``: orthogonal up to ``d =`` :data:`ORTHOGONAL_UP_TO`, Hadamard above (the dense
+    frame costs ``O(d D)`` per vector).
+
+    >>> from privhist.core.random import SeededRandom
+    >>> [(f.d, f.D) for f in (frame_for(50, SeededRandom(0)), frame_for(1000, SeededRandom(0)))]
+    [(50, 100), (1000, 2048)]
+    """
+    if kind not in ("auto", "orthogonal", "hadamard"):
+        raise ValidationError("frame", "frame_for", "auto, orthogonal or hadamard", kind)
+    if kind == "orthogonal" or (kind == "auto" and d <= ORTHOGONAL_UP_TO):
+        return OrthogonalFrame(d, 2 * d, rng)
+    return HadamardFrame(d, 1 << (2 * d - 1).bit_length(), rng)
+
+
 def kashin_level(eta: float, nu: float) -> float:
     """``K = 1 / ((1 - eta) sqrt(nu))`` (Appendix B)."""
     return 1.0 / ((1.0 - eta) * math.sqrt(nu))

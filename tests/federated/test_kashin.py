@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
-from tests.noise.noise_gof import ALPHA
+from tests.stats import ALPHA
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import SeededRandom

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from pws_helpers import inclusion_vector
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, Session, ValidationError
 from privhist.cli.main import main
@@ -28,7 +29,6 @@ from privhist.mechanisms.sampling.pws.sanitize import (
     verify_frequency_rows,
 )
 
-ALPHA = 1e-6
 CASES = [
     ("one", 0.5, 0.01, 24),
     ("ppswor:0.05", 0.5, 0.01, 30),

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import InputDataError, SeededRandom, ValidationError
 from privhist.accounting.profile import NOT_RELEASED, check_dp
@@ -25,8 +26,6 @@ from privhist.mechanisms.sampling.pws.sanitize import (
     sanitize_keys,
     verify_frequency_rows,
 )
-
-ALPHA = 1e-6
 
 
 class Words(RandomSource):

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import Neighbouring, SeededRandom, ValidationError
 from privhist.accounting.profile import NOT_RELEASED
@@ -19,7 +20,6 @@ from privhist.mechanisms import registry
 from privhist.mechanisms.sampling import SampleAndThreshold, accuracy
 from privhist.mechanisms.sampling import profile as prof
 
-ALPHA = 1e-6
 F = Fraction
 
 

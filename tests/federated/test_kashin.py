@@ -13,9 +13,9 @@ from privhist.federated import kashin
 from privhist.federated.kashin import (
     HadamardFrame,
     OrthogonalFrame,
-    fwht,
     kashin_representation,
     standard_normal,
+    walsh_hadamard_rows,
 )
 
 
@@ -36,7 +36,7 @@ def test_fwht_matches_sylvester_matrix() -> None:
 
     for k in (1, 3, 6, 7, 9):
         x = standard_normal(SeededRandom(k), 3 << k).reshape(3, 1 << k)
-        assert np.allclose(fwht(x), x @ hadamard(1 << k), atol=1e-9)
+        assert np.allclose(walsh_hadamard_rows(x), x @ hadamard(1 << k), atol=1e-9)
 
 
 @pytest.mark.parametrize("frame_cls", [OrthogonalFrame, HadamardFrame])
@@ -159,7 +159,7 @@ def test_fwht_factorisations_and_blocks(max_bits: int, monkeypatch: pytest.Monke
     monkeypatch.setattr(kashin, "_MAX_FACTOR_BITS", max_bits)
     for k in (1, 5, 8):
         x = standard_normal(SeededRandom(k), 300 << k).reshape(300, 1 << k)
-        assert np.allclose(fwht(x), x @ hadamard(1 << k), atol=1e-9)
+        assert np.allclose(walsh_hadamard_rows(x), x @ hadamard(1 << k), atol=1e-9)
 
 
 @pytest.mark.parametrize("frame_cls", [OrthogonalFrame, HadamardFrame])

@@ -271,11 +271,11 @@ def test_accuracy_adds_gamma() -> None:
     f = FastSample(10**6, 0.1, "1/1000000")
     g = GeoSample(10**6, 0.1)
     beta = Fraction(1, 20)
-    a = f.half_width(beta)
+    a = f.half_width_for_tail(beta)
     assert f.error_bound(a) <= beta < f.error_bound(a - 1)
-    assert a >= g.half_width(beta)
+    assert a >= g.half_width_for_tail(beta)
     # Theorem 4.6: (a, beta)-accuracy for a = ceil((2 / eps~) ln(1 / (beta - gamma)))
     paper = math.ceil(2 / f.epsilon_tilde * math.log(1 / float(beta - f.gamma)))
     assert a <= paper
     with pytest.raises(ValidationError, match="parameter 'beta'"):
-        f.half_width(Fraction(1, 10**7))  # below gamma: no width reaches it
+        f.half_width_for_tail(Fraction(1, 10**7))  # below gamma: no width reaches it

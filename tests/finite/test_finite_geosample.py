@@ -331,7 +331,7 @@ def test_strict_sampler_fits_the_exact_pmf() -> None:
 def test_half_width_is_exact_and_within_theorem_4_5(n: int, epsilon: object) -> None:
     g = GeoSample(n, epsilon)
     for beta in (Fraction(1, 20), Fraction(1, 1000), Fraction(1, 10**9)):
-        a = g.half_width(beta)
+        a = g.half_width_for_tail(beta)
         assert g.error_bound(a) <= beta and (a == 0 or g.error_bound(a - 1) > beta)
         # Theorem 4.5: (a, beta)-accuracy with a = ceil((2 / eps~) ln(1 / beta))
         paper = math.ceil(2 / g.epsilon_tilde * math.log(1 / float(beta)))

@@ -230,5 +230,5 @@ def test_parameters_are_exact_and_consistent() -> None:
     p = m.parameters()
     assert p["K"] == 2 and p["ratio"] == "5/4"
     assert p["epsilon_effective"] == pytest.approx(math.log(1.25)) and p["epsilon_effective"] < 0.3
-    assert p["half_width"] == m.sampler.half_width(Fraction(1 - 0.95))
+    assert p["half_width"] == m.sampler.half_width_for_tail(Fraction(1 - 0.95))
     assert m.noise_std() > 0

@@ -15,7 +15,7 @@ from tests.stats import assert_fits, assert_rejects, chi2_cells
 from privhist.accounting.profile import LogRational, check_dp
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import SeededRandom
-from privhist.federated.baselines import HadamardResponse, fwht
+from privhist.federated.baselines import HadamardResponse, walsh_hadamard_exact
 
 
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 64, 1024])
@@ -23,17 +23,17 @@ def test_fwht_matches_scipy_hadamard(size: int) -> None:
     rng = np.random.default_rng(size)
     v = rng.integers(-1000, 1000, size)
     h = hadamard(size).astype(np.int64)
-    out = fwht(v)
+    out = walsh_hadamard_exact(v)
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, h @ v)
     f = rng.standard_normal(size)
-    np.testing.assert_allclose(fwht(f), h @ f, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(walsh_hadamard_exact(f), h @ f, rtol=1e-12, atol=1e-9)
 
 
 def test_fwht_bad_input() -> None:
     for bad in (np.zeros(3), np.zeros(0), np.zeros((2, 2))):
-        with pytest.raises(ValidationError, match="parameter 'values' of fwht"):
-            fwht(bad)
+        with pytest.raises(ValidationError, match="parameter 'values' of walsh_hadamard_exact"):
+            walsh_hadamard_exact(bad)
 
 
 def brute_report_law(hr: HadamardResponse, item: int) -> dict[int, Fraction]:

@@ -77,7 +77,7 @@ from privhist.experiments.federated_frequency.cli import (
     settings_from_args,
     write_outputs,
 )
-from privhist.experiments.federated_frequency.data import experiment_frame, load, read_msweb
+from privhist.experiments.federated_frequency.data import experiment_frame, load
 from privhist.experiments.federated_frequency.metrics import l2_error, nearest_level_bins
 from privhist.experiments.federated_frequency.runner import (
     PARTS,
@@ -105,6 +105,7 @@ from privhist.experiments.federated_frequency.settings import (
     paper_settings,
     quick_settings,
 )
+from privhist.io.federated_data import read_msweb
 
 __all__ = [
     "DATA",

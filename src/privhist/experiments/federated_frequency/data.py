@@ -3,8 +3,6 @@ that stand in for the paper's Foursquare and Sentiment140, and the tight frame f
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from privhist.core.errors import InputDataError
@@ -12,42 +10,8 @@ from privhist.core.random import SeededRandom
 from privhist.experiments import _common
 from privhist.experiments.federated_frequency.settings import REAL_FILES, Settings
 from privhist.federated.kashin import TightFrame, frame_for, uniform01
-from privhist.federated.user_data import (
-    UserCounts,
-    from_records,
-    generate_heterogeneous,
-    generate_iid,
-)
-from privhist.io.federated_data import read_user_counts
-
-
-def read_msweb(path: Path, d: int) -> UserCounts:
-    """``anonymous-msweb.data``: ``C`` lines start a user, ``V,<area>,1`` lines are her visits;
-    the ``d`` most visited areas (ties by id) are the items.
-
-    The file interleaves users and visits (a visit names no user), so no format of
-    :func:`privhist.io.readers.scan` reads it; the records go through the library's
-    :func:`~privhist.federated.user_data.from_records`.
-    """
-    users: list[int] = []
-    areas: list[int] = []
-    current = -1
-    with open(path, encoding="latin-1") as fh:
-        for line in fh:
-            if line.startswith("C,"):
-                current += 1
-            elif line.startswith("V,") and current >= 0:
-                users.append(current)
-                areas.append(int(line.split(",")[1]))
-    if not users:
-        raise InputDataError(f"{path}: no C/V records")
-    a = np.asarray(areas)
-    ids, counts = np.unique(a, return_counts=True)
-    order = np.lexsort((ids, -counts))[:d]
-    keep_ids = np.sort(ids[order])
-    pos = np.searchsorted(keep_ids, a)
-    ok = (pos < keep_ids.size) & (keep_ids[np.minimum(pos, keep_ids.size - 1)] == a)
-    return from_records(np.asarray(users)[ok], pos[ok], dimension=keep_ids.size, labels=keep_ids)
+from privhist.federated.user_data import UserCounts, generate_heterogeneous, generate_iid
+from privhist.io.federated_data import read_msweb, read_user_counts
 
 
 def load(name: str, n: int, d: int, s: Settings) -> UserCounts:

@@ -43,7 +43,7 @@ def main() -> None:
     q2 = schemes.inclusion_probabilities(2000, "ppswor", 0.01)
     line(
         "Algorithm 4 matrix, frequencies up to 2000",
-        best(lambda: frequencies.algorithm4_matrix(q2, eps, 1e-3), 2),
+        best(lambda: frequencies.integer_token_matrix(q2, eps, 1e-3), 2),
         2.0,
     )
     rng = SeededRandom(1)
@@ -58,7 +58,7 @@ def main() -> None:
     q5 = schemes.inclusion_probabilities(500, "ppswor", 0.01)
     line(
         "Algorithm 5 PDFs + discretisation, frequencies up to 500",
-        best(lambda: algorithm5.algorithm5(q5, eps, 1e-3), 1),
+        best(lambda: algorithm5.max_separation_pdfs(q5, eps, 1e-3), 1),
     )
     sanitize.sanitize_frequencies(sample, eps, 1e-3, rng)  # builds and caches the table
     line(

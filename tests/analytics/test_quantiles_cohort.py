@@ -16,6 +16,7 @@ import mpmath
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, Session
 from privhist.analytics.quantiles import private_quantiles, quantile_method
@@ -28,7 +29,6 @@ from privhist.cli.main import main
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.mechanisms.sampling.cohort import uniform_subset
 
-ALPHA = 1e-6
 BOT = "withheld"
 
 

@@ -15,7 +15,7 @@ from scipy import stats
 from privhist import SeededRandom
 from privhist.accounting.profile import NOT_RELEASED, hockey_stick, product_distribution
 from privhist.analytics.hierarchy import Hierarchy, compose, decompose, split_budget
-from privhist.analytics.range_query import HierarchicalHistogram, count_interval
+from privhist.analytics.range_query import HierarchicalHistogram, bracketed_count_interval
 from privhist.core.errors import InputDataError, ValidationError
 
 # -- decomposition --------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_count_interval_covers_with_the_stated_probability(c: int, p: float, sla
     coverage = 0.0
     for x in range(c + 1):
         obs = max(0, x - slack)
-        lo, hi = count_interval(obs, slack, p, 0.9)
+        lo, hi = bracketed_count_interval(obs, slack, p, 0.9)
         if lo <= c <= hi:
             coverage += float(stats.binom.pmf(x, c, p))
     assert coverage >= 0.9

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
 from privhist import SeededRandom
@@ -28,7 +29,6 @@ from privhist.core.release import Release
 from privhist.mechanisms import StabilityHistogram, registry
 from privhist.mechanisms.base import Mechanism
 
-ALPHA = 1e-6
 #: quick audits in the suite run at a high confidence: a correct mechanism is flagged with
 #: probability at most 1e-4 per audit, the gross broken variants below are still caught
 CONFIDENCE = 1 - 1e-4

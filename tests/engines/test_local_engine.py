@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
@@ -20,7 +21,6 @@ from privhist.engines import count, count_array
 from privhist.engines.local import bound_contributions
 from privhist.engines.local.progress import status
 
-ALPHA = 1e-6
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 import privhist.mechanisms
 from privhist import Session
@@ -39,7 +40,6 @@ from privhist.mechanisms import registry
 from privhist.mechanisms.base import Mechanism
 from privhist.session import DryRun
 
-ALPHA = 1e-6
 ROWS = 100_000
 
 

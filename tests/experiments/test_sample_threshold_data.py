@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA as GOF_ALPHA
 
 from privhist import SeededRandom, ValidationError
 from privhist.core.data import Counts
@@ -22,7 +23,6 @@ from privhist.mechanisms.sampling.sample_threshold import sample_units
 
 REPO = Path(__file__).resolve().parents[2]
 
-GOF_ALPHA = 1e-6
 
 # -- data ---------------------------------------------------------------------------------------
 

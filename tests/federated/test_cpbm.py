@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy import stats
-from tests.noise.noise_gof import ALPHA, chi2_cells
+from tests.stats import ALPHA, chi2_cells
 
 from privhist.accounting.profile import check_dp
 from privhist.core.errors import ValidationError

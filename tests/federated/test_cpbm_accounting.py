@@ -18,9 +18,9 @@ from privhist.federated.cpbm_accounting import (
     compose,
     cpbm_epsilon,
     cpbm_rdp,
-    lemma2_printed,
     log_pi,
     parallel_compose,
+    printed_rdp_bound,
     rdp_to_dp,
 )
 
@@ -98,15 +98,15 @@ def test_printed_pi2_misses_the_last_term() -> None:
     exact worst-case divergence (n = 2, lambda = 2: 1.4475 vs 1.4860); for large n the
     difference vanishes."""
     exact = math.exp(max(log_pi(2, 0.2, 2.0)))
-    printed = lemma2_printed(2, 0.2, 2.0)
+    printed = printed_rdp_bound(2, 0.2, 2.0)
     assert exact == pytest.approx(1.486042692939, rel=1e-10)
     assert printed == pytest.approx(1.447471264368, rel=1e-10)
     assert printed < exact
     big = math.exp(max(log_pi(100, 0.2, 5.0)))
-    assert lemma2_printed(100, 0.2, 5.0) == pytest.approx(big, rel=1e-10)
+    assert printed_rdp_bound(100, 0.2, 5.0) == pytest.approx(big, rel=1e-10)
     # the main-text variant disagrees in both directions
-    assert lemma2_printed(2, 0.2, 2.0, version="main") < exact
-    assert lemma2_printed(100, 0.2, 20.0, version="main") > 10 * math.exp(
+    assert printed_rdp_bound(2, 0.2, 2.0, version="main") < exact
+    assert printed_rdp_bound(100, 0.2, 20.0, version="main") > 10 * math.exp(
         max(log_pi(100, 0.2, 20.0))
     )
 

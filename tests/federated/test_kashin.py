@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
-from tests.noise.noise_gof import ALPHA
+from tests.stats import ALPHA
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import SeededRandom
@@ -13,9 +13,9 @@ from privhist.federated import kashin
 from privhist.federated.kashin import (
     HadamardFrame,
     OrthogonalFrame,
-    fwht,
     kashin_representation,
     standard_normal,
+    walsh_hadamard_rows,
 )
 
 
@@ -36,7 +36,7 @@ def test_fwht_matches_sylvester_matrix() -> None:
 
     for k in (1, 3, 6, 7, 9):
         x = standard_normal(SeededRandom(k), 3 << k).reshape(3, 1 << k)
-        assert np.allclose(fwht(x), x @ hadamard(1 << k), atol=1e-9)
+        assert np.allclose(walsh_hadamard_rows(x), x @ hadamard(1 << k), atol=1e-9)
 
 
 @pytest.mark.parametrize("frame_cls", [OrthogonalFrame, HadamardFrame])
@@ -159,7 +159,7 @@ def test_fwht_factorisations_and_blocks(max_bits: int, monkeypatch: pytest.Monke
     monkeypatch.setattr(kashin, "_MAX_FACTOR_BITS", max_bits)
     for k in (1, 5, 8):
         x = standard_normal(SeededRandom(k), 300 << k).reshape(300, 1 << k)
-        assert np.allclose(fwht(x), x @ hadamard(1 << k), atol=1e-9)
+        assert np.allclose(walsh_hadamard_rows(x), x @ hadamard(1 << k), atol=1e-9)
 
 
 @pytest.mark.parametrize("frame_cls", [OrthogonalFrame, HadamardFrame])
@@ -208,3 +208,16 @@ def test_screening_bound_is_the_largest_off_diagonal_entry() -> None:
         g = u.T @ u
         off = np.abs(g - np.diag(np.diag(g))).max()
         assert f._kernel_offdiag() == pytest.approx(off, rel=1e-12)
+
+
+def test_frame_for_chooses_by_kind_and_size() -> None:
+    rng = SeededRandom(3)
+    auto_small, auto_large = kashin.frame_for(128, rng), kashin.frame_for(129, rng)
+    assert isinstance(auto_small, kashin.OrthogonalFrame) and auto_small.D == 256
+    assert isinstance(auto_large, kashin.HadamardFrame) and auto_large.D == 512
+    forced = kashin.frame_for(200, rng, "orthogonal")
+    assert isinstance(forced, kashin.OrthogonalFrame) and forced.D == 400
+    hadamard = kashin.frame_for(20, rng, "hadamard")
+    assert isinstance(hadamard, kashin.HadamardFrame) and hadamard.D == 64
+    with pytest.raises(ValidationError, match="frame"):
+        kashin.frame_for(20, rng, "random")

@@ -18,8 +18,8 @@ from privhist.federated.ocpbm import (
     expected_squared_error,
     optimal_clip,
     optimal_quantile,
+    printed_error_bound,
     quantile_of,
-    theorem1_bound,
 )
 
 
@@ -35,7 +35,7 @@ def test_error_bound_matches_the_formula() -> None:
         assert error_bound(norms, c, 8, 3, 0.2) == pytest.approx(
             _bound_by_hand(norms, c, 8, 3, 0.2), rel=1e-12
         )
-    assert theorem1_bound(norms, 1.0, 9, 8, 3, 0.2) == pytest.approx(
+    assert printed_error_bound(norms, 1.0, 9, 8, 3, 0.2) == pytest.approx(
         3 * _bound_by_hand(norms, 1.0, 8, 3, 0.2)
     )
 

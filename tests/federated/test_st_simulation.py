@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy import stats
-from tests.noise.noise_gof import assert_fits, assert_rejects, chi2_integer
+from tests.stats import assert_fits, assert_rejects, chi2_integer
 
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring

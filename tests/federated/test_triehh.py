@@ -12,7 +12,7 @@ import mpmath
 import numpy as np
 import pytest
 from scipy import stats
-from tests.noise.noise_gof import assert_fits, assert_rejects, chi2_cells
+from tests.stats import assert_fits, assert_rejects, chi2_cells
 
 from privhist.accounting.profile import NOT_RELEASED, check_dp
 from privhist.core.errors import InputDataError, ValidationError

@@ -9,6 +9,7 @@ from math import comb
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom
 from privhist.core.errors import ValidationError
@@ -16,8 +17,6 @@ from privhist.federated.population import Population
 from privhist.federated.triehh import TrieHH
 from privhist.federated.triehh_intervals import node_interval, selective_tails
 from privhist.noise import binomial
-
-ALPHA = 1e-6
 
 
 def _exact_tails(n: int, x: int, p: Fraction, tau: int) -> tuple[Fraction, Fraction]:

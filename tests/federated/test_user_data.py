@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from tests.noise.noise_gof import ALPHA, chi2_cells
+from tests.stats import ALPHA, chi2_cells
 
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import SeededRandom

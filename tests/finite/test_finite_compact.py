@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import InputDataError, SeededRandom, ValidationError
 from privhist.accounting.profile import check_dp
@@ -25,8 +26,6 @@ from privhist.mechanisms.finite.compact import (
 )
 from privhist.mechanisms.finite.geometric import FastSample
 from privhist.mechanisms.finite.gf2 import GF2m
-
-ALPHA = 1e-6
 
 
 def test_parameters_follow_the_budget_split() -> None:

@@ -22,7 +22,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
-from finite_gof import assert_fits, assert_rejects
+from tests.stats import assert_fits, assert_rejects, chi2_exact
 
 from privhist import SeededRandom, ValidationError
 from privhist.accounting.profile import LogRational, check_dp
@@ -294,7 +294,7 @@ def test_vectorised_geosample_fits_the_exact_pmf(n: int, epsilon: object, c: int
     g = GeoSample(n, epsilon)
     samples = g.sample(np.full(N_GOF, c), SeededRandom(11 + c))
     assert samples.min() >= 0 and samples.max() <= n
-    assert_fits(samples, _model(g, c))
+    assert_fits(chi2_exact(samples, _model(g, c)))
 
 
 def test_gof_power_check_rejects_a_slightly_different_sampler() -> None:
@@ -303,8 +303,8 @@ def test_gof_power_check_rejects_a_slightly_different_sampler() -> None:
     # less noise (K + 1) and a count off by one must both be rejected by the same test
     less = g.with_k(g.k + 1).sample(np.full(N_GOF, c), SeededRandom(1))
     shifted = g.sample(np.full(N_GOF, c + 1), SeededRandom(2))
-    assert_rejects(less, _model(g, c))
-    assert_rejects(shifted, _model(g, c))
+    assert_rejects(chi2_exact(less, _model(g, c)))
+    assert_rejects(chi2_exact(shifted, _model(g, c)))
 
 
 def test_mixed_counts_in_one_batch_each_follow_their_own_pmf() -> None:
@@ -315,13 +315,13 @@ def test_mixed_counts_in_one_batch_each_follow_their_own_pmf() -> None:
     out = np.empty(counts.size, dtype=np.int64)
     out[perm] = g.sample(counts[perm], SeededRandom(4))
     for c in (0, 1, 25, 49, 50):
-        assert_fits(out[counts == c], _model(g, c))
+        assert_fits(chi2_exact(out[counts == c], _model(g, c)))
 
 
 def test_strict_sampler_fits_the_exact_pmf() -> None:
     g = GeoSample(30, 0.5)
     samples = g.sample(np.full(20_000, 7), SeededRandom(5), strict=True)
-    assert_fits(samples, _model(g, 7))
+    assert_fits(chi2_exact(samples, _model(g, 7)))
 
 
 # -- accuracy --------------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ def test_strict_sampler_fits_the_exact_pmf() -> None:
 def test_half_width_is_exact_and_within_theorem_4_5(n: int, epsilon: object) -> None:
     g = GeoSample(n, epsilon)
     for beta in (Fraction(1, 20), Fraction(1, 1000), Fraction(1, 10**9)):
-        a = g.half_width(beta)
+        a = g.half_width_for_tail(beta)
         assert g.error_bound(a) <= beta and (a == 0 or g.error_bound(a - 1) > beta)
         # Theorem 4.5: (a, beta)-accuracy with a = ceil((2 / eps~) ln(1 / beta))
         paper = math.ceil(2 / g.epsilon_tilde * math.log(1 / float(beta)))
@@ -360,6 +360,6 @@ def test_a_capped_table_sends_the_rest_to_the_exact_ladder(monkeypatch: pytest.M
             assert int(z.sample(1, rng)[0]) == z.from_uniform(w)
             assert rng.words == []
         g = GeoSample.from_k(width, k)
-        assert_fits(g.sample(np.full(50_000, 150), SeededRandom(6)), _model(g, 150))
+        assert_fits(chi2_exact(g.sample(np.full(50_000, 150), SeededRandom(6)), _model(g, 150)))
     finally:
         geometric._table.cache_clear()

@@ -84,8 +84,8 @@ def test_registered_keep_heavy_releases_follow_the_joint_law() -> None:
     per-key contract cannot take); a neighbour two records away is rejected (power)."""
     from collections import Counter
 
-    from finite_gof import ALPHA
     from scipy import stats
+    from tests.stats import ALPHA
 
     from privhist.mechanisms.finite.sparse import KeepHeavy
 

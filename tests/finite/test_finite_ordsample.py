@@ -15,6 +15,7 @@ from math import comb
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, ValidationError
 from privhist.mechanisms.finite.geometric import FastSample, GeoSample
@@ -25,8 +26,6 @@ from privhist.mechanisms.finite.ordsample import (
     _ratio,
     precision_for,
 )
-
-ALPHA = 1e-6
 
 
 def brute_force(pmf: list[Fraction], m: int, top: int) -> dict[tuple[int, ...], Fraction]:

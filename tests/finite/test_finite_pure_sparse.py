@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from test_finite_sparse import chi2_pvalue, keep_heavy_truth
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, ValidationError
 from privhist.accounting.profile import check_dp
@@ -25,7 +26,6 @@ from privhist.core.data import Counts
 from privhist.mechanisms.finite.ordsample import OrdSample
 from privhist.mechanisms.finite.sparse import PureSparseHistogram, mixing_delta
 
-ALPHA = 1e-6
 Output = tuple[tuple[int, int], ...]
 TINY = {"universe_bits": 3, "count_bound": 2, "beta2": "1/10"}  # |X| = 8 = 4n
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import Neighbouring, SeededRandom, ValidationError
 from privhist.accounting.profile import LogRational, check_dp
@@ -24,7 +25,6 @@ from privhist.core.data import Counts
 from privhist.core.errors import InputDataError
 from privhist.mechanisms.finite.sparse import KHPrime, SparseHistogram, one_over_k
 
-ALPHA = 1e-6
 Output = tuple[tuple[int, int], ...]
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
 from privhist import SeededRandom, ValidationError
@@ -41,7 +42,6 @@ INSTANCES = [
     for name, cls in sorted(registry.registry().items())
     for i, m in enumerate(cls.test_instances())
 ]
-ALPHA = 1e-6
 SLACK = 1e-30  # the per-key distributions are computed with 160-bit floats
 
 

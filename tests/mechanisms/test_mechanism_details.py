@@ -35,7 +35,7 @@ def test_interval_half_width_is_the_smallest_covering(scale_eps: float, conf: fl
         c = (1 - a) / (1 + a)
         return sum(c * a ** abs(k) for k in range(-w, w + 1))
 
-    w = noise.half_width(conf)
+    w = noise.half_width_for_confidence(conf)
     assert coverage(w) >= conf
     if w > 0:
         assert coverage(w - 1) < conf

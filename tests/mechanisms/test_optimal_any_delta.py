@@ -18,13 +18,13 @@ import mpmath
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist.cli.main import main
 from privhist.core.data import Counts
 from privhist.core.random import RandomSource, SeededRandom
 from privhist.mechanisms import OptimalSelection
 
-ALPHA = 1e-6
 EPS, DELTA = 50, Fraction(1e-200)
 
 

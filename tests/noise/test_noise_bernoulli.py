@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from noise_gof import assert_fits, assert_rejects, chi2_bernoulli
+from tests.stats import assert_fits, assert_rejects, chi2_bernoulli
 
 from privhist.core.random import SecureRandom, SeededRandom
 from privhist.noise import bernoulli_exp, bernoulli_exp_array, bernoulli_rational

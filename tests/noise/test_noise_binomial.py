@@ -11,8 +11,9 @@ import mpmath
 import numpy as np
 import pytest
 from mpmath.ctx_iv import MPIntervalContext
-from noise_gof import ScriptedRandom, assert_fits, assert_rejects, chi2_cells, chi2_integer
 from scipy import stats
+from tests.scripted_random import ScriptedRandom
+from tests.stats import assert_fits, assert_rejects, chi2_cells, chi2_integer
 
 from privhist.core.random import SecureRandom, SeededRandom
 from privhist.noise import Binomial, Geometric, binomial

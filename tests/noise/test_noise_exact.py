@@ -7,7 +7,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
-from noise_gof import ScriptedRandom
+from tests.scripted_random import ScriptedRandom
 
 from privhist.noise import (
     bernoulli_exp,

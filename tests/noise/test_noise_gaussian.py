@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from noise_gof import assert_fits, assert_rejects, chi2_integer
+from tests.stats import assert_fits, assert_rejects, chi2_integer
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import SecureRandom, SeededRandom

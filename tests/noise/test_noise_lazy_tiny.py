@@ -8,8 +8,9 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from noise_gof import ALPHA, ScriptedRandom
 from scipy import stats
+from tests.scripted_random import ScriptedRandom
+from tests.stats import ALPHA
 
 from privhist.core.random import RandomSource, SeededRandom
 from privhist.noise._exact import rational_oracle

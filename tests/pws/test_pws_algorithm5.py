@@ -15,8 +15,8 @@ from pws_helpers import hockey, inclusion_vector
 from scipy.optimize import linprog
 
 from privhist.mechanisms.sampling.pws import keys as K
-from privhist.mechanisms.sampling.pws.algorithm5 import algorithm5
-from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix
+from privhist.mechanisms.sampling.pws.algorithm5 import max_separation_pdfs
+from privhist.mechanisms.sampling.pws.frequencies import integer_token_matrix
 
 PREC = 200
 TINY = mpmath.mpf(2) ** -150
@@ -37,7 +37,7 @@ def test_algorithm5_realisable_private_dominant(
 ) -> None:
     q = inclusion_vector(kind, m)
     with mpmath.workprec(PREC):
-        A = algorithm5(q, eps, delta, precision=PREC)
+        A = max_separation_pdfs(q, eps, delta, precision=PREC)
         P = A.matrix
         e, d = mpmath.exp(eps), mpmath.mpf(delta)
         pi = K.reporting_probabilities(q, eps, delta)
@@ -71,8 +71,8 @@ def test_algorithm5_realisable_private_dominant(
 
 def test_float_and_high_precision_agree() -> None:
     q = inclusion_vector("ppswor:0.05", 25)
-    a = algorithm5(q, 0.3, 1e-3)
-    b = algorithm5(q, 0.3, 1e-3, precision=PREC)
+    a = max_separation_pdfs(q, 0.3, 1e-3)
+    b = max_separation_pdfs(q, 0.3, 1e-3, precision=PREC)
     assert a.matrix.shape == b.matrix.shape
     assert np.abs(a.matrix - b.matrix.astype(float)).max() < 1e-12
 
@@ -151,7 +151,7 @@ def _separation_holds(
 def test_maximum_separation_theorem_5_1(kind: str, eps: float, delta: float) -> None:
     m = 6
     q = inclusion_vector(kind, m)
-    A = algorithm5(q, eps, delta)
+    A = max_separation_pdfs(q, eps, delta)
     P, bp = A.matrix.astype(float), A.breakpoints.astype(float)
     for i in (2, 4, m):
         assert _separation_holds(P, bp, i, eps, delta), i
@@ -183,8 +183,8 @@ def test_corollary_6_1_concordance_at_least_algorithm_4(
     only 1/2)."""
     m = 10
     q = inclusion_vector(kind, m)
-    P5 = algorithm5(q, eps, delta).matrix.astype(float)
-    P4 = np.asarray(algorithm4_matrix(q, eps, delta), dtype=float)
+    P5 = max_separation_pdfs(q, eps, delta).matrix.astype(float)
+    P4 = np.asarray(integer_token_matrix(q, eps, delta), dtype=float)
     gain = 0.0
     for i1, i2 in itertools.combinations(range(1, m + 1), 2):
         c5, c4 = _concordance(P5, i1, i2), _concordance(P4, i1, i2)
@@ -204,7 +204,7 @@ def test_printed_b_condition_breaks_dp(kind: str, eps: float, delta: float) -> N
         e, d = mpmath.exp(eps), mpmath.mpf(delta)
         worst = {}
         for printed in (False, True):
-            P = algorithm5(q, eps, delta, precision=PREC, printed_rule=printed).matrix
+            P = max_separation_pdfs(q, eps, delta, precision=PREC, printed_rule=printed).matrix
             worst[printed] = max(
                 max(hockey(list(P[i - 1]), list(P[i]), e), hockey(list(P[i]), list(P[i - 1]), e))
                 for i in range(1, m + 1)

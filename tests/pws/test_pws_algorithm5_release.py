@@ -1,7 +1,7 @@
 """Algorithm 5 on the release path: the certified integer rows (checked again, independently, in
 200-bit arithmetic, both directions, "not reported" included), the certificate's power, the
 draws against the rows (goodness of fit at alpha = 1e-6 with a power check), and the Session
-and CLI entry (``--frequency-rule algorithm5``)."""
+and CLI entry (``--frequency-rule max-separation``, formerly ``algorithm5``, still accepted)."""
 
 from __future__ import annotations
 
@@ -15,20 +15,20 @@ import polars as pl
 import pytest
 from pws_helpers import inclusion_vector
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, Session, ValidationError
 from privhist.cli.main import main
 from privhist.mechanisms.optimal_selection import ONE
 from privhist.mechanisms.sampling.pws import schemes as S
-from privhist.mechanisms.sampling.pws.algorithm5 import algorithm5
-from privhist.mechanisms.sampling.pws.algorithm5_release import algorithm5_rows
+from privhist.mechanisms.sampling.pws.algorithm5 import max_separation_pdfs
+from privhist.mechanisms.sampling.pws.algorithm5_release import max_separation_rows
 from privhist.mechanisms.sampling.pws.sanitize import (
     grid_frequency_sanitizer,
     sanitize_frequencies,
     verify_frequency_rows,
 )
 
-ALPHA = 1e-6
 CASES = [
     ("one", 0.5, 0.01, 24),
     ("ppswor:0.05", 0.5, 0.01, 30),
@@ -62,7 +62,7 @@ def test_rows_are_dp_realisable_and_close_to_algorithm_5(
     kind: str, eps: float, delta: float, m: int
 ) -> None:
     Q = _grid(kind, m)
-    E, used, x = algorithm5_rows(Q, eps, delta)
+    E, used, x = max_separation_rows(Q, eps, delta)
     assert E.shape == (m + 1, len(x) + 1) and len(x) <= 3 * m
     assert (E[:, 1:] >= 0).all() and not E[0].any()
     assert (E[:, 1:].sum(axis=1) <= Q).all()  # realisable from the sample
@@ -70,14 +70,14 @@ def test_rows_are_dp_realisable_and_close_to_algorithm_5(
     assert worst <= delta  # independent 200-bit check of the certificate
     assert worst > 0.99 * delta  # and the rows use the budget (not trivially private)
     # the released rows are Algorithm 5's (at delta' = used) up to the 2**-62 grid
-    P = algorithm5(Q.astype(float) / float(ONE), eps, used).matrix
+    P = max_separation_pdfs(Q.astype(float) / float(ONE), eps, used).matrix
     assert np.abs(E[:, 1:] / float(ONE) - P[:, 1:]).max() < 1e-12
     assert delta - used <= delta / 64 + 1e-18
 
 
 def test_the_certificate_rejects_a_slightly_leakier_matrix() -> None:
     Q = _grid("ppswor:0.05", 30)
-    E, _, _ = algorithm5_rows(Q, 0.5, 0.01)
+    E, _, _ = max_separation_rows(Q, 0.5, 0.01)
     bad = E.copy()
     i = 12
     j = 1 + int(np.argmax(bad[i, 1:]))
@@ -89,8 +89,8 @@ def test_the_certificate_rejects_a_slightly_leakier_matrix() -> None:
 
 def test_sanitizer_tables_follow_the_rectangular_matrix() -> None:
     Q = _grid("ppswor:0.1", 40)
-    san = grid_frequency_sanitizer(Q, 0.7, 1e-3, rule="algorithm5")
-    assert san.rule == "algorithm5" and san.certified and not san.exact
+    san = grid_frequency_sanitizer(Q, 0.7, 1e-3, rule="max-separation")
+    assert san.rule == "max-separation" and san.certified and not san.exact
     K = san.end_to_end.shape[1] - 1
     assert san.estimator.shape == (K + 1,) and san.token_values.shape == (K + 1,)
     assert (np.diff(san.token_values[1:]) > 0).all() and san.token_values[-1] == 40
@@ -102,10 +102,10 @@ def test_draws_follow_the_certified_row(freq: int) -> None:
     eps, delta, n, m, tau = 0.5, 0.02, 40000, 30, 0.2
     rng = SeededRandom(31 + freq)
     s = S.threshold_sample(np.arange(n), np.full(n, freq), "ppswor", tau, rng)
-    out = sanitize_frequencies(s, eps, delta, rng, max_frequency=m, rule="algorithm5")
-    assert out.metadata["frequency_rule"] == "algorithm5" and out.metadata["certified"]
+    out = sanitize_frequencies(s, eps, delta, rng, max_frequency=m, rule="max-separation")
+    assert out.metadata["frequency_rule"] == "max-separation" and out.metadata["certified"]
     Q = s.grid_q(np.arange(m + 1))
-    san = grid_frequency_sanitizer(Q, eps, delta, rule="algorithm5")
+    san = grid_frequency_sanitizer(Q, eps, delta, rule="max-separation")
     K = san.end_to_end.shape[1] - 1
     obs = np.bincount(out.tokens, minlength=K + 1).astype(float)
     obs[0] = len(s) - len(out)
@@ -131,7 +131,9 @@ def test_bad_rule_and_sizes_are_named() -> None:
     with pytest.raises(ValidationError, match="parameter 'rule'"):
         sanitize_frequencies(s, 1.0, 1e-3, SeededRandom(2), rule="algorithm6")
     with pytest.raises(ValidationError, match=r"parameter 'max_frequency'.*1000"):
-        sanitize_frequencies(s, 1.0, 1e-3, SeededRandom(2), max_frequency=1001, rule="algorithm5")
+        sanitize_frequencies(
+            s, 1.0, 1e-3, SeededRandom(2), max_frequency=1001, rule="max-separation"
+        )
 
 
 @pytest.fixture
@@ -158,8 +160,13 @@ def test_cli_sample_with_algorithm_5_then_estimate(
     out = tmp_path / "s.csv"
     argv = ["sample", str(elements), "--key", "item", "--tau", "0.05", "--epsilon", "1"]
     argv += ["--delta", "1e-3", "--max-frequency", "100", "--seed", "2", "--output", str(out)]
-    code, _, err = _run(capsys, *argv, "--frequency-rule", "algorithm5")
+    code, _, err = _run(capsys, *argv, "--frequency-rule", "max-separation")
     assert code == 0, err
+    # the former name by algorithm number is still accepted and gives the same seeded release
+    old = tmp_path / "s-old.csv"
+    code, _, err = _run(capsys, *argv[:-1], str(old), "--frequency-rule", "algorithm5")
+    assert code == 0, err
+    assert old.read_bytes() == out.read_bytes()
     df = pl.read_csv(out, comment_prefix="#")
     assert df.columns == ["key", "token", "estimate", "bias", "variance", "sanitized_value"]
     assert (df["token"] >= 1).all() and (df["sanitized_value"] > 0).all()
@@ -169,13 +176,12 @@ def test_cli_sample_with_algorithm_5_then_estimate(
     assert json.loads(o)["estimate"] == pytest.approx(df["estimate"].sum())
 
 
+@pytest.mark.parametrize("rule", ["max-separation", "algorithm5"])
 def test_cli_refuses_algorithm_5_with_keys_only(
-    capsys: pytest.CaptureFixture[str], elements: Path
+    capsys: pytest.CaptureFixture[str], elements: Path, rule: str
 ) -> None:
     argv = ["sample", str(elements), "--key", "item", "--tau", "0.05", "--epsilon", "1"]
-    code, out, err = _run(
-        capsys, *argv, "--delta", "1e-3", "--keys-only", "--frequency-rule", "algorithm5"
-    )
+    code, out, err = _run(capsys, *argv, "--delta", "1e-3", "--keys-only", "--frequency-rule", rule)
     assert code == 2 and out == "" and "--frequency-rule" in err
 
 
@@ -188,9 +194,21 @@ def test_session_weighted_sample_with_algorithm_5(elements: Path) -> None:
         delta=1e-3,
         max_frequency=100,
         seed=3,
+        frequency_rule="max-separation",
+    )
+    assert ws.metadata["frequency_rule"] == "max-separation" and ws.metadata["certified"]
+    old = Session().weighted_sample(
+        str(elements),
+        key="item",
+        tau=0.05,
+        epsilon=1.0,
+        delta=1e-3,
+        max_frequency=100,
+        seed=3,
         frequency_rule="algorithm5",
     )
-    assert ws.metadata["frequency_rule"] == "algorithm5" and ws.metadata["certified"]
+    assert old.metadata["frequency_rule"] == "max-separation"
+    assert old.table.equals(ws.table)
     assert "sanitized_value" in ws.table.columns
     with pytest.raises(ValidationError, match="parameter 'frequency_rule'"):
         Session().weighted_sample(

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from tests.cli_run import run
+from tests.stats import ALPHA
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SeededRandom
@@ -31,7 +32,6 @@ from privhist.mechanisms.sampling.pws.keys import (
 )
 from privhist.mechanisms.sampling.pws.sanitize import key_numerators, key_table, sanitize_keys
 
-ALPHA = 1e-6
 TINY = [1e-30, 1e-100]
 
 

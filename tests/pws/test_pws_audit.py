@@ -10,13 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import InputDataError, SeededRandom, ValidationError
 from privhist.accounting.profile import NOT_RELEASED, check_dp
 from privhist.core.random import RandomSource
 from privhist.mechanisms.optimal_selection import ONE
 from privhist.mechanisms.sampling.pws import schemes as S
-from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix, exact_shift_pmf
+from privhist.mechanisms.sampling.pws.frequencies import exact_shift_pmf, integer_token_matrix
 from privhist.mechanisms.sampling.pws.keys import reporting_probabilities
 from privhist.mechanisms.sampling.pws.sanitize import (
     grid_frequency_sanitizer,
@@ -25,8 +26,6 @@ from privhist.mechanisms.sampling.pws.sanitize import (
     sanitize_keys,
     verify_frequency_rows,
 )
-
-ALPHA = 1e-6
 
 
 class Words(RandomSource):
@@ -159,7 +158,7 @@ def test_old_rounding_is_rejected_and_the_verifier_has_power() -> None:
     certificate and the exact hockey-stick check."""
     scheme, tau, eps, delta, m = "ppswor", 0.5, 1.0, 1e-3, 30
     Q = S.grid_inclusion(np.arange(m + 1), scheme, tau)  # type: ignore[arg-type]
-    P = np.asarray(algorithm4_matrix(Q / ONE, eps, delta), dtype=float)
+    P = np.asarray(integer_token_matrix(Q / ONE, eps, delta), dtype=float)
     cond = np.floor(
         np.divide(P[:, 1:], (Q / ONE)[:, None], where=Q[:, None] > 0, out=np.zeros((m + 1, m)))
         * 2.0**62

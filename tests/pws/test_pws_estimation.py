@@ -11,7 +11,7 @@ from scipy import integrate, stats
 
 from privhist.mechanisms.sampling.pws import baselines as B
 from privhist.mechanisms.sampling.pws import estimators as E
-from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix
+from privhist.mechanisms.sampling.pws.frequencies import integer_token_matrix
 from privhist.mechanisms.sampling.pws.schemes import inclusion_probabilities
 
 
@@ -21,7 +21,7 @@ def _P(eps: float = 0.5, delta: float = 0.01, m: int = 40, tau: float | None = N
         q[0] = 0
     else:
         q = inclusion_probabilities(m, "ppswor", tau)
-    return np.asarray(algorithm4_matrix(q, eps, delta), dtype=float)
+    return np.asarray(integer_token_matrix(q, eps, delta), dtype=float)
 
 
 def test_unbiased_estimator_is_unbiased_and_takes_negative_values() -> None:

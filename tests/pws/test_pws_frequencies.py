@@ -36,7 +36,7 @@ def test_algorithm4_realisable_private_dominant(
 ) -> None:
     q = inclusion_vector(kind, m)
     with mpmath.workprec(PREC):
-        P = F.algorithm4_matrix(q, eps, delta, precision=PREC)
+        P = F.integer_token_matrix(q, eps, delta, precision=PREC)
         e, d = mpmath.exp(eps), mpmath.mpf(delta)
         pi = K.reporting_probabilities(q, eps, delta)
         worst = mpmath.mpf(0)
@@ -61,8 +61,8 @@ def test_algorithm4_realisable_private_dominant(
 
 def test_algorithm4_high_precision_and_float_agree() -> None:
     q = inclusion_vector("ppswor:0.05", 40)
-    a = F.algorithm4_matrix(q, 0.3, 1e-3)
-    b = F.algorithm4_matrix(q, 0.3, 1e-3, precision=PREC).astype(float)
+    a = F.integer_token_matrix(q, 0.3, 1e-3)
+    b = F.integer_token_matrix(q, 0.3, 1e-3, precision=PREC).astype(float)
     assert np.abs(a - b).max() < 1e-12
 
 
@@ -71,7 +71,7 @@ def test_lemma_5_2_closed_form(L: int) -> None:
     eps = 0.2
     delta = K.delta_for_integral_L(eps, L)
     m = 4 * L + 6
-    P = F.algorithm4_matrix(inclusion_vector("one", m), eps, delta)
+    P = F.integer_token_matrix(inclusion_vector("one", m), eps, delta)
     C = F.closed_form_matrix(eps, delta, m)
     assert np.abs(P - C).max() < 1e-12
     # the second form of Lemma 5.2: delta e^((i-j) eps) near the diagonal, written out
@@ -124,7 +124,7 @@ def test_maximum_separation_theorem_5_1(kind: str, eps: float, delta: float) -> 
     as small, or the suffix sums as large, as any DP row allows (checked by linear programs)."""
     m = 14
     q = inclusion_vector(kind, m)
-    P = F.algorithm4_matrix(q, eps, delta)
+    P = F.integer_token_matrix(q, eps, delta)
     pi = K.reporting_probabilities(q, eps, delta)
     e = float(np.exp(eps))
     for i in range(2, m + 1):

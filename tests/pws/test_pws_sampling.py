@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import InputDataError, SeededRandom, ValidationError
 from privhist.mechanisms.sampling.pws import schemes as S
@@ -14,8 +15,6 @@ from privhist.mechanisms.sampling.pws.sanitize import (
     sanitize_frequencies,
     sanitize_keys,
 )
-
-ALPHA = 1e-6
 
 
 def _binom_p(k: int, n: int, p: float) -> float:

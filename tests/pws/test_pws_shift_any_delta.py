@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from tests.cli_run import run
+from tests.stats import ALPHA
 
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
@@ -30,7 +31,6 @@ from privhist.mechanisms.sampling.pws.frequencies import (
 )
 from privhist.mechanisms.sampling.pws.mechanism import PWSHistogram
 
-ALPHA = 1e-6
 TINY = [1e-30, 1e-100]
 _E_BITS = 2900
 

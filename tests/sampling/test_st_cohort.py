@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import Neighbouring, SeededRandom, ValidationError
 from privhist.mechanisms.sampling import (
@@ -18,7 +19,6 @@ from privhist.mechanisms.sampling import (
 )
 from privhist.mechanisms.sampling.cohort import uniform_subset
 
-ALPHA = 1e-6
 F = Fraction
 
 

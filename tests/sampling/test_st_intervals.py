@@ -1,9 +1,9 @@
 """The selection-adjusted intervals of sample-and-threshold against their definitions.
 
-``count_interval`` searches from a normal-approximation guess; these tests check that its bounds
-are the ones the definitions give (module notes of :mod:`privhist.mechanisms.sampling.accuracy`),
-by a linear scan of scipy's binomial tails over every candidate count, and at the boundaries for
-counts far too large to scan.
+``selection_adjusted_interval`` searches from a normal-approximation guess; these tests check that
+its bounds are the ones the definitions give (module notes of
+:mod:`privhist.mechanisms.sampling.accuracy`), by a linear scan of scipy's binomial tails over every
+candidate count, and at the boundaries for counts far too large to scan.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _scan(y: int, p: float, tau: int, half: float) -> tuple[int, int]:
 )
 def test_bounds_equal_a_linear_scan(p: float, tau: int, confidence: float) -> None:
     ys = [*range(tau, tau + 40), tau + 97, tau + 250]
-    lo, hi = accuracy.count_interval(ys, p, tau, confidence)
+    lo, hi = accuracy.selection_adjusted_interval(ys, p, tau, confidence)
     half = (1 - confidence) / 2
     for y, a, b in zip(ys, lo.tolist(), hi.tolist(), strict=True):
         assert (a, b) == _scan(y, p, tau, half), y
@@ -42,7 +42,7 @@ def test_bounds_equal_a_linear_scan(p: float, tau: int, confidence: float) -> No
 def test_bounds_of_large_counts_meet_the_definition_at_both_sides() -> None:
     p, tau, half = 0.105, 11, 0.025
     ys = [12, 3_000, 81_234, 822_000, 5_000_001]
-    lo, hi = accuracy.count_interval(ys, p, tau, 0.95)
+    lo, hi = accuracy.selection_adjusted_interval(ys, p, tau, 0.95)
     for y, a, b in zip(ys, lo.tolist(), hi.tolist(), strict=True):
         den = stats.binom.sf(tau - 1, [a - 1, a, b, b + 1], p)
         g = stats.binom.sf(y - 1, [a - 1, a], p) / den[:2]
@@ -52,7 +52,7 @@ def test_bounds_of_large_counts_meet_the_definition_at_both_sides() -> None:
 
 
 def test_repeated_and_unsorted_values_map_back() -> None:
-    lo, hi = accuracy.count_interval([40, 12, 40, 500], 0.1, 10, 0.95)
-    lo1, hi1 = accuracy.count_interval([12, 40, 500], 0.1, 10, 0.95)
+    lo, hi = accuracy.selection_adjusted_interval([40, 12, 40, 500], 0.1, 10, 0.95)
+    lo1, hi1 = accuracy.selection_adjusted_interval([12, 40, 500], 0.1, 10, 0.95)
     assert lo.tolist() == [lo1[1], lo1[0], lo1[1], lo1[2]]
     assert hi.tolist() == [hi1[1], hi1[0], hi1[1], hi1[2]]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import Neighbouring, SeededRandom, ValidationError
 from privhist.accounting.profile import NOT_RELEASED
@@ -19,7 +20,6 @@ from privhist.mechanisms import registry
 from privhist.mechanisms.sampling import SampleAndThreshold, accuracy
 from privhist.mechanisms.sampling import profile as prof
 
-ALPHA = 1e-6
 F = Fraction
 
 
@@ -92,7 +92,7 @@ def test_calibrations_agree_with_the_profile_functions() -> None:
     rule = SampleAndThreshold(1.0, 1e-8, calibration="c_alpha")
     assert exact.sampling_rate == one.sampling_rate == rule.sampling_rate == p
     assert exact.threshold == prof.exact_threshold(p, e, d)[0] == 11
-    assert one.threshold == prof.theorem1_threshold(float(p), 1.0, 1e-8) == 14
+    assert one.threshold == prof.chernoff_threshold(float(p), 1.0, 1e-8) == 14
     assert rule.threshold == 20
     for m in (exact, one, rule):
         assert m.delta_exact <= 1e-8
@@ -193,21 +193,21 @@ def test_intervals_cover_conditionally_on_release() -> None:
     for c in (60, 100, 200, 1000):
         y = gen.binomial(c, p, size=40000)
         y = y[y >= tau]
-        lo, hi = accuracy.count_interval(y, p, tau, conf)
+        lo, hi = accuracy.selection_adjusted_interval(y, p, tau, conf)
         covered = float(((lo <= c) & (c <= hi)).mean())
         assert covered >= conf - 4 * math.sqrt(conf * (1 - conf) / y.size)
         assert (lo >= y).all() and (lo <= hi).all()
     # a naive interval that ignores the threshold undercovers near tau / p (the power check)
     y = gen.binomial(60, p, size=40000)
     y = y[y >= tau]
-    lo_adj, _ = accuracy.count_interval(y, p, tau, conf)
-    lo_unadj, _ = accuracy.count_interval(y, p, 0, conf)
+    lo_adj, _ = accuracy.selection_adjusted_interval(y, p, tau, conf)
+    lo_unadj, _ = accuracy.selection_adjusted_interval(y, p, 0, conf)
     assert float((lo_unadj <= 60).mean()) < float((lo_adj <= 60).mean())
 
 
 def test_interval_bounds_are_the_extreme_counts_by_definition() -> None:
     p, tau, half = 0.2, 8, 0.025
-    lo, hi = accuracy.count_interval([8, 15, 40], p, tau, 0.95)
+    lo, hi = accuracy.selection_adjusted_interval([8, 15, 40], p, tau, 0.95)
 
     def g(n: int, y: int) -> float:
         return float(stats.binom.sf(y - 1, n, p) / stats.binom.sf(tau - 1, n, p))

@@ -149,8 +149,8 @@ def test_theorem1_and_c_alpha_rules_by_hand() -> None:
     assert float(q) == pytest.approx(0.6689085029, rel=1e-9)
     assert float(d) == pytest.approx(0.9401537934, rel=1e-9)
     assert float(x) == pytest.approx(13.1061004, rel=1e-7)
-    assert prof.theorem1_threshold(0.1, 1.0, 1e-8) == math.ceil(float(x)) == 14
-    assert prof.theorem1_delta(0.1, 1.0, 14) <= 1e-8 < prof.theorem1_delta(0.1, 1.0, 13)
+    assert prof.chernoff_threshold(0.1, 1.0, 1e-8) == math.ceil(float(x)) == 14
+    assert prof.chernoff_delta(0.1, 1.0, 14) <= 1e-8 < prof.chernoff_delta(0.1, 1.0, 13)
 
 
 THRESHOLDS = {0.1: (11, 17, 20), 0.5: (11, 15, 20), 1.0: (11, 14, 20)}
@@ -162,7 +162,7 @@ def test_exact_threshold_versus_theorem1_recorded_values(eps: float) -> None:
     e = F(eps)
     p = prof.alpha_rate(F(1, 6), e)
     exact, _ = prof.exact_threshold(p, e, F(1e-8))
-    one = prof.theorem1_threshold(float(p), eps, 1e-8)
+    one = prof.chernoff_threshold(float(p), eps, 1e-8)
     alpha_rule = prof.c_alpha_threshold(1 / 6, 1e-8)
     print(f"eps={eps}: p={float(p):.6f} exact={exact} theorem1={one} C_alpha={alpha_rule}")
     assert (exact, one, alpha_rule) == THRESHOLDS[eps]
@@ -176,7 +176,7 @@ def test_exact_never_above_theorem1_never_above_c_alpha(
 ) -> None:
     p = prof.alpha_rate(F(alpha), F(eps))
     exact = prof.float_threshold(float(p), eps, delta)
-    one = prof.theorem1_threshold(float(p), eps, delta)
+    one = prof.chernoff_threshold(float(p), eps, delta)
     alpha_rule = prof.c_alpha_threshold(alpha, delta)
     assert exact <= one
     assert alpha_rule is not None and one <= alpha_rule

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
-from tests.noise.noise_gof import assert_fits, assert_rejects, chi2_cells
+from tests.stats import assert_fits, assert_rejects, chi2_cells
 
 from privhist import SeededRandom
 from privhist.core.data import Counts

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, ValidationError
 from privhist.core.neighbouring import Neighbouring
@@ -27,8 +28,6 @@ from privhist.mechanisms.user_level.caps import (
     dp_degree_cap,
 )
 from privhist.planning.user_level import gaussian_threshold_curve, selector_curve
-
-ALPHA = 1e-6
 
 
 def _source(degrees: list[int]) -> LocalWeightedSource:

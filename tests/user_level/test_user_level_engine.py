@@ -10,12 +10,11 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, ValidationError
 from privhist.core.weighted import WeightedCounts, WeightedSource
 from privhist.engines.local.weighting import LocalWeightedSource, unit_counts, weighted_sums
-
-ALPHA = 1e-6
 
 
 def _pairs(rows: dict[int, list[str]]) -> pl.DataFrame:

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist import SeededRandom, ValidationError
 from privhist.core.budget import Budget
@@ -28,8 +29,6 @@ from privhist.mechanisms.user_level.caps import (
     dp_record_cap,
 )
 from privhist.session import DryRun, Session
-
-ALPHA = 1e-6
 
 
 def _records(seed: int, users: int, start: int = 0) -> pl.DataFrame:

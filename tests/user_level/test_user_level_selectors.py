@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
 from privhist import SeededRandom, ValidationError
@@ -34,7 +35,6 @@ from privhist.mechanisms.registry import weighted_registry
 from privhist.mechanisms.user_level import DPSIPS, WeightedGaussianSelection, WeightedSelector
 from privhist.mechanisms.user_level._gauss import calibrate_threshold
 
-ALPHA = 1e-6
 SLACK = 1e-30
 
 INSTANCES = [

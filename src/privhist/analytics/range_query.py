@@ -60,13 +60,15 @@ __all__ = [
     "HierarchicalHistogram",
     "HierarchicalRelease",
     "RangeAnswer",
-    "count_interval",
+    "bracketed_count_interval",
 ]
 
 I64 = npt.NDArray[np.int64]
 
 
-def count_interval(observed: int, slack: int, p: float, confidence: float) -> tuple[int, int]:
+def bracketed_count_interval(
+    observed: int, slack: int, p: float, confidence: float
+) -> tuple[int, int]:
     """Exact confidence interval for ``C`` from ``X ~ Binomial(C, p)`` known to lie in
     ``[observed, observed + slack]``.
 
@@ -74,13 +76,13 @@ def count_interval(observed: int, slack: int, p: float, confidence: float) -> tu
     largest ``C`` with ``Pr[Bin(C, p) <= observed + slack] >= a/2`` (``a = 1 - confidence``).
     Both tail probabilities are monotone in ``C``, so bisection finds them.
 
-    >>> count_interval(0, 0, 0.5, 0.95)
+    >>> bracketed_count_interval(0, 0, 0.5, 0.95)
     (0, 5)
-    >>> lo, hi = count_interval(500, 0, 0.1, 0.95)
+    >>> lo, hi = bracketed_count_interval(500, 0, 0.1, 0.95)
     >>> lo < 5000 < hi
     True
     """
-    fn = "count_interval"
+    fn = "bracketed_count_interval"
     a = 1 - check_probability(confidence, fn, "confidence", open_low=True, open_high=True)
     x, u = int(observed), int(observed) + int(slack)
     if x < 0 or u < x:
@@ -244,7 +246,7 @@ class HierarchicalRelease:
             else:
                 sampled += value
         p, tau = self.sampling_rate, self.threshold
-        lower, upper = count_interval(sampled, withheld * (tau - 1), p, self.confidence)
+        lower, upper = bracketed_count_interval(sampled, withheld * (tau - 1), p, self.confidence)
         beta, depth = h.branching, h.levels
         full = i == 0 and j == h.leaves
         prefix = (i == 0 or j == h.leaves) and not full

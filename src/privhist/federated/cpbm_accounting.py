@@ -43,7 +43,7 @@ Differences from the paper's statement (each checked in ``tests/federated``):
    by zero; the true term, ``(1/2 + theta) (1/2 - theta)**n' ((1-2 theta)/(1+2 theta))**lambda``,
    is positive, so the printed ``Pi_2`` is slightly too small. The main-text ``Pi_2`` also drops
    the factor ``(1/2 + theta)`` and uses a different ``mu_k``; the appendix version is the one
-   that follows from the derivation. :func:`lemma2_printed` reproduces both for comparison.
+   that follows from the derivation. :func:`printed_rdp_bound` reproduces both for comparison.
 3. "Asymptotically eps(lambda) = Theta(m d theta^2 / lambda / n)": the order ``lambda`` belongs
    in the numerator (as in Proposition 4).
 4. Lemma 3 states ``1 < delta < 0``; it means ``0 < delta < 1``.
@@ -214,7 +214,7 @@ def _log_mean_exp(logw: F64, a: F64) -> float:
     return math.log1p(max(float(np.sum(terms)), 0.0))
 
 
-def lemma2_printed(n: int, theta: float, order: float, *, version: str = "appendix") -> float:
+def printed_rdp_bound(n: int, theta: float, order: float, *, version: str = "appendix") -> float:
     """``max(Pi_1, Pi_2)`` exactly as printed in the paper (for comparison only).
 
     ``version="appendix"`` is Lemma 4 of Appendix C.2 (the ``k = n' + 1`` term of ``Pi_2``
@@ -222,7 +222,7 @@ def lemma2_printed(n: int, theta: float, order: float, *, version: str = "append
     (no ``(1/2 + theta)`` factor and ``mu_k = log((1+2 theta)/(1-2 theta) (n'+1-k)/(n'+1))``).
     Use :func:`cpbm_rdp` for accounting.
     """
-    fn = "lemma2_printed"
+    fn = "printed_rdp_bound"
     if version not in ("appendix", "main"):
         raise ValidationError("version", fn, "'appendix' or 'main'", version)
     n = check_positive_int(n, fn, "n")

@@ -202,7 +202,8 @@ def _hadamard(k: int) -> F64:
     return h
 
 
-#: rows transformed per block by :func:`fwht` (keeps the temporaries in the L2/L3 caches)
+#: rows transformed per block by :func:`walsh_hadamard_rows` (keeps the temporaries in the L2/L3
+#: caches)
 FWHT_BLOCK = 64
 #: largest Kronecker factor of the fast transform, as a power of two
 _MAX_FACTOR_BITS = 7
@@ -241,7 +242,7 @@ def _fwht_into(t: F64, parts: list[int], out: F64, tmp: F64) -> None:
         src = dst
 
 
-def fwht(x: F64) -> F64:
+def walsh_hadamard_rows(x: F64) -> F64:
     """Unnormalised Walsh-Hadamard transform ``H_D`` of every row (``D`` a power of two).
 
     ``H_D`` is the Kronecker product of Sylvester-Hadamard matrices of sizes ``2**k_i``
@@ -249,12 +250,12 @@ def fwht(x: F64) -> F64:
     (or tensor) of those shapes, each factor is one matrix product from the left or the right,
     without transposes; rows are processed in blocks of :data:`FWHT_BLOCK`.
 
-    >>> fwht(np.array([[1.0, 0, 0, 0]])).tolist()
+    >>> walsh_hadamard_rows(np.array([[1.0, 0, 0, 0]])).tolist()
     [[1.0, 1.0, 1.0, 1.0]]
     """
     arr = np.ascontiguousarray(x, dtype=np.float64)
     n, big = arr.shape
-    parts = _factor_bits(big, "fwht")
+    parts = _factor_bits(big, "walsh_hadamard_rows")
     if big == 1:
         return arr.copy()
     out = np.empty((n, big))
@@ -339,7 +340,7 @@ class HadamardFrame(TightFrame):
 
     def synthesize(self, y: F64) -> F64:
         arr = np.asarray(y, dtype=np.float64)
-        return np.asarray(fwht(arr * self.signs)[:, self.rows] * self._scale)
+        return np.asarray(walsh_hadamard_rows(arr * self.signs)[:, self.rows] * self._scale)
 
     def gram_apply(self, e: F64) -> F64:
         """``G e = diag(s) H_D P H_D diag(s) e / D`` (``P`` keeps the chosen rows): two
@@ -414,12 +415,33 @@ class HadamardFrame(TightFrame):
                 if cached is None:
                     indicator = np.zeros((1, self.D))
                     indicator[0, self.rows] = 1.0
-                    g = fwht(indicator)[0] / self.D
+                    g = walsh_hadamard_rows(indicator)[0] / self.D
                     pos = np.arange(self.D)
                     cached = np.ascontiguousarray(g[pos[:, None] ^ pos[None, :]])
                     cached.setflags(write=False)
                     self._gram_w = cached
         return cached
+
+
+#: the largest ``d`` for which ``frame_for(d, rng)`` builds the dense orthogonal frame
+ORTHOGONAL_UP_TO = 128
+
+
+def frame_for(d: int, rng: RandomSource, kind: str = "auto") -> TightFrame:
+    """The tight frame for ``d`` items: ``"orthogonal"`` (the paper's, ``D = 2d``),
+    ``"hadamard"`` (randomised Hadamard, ``D`` the smallest power of two ``>= 2d``) or
+    ``"auto"``: orthogonal up to ``d =`` :data:`ORTHOGONAL_UP_TO`, Hadamard above (the dense
+    frame costs ``O(d D)`` per vector).
+
+    >>> from privhist.core.random import SeededRandom
+    >>> [(f.d, f.D) for f in (frame_for(50, SeededRandom(0)), frame_for(1000, SeededRandom(0)))]
+    [(50, 100), (1000, 2048)]
+    """
+    if kind not in ("auto", "orthogonal", "hadamard"):
+        raise ValidationError("frame", "frame_for", "auto, orthogonal or hadamard", kind)
+    if kind == "orthogonal" or (kind == "auto" and d <= ORTHOGONAL_UP_TO):
+        return OrthogonalFrame(d, 2 * d, rng)
+    return HadamardFrame(d, 1 << (2 * d - 1).bit_length(), rng)
 
 
 def kashin_level(eta: float, nu: float) -> float:

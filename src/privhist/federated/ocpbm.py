@@ -23,7 +23,7 @@ Cauchy-Schwarz. For a Parseval frame (orthonormal rows, as both frames of
 :mod:`privhist.federated.kashin`) the operator norm of ``U`` is 1, so ``||U v|| <= ||v||`` and
 the bound holds without the factor: :func:`error_bound` returns ``E(C; D)`` (what Figure 3 plots
 against the true error; the last line of Appendix C.3 also drops the factor), and
-:func:`theorem1_bound` returns ``sqrt(d) E(C; D)`` as printed in equation (4).
+:func:`printed_error_bound` returns ``sqrt(d) E(C; D)`` as printed in equation (4).
 
 The oracle "Best C*" (Table 2, Table 3). The non-private best threshold in hindsight. Here it is
 the grid point minimising the *exact* expected squared error of cPBM
@@ -116,15 +116,17 @@ def error_bound(norms: Any, clip: Any, dimension: int, m: int, theta: float) -> 
     return float(np.maximum(a - c, 0.0).mean() + c * s)
 
 
-def theorem1_bound(norms: Any, clip: Any, d: int, dimension: int, m: int, theta: float) -> float:
-    """Equation (4) as printed: ``sqrt(d) E(C; D)`` (module notes: the factor is not needed
-    for a Parseval frame).
+def printed_error_bound(
+    norms: Any, clip: Any, d: int, dimension: int, m: int, theta: float
+) -> float:
+    """Theorem 1's bound, equation (4), as printed: ``sqrt(d) E(C; D)`` (module notes: the
+    factor is not needed for a Parseval frame).
 
-    >>> theorem1_bound([1.0, 2.0, 5.0], 2.0, 4, 4, 1, 0.25) == 2 * error_bound(
+    >>> printed_error_bound([1.0, 2.0, 5.0], 2.0, 4, 4, 1, 0.25) == 2 * error_bound(
     ...     [1.0, 2.0, 5.0], 2.0, 4, 1, 0.25)
     True
     """
-    dd = check_positive_int(d, "theorem1_bound", "d")
+    dd = check_positive_int(d, "printed_error_bound", "d")
     return math.sqrt(dd) * error_bound(norms, clip, dimension, m, theta)
 
 

@@ -215,7 +215,7 @@ class Aggregator:
         keep = counts >= m.threshold
         values = counts[keep].astype(np.int64)
         p = float(m.sampling_rate)
-        lower, upper = accuracy.count_interval(values, p, m.threshold, m.confidence)
+        lower, upper = accuracy.selection_adjusted_interval(values, p, m.threshold, m.confidence)
         meta = m.metadata(rng)
         if self.cohort is not None:
             added = self.cohort.added_delta(m.epsilon)

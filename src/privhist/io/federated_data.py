@@ -17,10 +17,16 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.validation import check_positive_int
 from privhist.engines.local import count
 from privhist.federated.population import Population
-from privhist.federated.user_data import UserCounts, _aggregate
+from privhist.federated.user_data import UserCounts, _aggregate, from_records
 from privhist.io.readers import scan, select_records
 
-__all__ = ["read_domain", "read_population", "read_user_counts", "user_counts_from_table"]
+__all__ = [
+    "read_domain",
+    "read_msweb",
+    "read_population",
+    "read_user_counts",
+    "user_counts_from_table",
+]
 
 
 def read_domain(path: str | os.PathLike[str], function: str = "read_domain") -> list[str]:
@@ -44,6 +50,38 @@ def read_domain(path: str | os.PathLike[str], function: str = "read_domain") -> 
     if len(set(keys)) != len(keys):
         raise InputDataError(f"{function}: domain file '{p}' lists a key more than once")
     return keys
+
+
+def read_msweb(path: str | os.PathLike[str], d: int) -> UserCounts:
+    """The UCI ``anonymous-msweb.data`` file as user count vectors: ``C`` lines start a user,
+    ``V,<area>,1`` lines are her visits; the ``d`` most visited areas (ties by id) are the items,
+    chosen from the data (not private: for experiments and public data).
+
+    The file interleaves users and visits (a visit names no user), so no format of
+    :func:`privhist.io.readers.scan` reads it.
+
+    Raises:
+        InputDataError: the file holds no ``C``/``V`` records.
+    """
+    users: list[int] = []
+    areas: list[int] = []
+    current = -1
+    with open(path, encoding="latin-1") as fh:
+        for line in fh:
+            if line.startswith("C,"):
+                current += 1
+            elif line.startswith("V,") and current >= 0:
+                users.append(current)
+                areas.append(int(line.split(",")[1]))
+    if not users:
+        raise InputDataError(f"{path}: no C/V records")
+    a = np.asarray(areas)
+    ids, counts = np.unique(a, return_counts=True)
+    order = np.lexsort((ids, -counts))[:d]
+    keep_ids = np.sort(ids[order])
+    pos = np.searchsorted(keep_ids, a)
+    ok = (pos < keep_ids.size) & (keep_ids[np.minimum(pos, keep_ids.size - 1)] == a)
+    return from_records(np.asarray(users)[ok], pos[ok], dimension=keep_ids.size, labels=keep_ids)
 
 
 def read_user_counts(

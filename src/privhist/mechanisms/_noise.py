@@ -55,7 +55,7 @@ class LaplaceCountNoise:
 
     def columns(self, values: npt.NDArray[np.int64], confidence: float) -> dict[str, Any]:
         """Release columns for noisy ``values``: the values and their symmetric interval."""
-        w = self.half_width(confidence)
+        w = self.half_width_for_confidence(confidence)
         return {
             "values": values,
             "lower": values - w,
@@ -74,7 +74,7 @@ class LaplaceCountNoise:
         neg = 1 - np.power(a, np.maximum(1 - k, 1)) / (1 + a)
         return np.where(k >= 1, pos, neg)
 
-    def half_width(self, confidence: float) -> int:
+    def half_width_for_confidence(self, confidence: float) -> int:
         """Smallest a with P[|Z| <= a] >= confidence: P[|Z| > a] = 2 alpha^(a+1) / (1 + alpha)."""
         a = self.alpha
         width = math.log((1 - confidence) * (1 + a) / 2) / math.log(a) - 1

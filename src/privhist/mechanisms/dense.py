@@ -196,7 +196,7 @@ class DenseHistogram(Mechanism):
         n = dom.shape[0]
         if self.laplace is not None:
             values = true + self.laplace.sample(n, rng)
-            w = self.laplace.half_width(self.confidence)
+            w = self.laplace.half_width_for_confidence(self.confidence)
         else:
             assert self.sigma2 is not None
             values = true + discrete_gaussian(self.sigma2, rng, n)

@@ -116,7 +116,7 @@ def plan_bounded_geometric(epsilon: Any, n: int, true_count: int) -> dict[str, A
         },
         "accuracy": {
             "beta": fraction_str(beta),
-            "half_width": g.half_width(beta),
+            "half_width": g.half_width_for_tail(beta),
             "statement": "Pr[|output - true_count| > half_width] <= beta",
         },
     }

@@ -35,8 +35,8 @@ from privhist.mechanisms.sampling.profile import (
     alpha_rate,
     c_alpha_threshold,
     certified_delta,
+    chernoff_threshold,
     exact_threshold,
-    theorem1_threshold,
 )
 
 __all__ = ["SampleThresholdPlan", "calibration_table", "plan_sample_and_threshold"]
@@ -58,7 +58,7 @@ def calibration_table(
         ef, df = Fraction(e), Fraction(d)
         p = alpha_rate(a, ef, "calibration_table")
         t_alpha = c_alpha_threshold(float(a), d)
-        t_one = theorem1_threshold(float(p), e, d)
+        t_one = chernoff_threshold(float(p), e, d)
         t_exact, cert = exact_threshold(p, ef, df, "calibration_table")
         row: dict[str, Any] = {
             "epsilon": e,

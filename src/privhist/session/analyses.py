@@ -481,7 +481,7 @@ def weighted_sample(
     output: str | os.PathLike[str] | None = None,
     seed: int | None = None,
     dry_run: bool = False,
-    frequency_rule: str = "algorithm4",
+    frequency_rule: str = "integer-tokens",
 ) -> WeightedSample | DryRun:
     """A private weighted sample (Cohen, Geri, Sarlos & Stemmer, Algorithm 2), sanitised by the
     certified keys-and-frequencies sanitiser (or the keys sanitiser with ``keys_only``).
@@ -491,8 +491,9 @@ def weighted_sample(
     ``Z = floor(S / D) + DiscreteLaplace(1 / eps_1)``, ``D`` the largest change of one element;
     basic composition gives ``(epsilon, delta)`` overall.
 
-    ``frequency_rule="algorithm5"`` sanitises frequencies with Algorithm 5 (maximum separation,
-    Theorem 5.1) instead of Algorithm 4, from an integer matrix certified DP before the draw
+    ``frequency_rule="max-separation"`` sanitises frequencies with Algorithm 5 (maximum separation,
+    Theorem 5.1) instead of Algorithm 4 (``"integer-tokens"``; the paper's numbers ``"algorithm5"``
+    and ``"algorithm4"`` are accepted too), from an integer matrix certified DP before the draw
     (:mod:`privhist.mechanisms.sampling.pws.algorithm5_release`); each row then also carries
     ``sanitized_value``, the right end of its token's interval. At most 1000 for
     ``max_frequency``.
@@ -502,7 +503,10 @@ def weighted_sample(
     import polars as pl
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
-    from privhist.mechanisms.sampling.pws.algorithm5_release import MAX_ALGORITHM5, check_rule
+    from privhist.mechanisms.sampling.pws.algorithm5_release import (
+        MAX_SEPARATION_FREQUENCY,
+        check_rule,
+    )
     from privhist.mechanisms.sampling.pws.sanitize import (
         MAX_MATRIX,
         sanitize_frequencies,
@@ -527,13 +531,19 @@ def weighted_sample(
     if not keys_only and m > MAX_MATRIX:
         raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} without keys_only", m)
     rule = check_rule(frequency_rule, fn)
-    if rule == "algorithm5" and keys_only:
+    if rule == "max-separation" and keys_only:
         raise ValidationError(
-            "frequency_rule", fn, "algorithm4 with keys_only (no frequencies are released)", rule
+            "frequency_rule",
+            fn,
+            "integer-tokens with keys_only (no frequencies are released)",
+            rule,
         )
-    if rule == "algorithm5" and m > MAX_ALGORITHM5:
+    if rule == "max-separation" and m > MAX_SEPARATION_FREQUENCY:
         raise ValidationError(
-            "max_frequency", fn, f"<= {MAX_ALGORITHM5} with frequency_rule algorithm5", m
+            "max_frequency",
+            fn,
+            f"<= {MAX_SEPARATION_FREQUENCY} with frequency_rule max-separation",
+            m,
         )
     eps_total = 0.0
     if k is not None:
@@ -587,7 +597,7 @@ def weighted_sample(
             "bias": priv.bias,
             "variance": priv.variance,
         }
-        if rule == "algorithm5":
+        if rule == "max-separation":
             columns["sanitized_value"] = priv.values
         table = pl.DataFrame(columns)
         guarantee = f"({epsilon}, {delta})-DP, element-level neighbours"

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from scipy import stats
+from tests.stats import ALPHA
 
 from privhist.core.errors import ProtocolError
 from privhist.core.random import SeededRandom
@@ -18,8 +19,6 @@ from privhist.federated.secagg.messages import (
     pack_vector,
     unpack_vector,
 )
-
-ALPHA = 1e-6
 
 
 def _probably_prime(n: int) -> bool:

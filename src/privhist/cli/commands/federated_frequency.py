@@ -82,19 +82,12 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _frame(kind: str, d: int, rng: Any) -> Any:
-    from privhist.federated.kashin import HadamardFrame, OrthogonalFrame
-
-    if kind == "orthogonal" or (kind == "auto" and d <= 128):
-        return OrthogonalFrame(d, 2 * d, rng)
-    return HadamardFrame(d, 1 << (2 * d - 1).bit_length(), rng)
-
-
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from privhist.cli.common import session_for
     from privhist.core.random import default_source
+    from privhist.federated.kashin import frame_for
 
     fn = "federated-frequency"
     show = not args.no_progress and not args.json and sys.stderr.isatty()
@@ -120,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             domain=args.domain,
             domain_from_data=args.domain_from_data,
             top_d=args.top_d,
-            frame=lambda d, rng: _frame(args.frame, d, rng),
+            frame=lambda d, rng: frame_for(d, rng, args.frame),
             seed=args.seed,
             secure_sum=args.secure_sum,
             progress=progress,

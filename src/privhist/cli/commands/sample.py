@@ -11,7 +11,7 @@ integers (the guarantee is for element-level neighbours) and a repeated key is a
 sampling (``w -> min(w, M)`` keeps neighbours neighbours), so estimates of keys above it are at
 most about ``M``. The sample is a threshold sample (ppswor or priority with ``f(w) = w**power``)
 with exact inclusion probabilities, sanitised with the certified keys-and-frequencies sanitiser
-(or the keys sanitiser with ``--keys-only``; ``--frequency-rule algorithm5`` for Algorithm 5's
+(or the keys sanitiser with ``--keys-only``; ``--frequency-rule max-separation`` for Algorithm 5's
 maximum-separation rows, certified the same way, which add a ``sanitized_value`` column); each
 row is ``key, token, estimate, bias, variance`` (the MLE of the frequency and its exact bias and
 variance at the frequency the MLE attributes to the token). Output goes to ``--output`` (CSV, or
@@ -37,6 +37,15 @@ import sys
 from typing import Any
 
 from privhist.cli.common import add_ledger_arguments, session_for
+
+#: the rules' former names, by the paper's algorithm numbers (still accepted; the names are kept
+#: here, not imported, so that ``--help`` loads no numerical code)
+_RULE_ALIASES = {"algorithm4": "integer-tokens", "algorithm5": "max-separation"}
+
+
+def _frequency_rule(value: str) -> str:
+    """``--frequency-rule``: a rule's name, or its former name by algorithm number."""
+    return _RULE_ALIASES.get(value, value)
 
 
 def register(sub: Any) -> None:
@@ -66,11 +75,12 @@ def register(sub: Any) -> None:
     p.add_argument("--keys-only", action="store_true", help="release keys only (Algorithm 3)")
     p.add_argument(
         "--frequency-rule",
-        choices=["algorithm4", "algorithm5"],
-        default="algorithm4",
-        help="frequency sanitiser: Algorithm 4 (default) or Algorithm 5 (maximum separation, "
-        "Theorem 5.1; adds a sanitized_value column; --max-frequency at most 1000); both "
-        "certified DP before the draw",
+        type=_frequency_rule,
+        choices=["integer-tokens", "max-separation"],
+        default="integer-tokens",
+        help="frequency sanitiser: integer-tokens (Algorithm 4, the default) or max-separation "
+        "(Algorithm 5, Theorem 5.1; adds a sanitized_value column; --max-frequency at most "
+        "1000); both certified DP before the draw",
     )
     p.add_argument(
         "--max-frequency",

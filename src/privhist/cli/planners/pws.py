@@ -49,7 +49,7 @@ def build_plan(
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
     from privhist.mechanisms.sampling.pws import estimators as est
-    from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix
+    from privhist.mechanisms.sampling.pws.frequencies import integer_token_matrix
     from privhist.mechanisms.sampling.pws.keys import reporting_probabilities, threshold_L
     from privhist.mechanisms.sampling.pws.schemes import inclusion_probabilities
     from privhist.planning.plan import MAX_PLAN_COUNT
@@ -86,7 +86,7 @@ def build_plan(
             raise ValidationError(
                 "--max-count", fn, "<= 2000 with --frequencies (the largest accepted)", m
             )
-        P = algorithm4_matrix(q, eps, dl)
+        P = integer_token_matrix(q, eps, dl)
         a = est.mle_estimator(P)
         stats = est.estimator_stats(P, a)
         out["frequency_matrix"] = [[float(x) for x in row[: i + 1]] for i, row in enumerate(P)]

@@ -132,7 +132,7 @@ def estimation_curves(
     m = int(max_frequency)
     M = m + estimation_margin(epsilon, delta)
     q = schemes.inclusion_probabilities(M, "priority", tau)
-    P = frequencies.algorithm4_matrix(q, epsilon, delta)
+    P = frequencies.integer_token_matrix(q, epsilon, delta)
     a = estimators.mle_estimator(P)
     best = 1 + np.argmax(P[1:, 1 : m + 1], axis=0)
     if int(best.max()) >= M:  # pragma: no cover - margin too small

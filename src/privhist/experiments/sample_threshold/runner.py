@@ -57,7 +57,7 @@ def calibrate(epsilon: float, delta: float = DELTA, alpha: Fraction = ALPHA) -> 
     """Rate ``alpha (1 - e^-eps)``, the paper's ``tau = 20`` and the exact smallest ``tau``, each
     certified by :class:`~privhist.mechanisms.sampling.SampleAndThreshold`."""
     from privhist.mechanisms.sampling import SampleAndThreshold
-    from privhist.mechanisms.sampling.profile import theorem1_threshold
+    from privhist.mechanisms.sampling.profile import chernoff_threshold
 
     exact = SampleAndThreshold(epsilon, delta, alpha=alpha)
     p = exact.sampling_rate
@@ -67,7 +67,7 @@ def calibrate(epsilon: float, delta: float = DELTA, alpha: Fraction = ALPHA) -> 
         sampling_rate=p,
         threshold_paper=paper.threshold,
         threshold_exact=exact.threshold,
-        threshold_theorem1=theorem1_threshold(float(p), epsilon, delta),
+        threshold_theorem1=chernoff_threshold(float(p), epsilon, delta),
         delta_paper=paper.delta_exact,
         delta_exact=exact.delta_exact,
     )

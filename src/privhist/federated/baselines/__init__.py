@@ -12,7 +12,7 @@ given.
 """
 
 from privhist.federated.baselines.central import CentralGeometric
-from privhist.federated.baselines.hadamard import HadamardResponse, fwht
+from privhist.federated.baselines.hadamard import HadamardResponse, walsh_hadamard_exact
 from privhist.federated.baselines.shuffle import ShuffleBernoulli, bucket_delta
 
 __all__ = [
@@ -20,5 +20,5 @@ __all__ = [
     "HadamardResponse",
     "ShuffleBernoulli",
     "bucket_delta",
-    "fwht",
+    "walsh_hadamard_exact",
 ]

@@ -69,7 +69,7 @@ _NAME = "HadamardResponse"
 _EXP_DENOMINATOR = 1 << 32
 
 
-def fwht(values: Any) -> npt.NDArray[Any]:
+def walsh_hadamard_exact(values: Any) -> npt.NDArray[Any]:
     """Fast Walsh-Hadamard transform ``H v`` in Sylvester (natural) order, ``O(K log K)``.
 
     ``H`` is :func:`scipy.linalg.hadamard` of the same size; integer inputs stay exact (int64).
@@ -80,13 +80,17 @@ def fwht(values: Any) -> npt.NDArray[Any]:
     Returns:
         A new array ``H @ values`` (int64 for integer input, float64 otherwise).
 
-    >>> fwht(np.array([1, 0, 0, 0])).tolist(), fwht(np.array([0, 1, 0, 0])).tolist()
-    ([1, 1, 1, 1], [1, -1, 1, -1])
+    >>> walsh_hadamard_exact(np.array([1, 0, 0, 0])).tolist()
+    [1, 1, 1, 1]
+    >>> walsh_hadamard_exact(np.array([0, 1, 0, 0])).tolist()
+    [1, -1, 1, -1]
     """
     arr = np.asarray(values)
     n = arr.shape[0] if arr.ndim == 1 else 0
     if arr.ndim != 1 or n == 0 or n & (n - 1):
-        raise ValidationError("values", "fwht", "a 1-d array whose length is a power of two", n)
+        raise ValidationError(
+            "values", "walsh_hadamard_exact", "a 1-d array whose length is a power of two", n
+        )
     a = arr.astype(np.int64 if arr.dtype.kind in "iub" else np.float64)
     h = 1
     while h < n:
@@ -194,7 +198,7 @@ class HadamardResponse:
                 "reports", "HadamardResponse.decode", f"values in [0, {self.width})", "out of range"
             )
         h = np.bincount(rep.astype(np.int64), minlength=self.width)
-        t = fwht(h)
+        t = walsh_hadamard_exact(h)
         return t[1 : self.domain_size + 1].astype(np.float64) * float(self.scale)
 
     def estimate(self, items: Any, rng: RandomSource, abstaining: int = 0) -> F64:

@@ -322,7 +322,7 @@ class CompactHistogram(Mechanism):
         if self.n < _LIST_ALL:
             radius = self.n
         else:
-            radius = self.sampler.noise.half_width(_WINDOW_TAIL)
+            radius = self.sampler.noise.half_width_for_tail(_WINDOW_TAIL)
         if c > 0:
             probs, tail = self.sampler.pmf_window(c, radius)
             return KeyDistribution(dict(probs), tail)

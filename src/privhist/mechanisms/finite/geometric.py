@@ -426,11 +426,11 @@ class BoundedGeometricNoise:
             todo = todo[rejected]
         return out
 
-    def half_width(self, beta: Fraction) -> int:
+    def half_width_for_tail(self, beta: Fraction) -> int:
         """Smallest ``a >= 0`` with ``Pr[|Z| > a] = 2 tail(a + 1) <= beta`` (exact)."""
         beta = Fraction(beta)
         if not 0 < beta <= 1:
-            raise ValidationError("beta", "half_width", "in (0, 1]", beta)
+            raise ValidationError("beta", "half_width_for_tail", "in (0, 1]", beta)
         return _gallop(self.width, lambda a: 2 * self.tail(a + 1) > beta)
 
     def std(self) -> float:
@@ -580,13 +580,16 @@ class CountingSampler(ABC):
             prev = cur
         return out, 1 - sum(out.values(), start=Fraction(0))
 
-    def half_width(self, beta: Fraction) -> int:
+    def half_width_for_tail(self, beta: Fraction) -> int:
         """Smallest ``a`` with :meth:`error_bound` ``(a) <= beta`` ((a, beta)-accuracy,
         Definition 4.2)."""
         beta = Fraction(beta)
         if not 0 < beta <= 1 or self.error_bound(self.n) > beta:
             raise ValidationError(
-                "beta", "half_width", f"in ({float(self.error_bound(self.n)):.3g}, 1]", beta
+                "beta",
+                "half_width_for_tail",
+                f"in ({float(self.error_bound(self.n)):.3g}, 1]",
+                beta,
             )
         return _gallop(self.n, lambda a: self.error_bound(a) > beta)
 

@@ -211,11 +211,11 @@ class _FiniteHistogram(Mechanism):
     def _window(self, c: int) -> tuple[dict[int, Fraction], Fraction]:
         if self.n < _LIST_ALL:
             return dict(enumerate(self.sampler.pmf(c))), Fraction(0)
-        radius = self.sampler.noise.half_width(_WINDOW_TAIL)
+        radius = self.sampler.noise.half_width_for_tail(_WINDOW_TAIL)
         return self.sampler.pmf_window(c, radius)
 
     def _half_width(self) -> int:
-        return self.sampler.half_width(Fraction(1 - self.confidence))
+        return self.sampler.half_width_for_tail(Fraction(1 - self.confidence))
 
 
 @register
@@ -227,8 +227,8 @@ class BasicHistogram(_FiniteHistogram):
     "fastsample"``, mixing probability ``fast_gamma``). Both are ``(ln(1 + 2**-K), 0)``-DP for
     counts one apart, so (module notes) the histogram is ``(eps, 0)``-DP for the neighbouring
     relation; ``delta`` is not spent. Accuracy: every count is within
-    :meth:`~privhist.mechanisms.finite.geometric.CountingSampler.half_width` of the (clamped)
-    true count with the stated confidence. Keys of the data outside ``A`` are dropped. The
+    :meth:`~privhist.mechanisms.finite.geometric.CountingSampler.half_width_for_tail` of the
+    (clamped) true count with the stated confidence. Keys of the data outside ``A`` are dropped. The
     privacy guarantee needs ``A`` fixed independently of the data.
 
     Running time: ``O(|A|)`` draws of ``M`` plus the mapping of the data onto ``A``; each draw one

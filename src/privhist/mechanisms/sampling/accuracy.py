@@ -207,7 +207,9 @@ def _first_true(pred: Callable[[I64, I64], Bools], floor: I64, guess: I64) -> I6
         f[up[~res]] = probe[~res]
         up, step = up[~res], step[~res] * 2
         if up.size and int(step.max()) > 1 << 61:  # the predicate holds far below int64's end
-            raise ArithmeticError("count_interval: the upward search did not close below 2**62")
+            raise ArithmeticError(
+                "selection_adjusted_interval: the upward search did not close below 2**62"
+            )
     # bisection: pred(f) false (or f = floor - 1), pred(t) true
     active = np.flatnonzero(t - f > 1)
     while active.size:
@@ -230,12 +232,14 @@ def _normal_guess(y: I64, p: float, shift: float, z: float) -> I64:
     return np.floor(s * s).astype(np.int64)
 
 
-def count_interval(values: Any, p: float, tau: int, confidence: float) -> tuple[I64, I64]:
+def selection_adjusted_interval(
+    values: Any, p: float, tau: int, confidence: float
+) -> tuple[I64, I64]:
     """Selection-adjusted exact interval for the true unit count of each released key (see the
     module notes). Computed once per distinct value, by a search from a normal-approximation
     guess (:func:`_first_true`): the bounds are those of the definitions, whatever the guess.
 
-    >>> lo, hi = count_interval([100], 0.1, 10, 0.95)
+    >>> lo, hi = selection_adjusted_interval([100], 0.1, 10, 0.95)
     >>> int(lo[0]) < 1000 < int(hi[0])
     True
     """

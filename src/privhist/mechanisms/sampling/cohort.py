@@ -236,7 +236,9 @@ def cohort_histogram(
     keep = counts >= mechanism.threshold
     values = counts[keep].astype(np.int64)
     p = float(mechanism.sampling_rate)
-    lower, upper = accuracy.count_interval(values, p, mechanism.threshold, mechanism.confidence)
+    lower, upper = accuracy.selection_adjusted_interval(
+        values, p, mechanism.threshold, mechanism.confidence
+    )
     meta = mechanism.metadata(rng)
     added = cohort.added_delta(mechanism.epsilon)
     total = float_up(Fraction(mechanism.delta) + Fraction(added))

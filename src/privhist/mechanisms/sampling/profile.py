@@ -94,6 +94,8 @@ __all__ = [
     "c_alpha_threshold",
     "certified_delta",
     "check_sampling_rate",
+    "chernoff_delta",
+    "chernoff_threshold",
     "delta_float",
     "exact_threshold",
     "float_threshold",
@@ -101,8 +103,6 @@ __all__ = [
     "profile_float",
     "rate_bound",
     "search_limit",
-    "theorem1_delta",
-    "theorem1_threshold",
 ]
 
 #: sampling rates computed by the library are multiples of 2**-RATE_BITS (rounded down)
@@ -205,24 +205,24 @@ def _q(p: float, epsilon: float) -> float:
     return -math.expm1(math.log1p(-p) - epsilon)
 
 
-def theorem1_delta(p: float, epsilon: float, tau: int) -> float:
+def chernoff_delta(p: float, epsilon: float, tau: int) -> float:
     """Theorem 1's bound ``exp(-(tau/q) D(q || p))`` on delta (float)."""
     q = _q(p, epsilon)
     return math.exp(-(tau / q) * kl_bernoulli(q, p))
 
 
-def theorem1_threshold(p: float, epsilon: float, delta: float) -> int:
+def chernoff_threshold(p: float, epsilon: float, delta: float) -> int:
     """Smallest integer ``tau >= 1`` with ``exp(-(tau/q) D(q || p)) <= delta`` (Theorem 1).
 
-    >>> theorem1_threshold(0.1, 1.0, 1e-8)
+    >>> chernoff_threshold(0.1, 1.0, 1e-8)
     14
     """
     q = _q(p, epsilon)
     x = q * math.log(1 / delta) / kl_bernoulli(q, p)
     tau = max(1, math.ceil(x))
-    while tau > 1 and theorem1_delta(p, epsilon, tau - 1) <= delta:
+    while tau > 1 and chernoff_delta(p, epsilon, tau - 1) <= delta:
         tau -= 1
-    while theorem1_delta(p, epsilon, tau) > delta:
+    while chernoff_delta(p, epsilon, tau) > delta:
         tau += 1
     return tau
 
@@ -429,7 +429,7 @@ def float_threshold(
 ) -> int:
     """The smallest ``tau`` with float64 ``delta_float <= delta`` (bisection below Theorem 1's
     ``tau``; uncertified — :func:`exact_threshold` certifies)."""
-    hi = theorem1_threshold(p, epsilon, delta)
+    hi = chernoff_threshold(p, epsilon, delta)
     while delta_float(p, hi, epsilon)[0] > delta:
         hi *= 2
         if hi > MAX_SEARCH:

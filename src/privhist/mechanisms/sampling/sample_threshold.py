@@ -73,9 +73,9 @@ from privhist.mechanisms.sampling.profile import (
     c_alpha_threshold,
     certified_delta,
     check_sampling_rate,
+    chernoff_threshold,
     exact_threshold,
     largest_rate,
-    theorem1_threshold,
 )
 from privhist.noise import binomial
 
@@ -243,7 +243,7 @@ class SampleAndThreshold(Mechanism):
             tau, cert = exact_threshold(p, eps, delta, fn)
             return p, tau, cert
         if rule == "theorem1":
-            tau = theorem1_threshold(float(p), float(eps), float(delta))
+            tau = chernoff_threshold(float(p), float(eps), float(delta))
         else:
             t = c_alpha_threshold(float(self.alpha), float(delta))
             if t is None:
@@ -321,7 +321,9 @@ class SampleAndThreshold(Mechanism):
         keep = sampled >= self.threshold
         values = sampled[keep]
         p = float(self.sampling_rate)
-        lower, upper = accuracy.count_interval(values, p, self.threshold, self.confidence)
+        lower, upper = accuracy.selection_adjusted_interval(
+            values, p, self.threshold, self.confidence
+        )
         return keys[keep], {
             "values": values,
             "estimates": values / p,
@@ -338,7 +340,7 @@ class SampleAndThreshold(Mechanism):
         p, fn = self.sampling_rate, self.function_name()
         l0 = self.neighbouring.l0_sensitivity
         pf = float(p)
-        t1 = theorem1_threshold(pf, float(eps), float(delta))
+        t1 = chernoff_threshold(pf, float(eps), float(delta))
         exact_tau = (
             self.threshold
             if self.calibration == "exact" and self.rate_rule in ("alpha", "given")

@@ -55,7 +55,7 @@ F64 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class Algorithm5:
+class MaxSeparationPdfs:
     """The PDFs of Algorithm 5 for frequencies ``0..m`` and their discretisation.
 
     ``cdfs[i] = (x, F)``: breakpoints and the cumulative reported mass of row ``i`` on ``(0, i]``
@@ -125,14 +125,14 @@ def _solve_decreasing(x: Any, G: Any, target: Any) -> Any:
     return x[k - 1] + (G[k - 1] - target) * (x[k] - x[k - 1]) / (G[k - 1] - G[k])
 
 
-def algorithm5(
+def max_separation_pdfs(
     q: npt.ArrayLike,
     epsilon: float,
     delta: float,
     *,
     precision: int | None = None,
     printed_rule: bool = False,
-) -> Algorithm5:
+) -> MaxSeparationPdfs:
     """Algorithm 5 for ``q = (q_0 = 0, q_1, ..., q_m)`` (see the module notes).
 
     ``printed_rule=True`` places ``b_i`` by the condition as printed (``c_0 + F(b) = delta``),
@@ -140,13 +140,13 @@ def algorithm5(
 
     >>> import numpy as np
     >>> q = np.ones(4); q[0] = 0
-    >>> A = algorithm5(q, 0.6931471805599453, 0.1)
+    >>> A = max_separation_pdfs(q, 0.6931471805599453, 0.1)
     >>> [round(float(v), 6) for v in A.matrix[:, 0]]  # not reported: 1 - pi_i
     [1.0, 0.9, 0.7, 0.3]
     >>> bool(abs(A.matrix[3, 1:].sum() - 0.7) < 1e-12), A.breakpoints.shape[0] <= 3 * 3
     (True, True)
     """
-    fn = "algorithm5"
+    fn = "max_separation_pdfs"
     eps = check_epsilon(epsilon, fn)
     dl = check_delta(delta, fn, positive=True)
     qa = check_inclusion(q, fn)
@@ -161,7 +161,7 @@ def algorithm5(
 
 def _run(
     pi: Any, e: Any, inv: Any, d: Any, zero: Any, dtype: Any, m: int, printed: bool
-) -> Algorithm5:
+) -> MaxSeparationPdfs:
     one = zero + 1
     cdfs: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = [
         (np.array([zero], dtype=dtype), np.array([zero], dtype=dtype))
@@ -215,4 +215,4 @@ def _run(
             continue
         Fg = _interp_vec(grid, x, F)
         P[i, 1:] = np.diff(Fg)
-    return Algorithm5(np.asarray(pi), cdfs, switch, cut, bp, P)
+    return MaxSeparationPdfs(np.asarray(pi), cdfs, switch, cut, bp, P)

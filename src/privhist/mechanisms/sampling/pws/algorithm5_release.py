@@ -44,48 +44,63 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.mechanisms._grid import ONE
-from privhist.mechanisms.sampling.pws.algorithm5 import algorithm5
+from privhist.mechanisms.sampling.pws.algorithm5 import max_separation_pdfs
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 #: largest max_frequency for Algorithm 5 on the release path (at most 3 m token columns; about
 #: 4 s of float work per attempt at m = 1000)
-MAX_ALGORITHM5 = 1000
+MAX_SEPARATION_FREQUENCY = 1000
 
-#: frequency rules of the keys-and-frequencies sanitiser
-RULES = ("algorithm4", "algorithm5")
+#: frequency rules of the keys-and-frequencies sanitiser: ``"integer-tokens"`` (Algorithm 4: a
+#: key of frequency ``i`` gets a token ``j <= i``) and ``"max-separation"`` (Algorithm 5: tokens
+#: are the intervals between the breakpoints of piecewise-constant densities, maximally
+#: separated over every DP frequency sanitiser, Theorem 5.1)
+RULES = ("integer-tokens", "max-separation")
+#: the former spellings, by the paper's algorithm numbers, still accepted
+RULE_ALIASES = {"algorithm4": "integer-tokens", "algorithm5": "max-separation"}
 
 
 def check_rule(rule: object, function: str, name: str = "frequency_rule") -> str:
-    """``rule`` if it is one of :data:`RULES`, else a ValidationError naming ``name``."""
+    """``rule`` if it is one of :data:`RULES` (an alias of :data:`RULE_ALIASES` gives its rule),
+    else a ValidationError naming ``name``.
+
+    >>> check_rule("algorithm5", "sample"), check_rule("integer-tokens", "sample")
+    ('max-separation', 'integer-tokens')
+    """
+    if isinstance(rule, str) and rule in RULE_ALIASES:
+        return RULE_ALIASES[rule]
     if rule not in RULES:
         raise ValidationError(name, function, " or ".join(RULES), rule)
     return str(rule)
 
 
-def algorithm5_rows(Q: I64, epsilon: float, delta: float) -> tuple[I64, float, F64]:
+def max_separation_rows(Q: I64, epsilon: float, delta: float) -> tuple[I64, float, F64]:
     """``(E, delta', x)``: the certified integer end-to-end matrix of Algorithm 5 for inclusion
     numerators ``Q`` (module notes), the ``delta'`` it was built with, and the token values
     ``x_1 < ... < x_K`` (``E`` has ``K + 1`` columns; column 0 is left for the caller).
 
     >>> import numpy as np
     >>> Q = np.array([0] + [2**62] * 4, dtype=np.int64)  # q_i = 1 for i = 1..4
-    >>> E, used, x = algorithm5_rows(Q, 0.5, 0.05)
+    >>> E, used, x = max_separation_rows(Q, 0.5, 0.05)
     >>> E.shape[1] - 1 == len(x) <= 3 * 4, bool(E[1:, 1:].sum(axis=1).max() <= 2**62)
     (True, True)
     """
     from privhist.mechanisms.sampling.pws.sanitize import verify_frequency_rows
 
     m = Q.shape[0] - 1
-    if m > MAX_ALGORITHM5:
+    if m > MAX_SEPARATION_FREQUENCY:
         raise ValidationError(
-            "max_frequency", "algorithm5", f"<= {MAX_ALGORITHM5} with Algorithm 5", m
+            "max_frequency",
+            "max_separation_rows",
+            f"<= {MAX_SEPARATION_FREQUENCY} with Algorithm 5",
+            m,
         )
     qf = Q.astype(np.float64) / float(ONE)
     s = min(16 * (3 * m + 6) * 2.0**-53 * (1 + math.exp(epsilon)), delta / 64)
     while s < delta / 2:
-        A = algorithm5(qf, epsilon, delta - s)
+        A = max_separation_pdfs(qf, epsilon, delta - s)
         P = np.asarray(A.matrix, dtype=np.float64)
         E = np.zeros(P.shape, dtype=np.int64)
         body = np.floor(np.clip(P[:, 1:], 0.0, 1.0) * float(ONE))
@@ -98,5 +113,5 @@ def algorithm5_rows(Q: I64, epsilon: float, delta: float) -> tuple[I64, float, F
             return E, delta - s, np.asarray(A.breakpoints, dtype=np.float64)
         s *= 4
     raise ValidationError(  # pragma: no cover - not reached for delta >= 1e-12
-        "delta", "algorithm5_rows", "a value admitting a certified matrix", delta
+        "delta", "max_separation_rows", "a value admitting a certified matrix", delta
     )

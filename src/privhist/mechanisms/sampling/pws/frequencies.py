@@ -68,7 +68,7 @@ F64 = npt.NDArray[np.float64]
 MAX_SUPPORT = 2_000_000
 
 
-def algorithm4_matrix(
+def integer_token_matrix(
     q: npt.ArrayLike, epsilon: float, delta: float, *, precision: int | None = None
 ) -> npt.NDArray[Any]:
     """Algorithm 4: the ``(m+1) x (m+1)`` matrix ``P[i, j] = pi_(i,j)`` for ``q = (q_0..q_m)``
@@ -78,23 +78,25 @@ def algorithm4_matrix(
 
     >>> import numpy as np
     >>> q = np.ones(4); q[0] = 0
-    >>> P = algorithm4_matrix(q, 0.6931471805599453, 0.1)
+    >>> P = integer_token_matrix(q, 0.6931471805599453, 0.1)
     >>> [round(float(x), 6) for x in P[3]]
     [0.3, 0.4, 0.2, 0.1]
     """
-    fn = "algorithm4_matrix"
+    fn = "integer_token_matrix"
     eps = check_epsilon(epsilon, fn)
     dl = check_delta(delta, fn, positive=True)
     qa = check_inclusion(q, fn)
     if precision is None:
         pi = reporting_probabilities(qa, eps, dl)
-        return _algorithm4(pi, math.exp(eps), math.exp(-eps), dl, np.float64, 0.0)
+        return _integer_token_matrix(pi, math.exp(eps), math.exp(-eps), dl, np.float64, 0.0)
     with mpmath.workprec(precision):
         pi_mp, e, inv, d = reporting_probabilities_mp(qa, eps, dl)
-        return _algorithm4(pi_mp, e, inv, d, object, mpmath.mpf(0))
+        return _integer_token_matrix(pi_mp, e, inv, d, object, mpmath.mpf(0))
 
 
-def _algorithm4(pi: Any, e: Any, inv: Any, d: Any, dtype: Any, zero: Any) -> npt.NDArray[Any]:
+def _integer_token_matrix(
+    pi: Any, e: Any, inv: Any, d: Any, dtype: Any, zero: Any
+) -> npt.NDArray[Any]:
     m = pi.shape[0] - 1
     P = np.full((m + 1, m + 1), zero, dtype=dtype)
     P[0, 0] = 1 + zero

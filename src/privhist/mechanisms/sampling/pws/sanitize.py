@@ -30,7 +30,7 @@ Cohen, Geri, Sarlos & Stemmer, Section 3.3 and Algorithm 2. What is proven, for 
   so frequencies must be clamped to that bound *before* sampling (as ``privhist sample`` does):
   clamping after sampling would change the inclusion probabilities.
 
-``rule="algorithm5"`` replaces Algorithm 4 by Algorithm 5 (maximum separation over every DP
+``rule="max-separation"`` replaces Algorithm 4 by Algorithm 5 (maximum separation over every DP
 frequency sanitiser, Theorem 5.1), certified the same way
 (:mod:`.algorithm5_release`); its tokens index up to ``3 m`` intervals and each carries its
 sanitized value (the interval's right end).
@@ -54,12 +54,12 @@ from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms._grid import ONE, ONE_BITS, LazyBernoulliTable
 from privhist.mechanisms.sampling.pws.algorithm5_release import (
-    MAX_ALGORITHM5,
-    algorithm5_rows,
+    MAX_SEPARATION_FREQUENCY,
     check_rule,
+    max_separation_rows,
 )
 from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
-from privhist.mechanisms.sampling.pws.frequencies import algorithm4_matrix, exact_shift_pmf
+from privhist.mechanisms.sampling.pws.frequencies import exact_shift_pmf, integer_token_matrix
 from privhist.mechanisms.sampling.pws.keys import grid_reporting_table, threshold_L
 from privhist.mechanisms.sampling.pws.schemes import WeightedSample
 from privhist.noise import bernoulli_rational, exp_rational_bounds
@@ -226,7 +226,7 @@ class FrequencySanitizer:
     inclusion: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     certified: bool = False
     delta_used: float = 0.0
-    rule: str = "algorithm4"
+    rule: str = "integer-tokens"
     #: token values: ``token_values[j]`` for token ``j`` (entry 0 unused)
     token_values: F64 = field(default_factory=lambda: np.zeros(0))
 
@@ -320,14 +320,14 @@ def _shift_rows(Q: I64, eps: float, dl: float) -> I64:
     return E
 
 
-def _algorithm4_rows(Q: I64, eps: float, dl: float) -> tuple[I64, float]:
+def _integer_token_rows(Q: I64, eps: float, dl: float) -> tuple[I64, float]:
     """Algorithm 4 in floats with ``delta - s``, rounded down, ``s`` doubled until certified."""
     m = Q.shape[0] - 1
     qf = Q.astype(np.float64) / float(ONE)
     # start above the float pre-check's error bound, so most pairs are cleared without big ints
     s = min(16 * (m + 6) * 2.0**-53 * (1 + math.exp(eps)), dl / 64)
     while s < dl / 2:
-        P = np.asarray(algorithm4_matrix(qf, eps, dl - s), dtype=np.float64)
+        P = np.asarray(integer_token_matrix(qf, eps, dl - s), dtype=np.float64)
         E = np.zeros((m + 1, m + 1), dtype=np.int64)
         body = np.floor(np.clip(P[:, 1:], 0.0, 1.0) * float(ONE))
         E[:, 1:] = np.minimum(body, float(ONE)).astype(np.int64)
@@ -345,11 +345,12 @@ def _algorithm4_rows(Q: I64, eps: float, dl: float) -> tuple[I64, float]:
 
 
 def grid_frequency_sanitizer(
-    Q: npt.ArrayLike, epsilon: float, delta: float, *, rule: str = "algorithm4"
+    Q: npt.ArrayLike, epsilon: float, delta: float, *, rule: str = "integer-tokens"
 ) -> FrequencySanitizer:
     """The certified sanitizer for exact inclusion numerators ``Q = (Q_0 = 0, ..., Q_m)``
-    (module notes): with ``rule="algorithm4"`` the exact shift when every ``Q_i = 2**62``, else
-    certified Algorithm 4; with ``rule="algorithm5"`` certified Algorithm 5."""
+    (module notes): with ``rule="integer-tokens"`` (Algorithm 4) the exact shift when every
+    ``Q_i = 2**62``, else certified Algorithm 4; with ``rule="max-separation"`` certified
+    Algorithm 5 (the paper's numbers, ``"algorithm4"`` and ``"algorithm5"``, are accepted too)."""
     fn = "grid_frequency_sanitizer"
     eps, dl = check_epsilon(epsilon, fn), check_delta(delta, fn, positive=True)
     rule = check_rule(rule, fn, "rule")
@@ -361,8 +362,8 @@ def grid_frequency_sanitizer(
     m = Qa.shape[0] - 1
     no_sampling = bool((Qa[1:] == ONE).all())
     values = np.arange(m + 1, dtype=np.float64)
-    if rule == "algorithm5":
-        E, used, x = algorithm5_rows(Qa, eps, dl)
+    if rule == "max-separation":
+        E, used, x = max_separation_rows(Qa, eps, dl)
         values = np.concatenate(([0.0], x))
         no_sampling = False  # not the shift rows
     elif no_sampling:
@@ -370,7 +371,7 @@ def grid_frequency_sanitizer(
         if not verify_frequency_rows(E, Qa, eps, dl):  # pragma: no cover - certified pmf
             raise ValidationError("delta", fn, "a certified shift pmf", dl)
     else:
-        E, used = _algorithm4_rows(Qa, eps, dl)
+        E, used = _integer_token_rows(Qa, eps, dl)
     E[:, 0] = ONE - E[:, 1:].sum(axis=1)
     P = E.astype(np.float64) / float(ONE)
     qf = Qa.astype(np.float64)[:, None]
@@ -426,21 +427,22 @@ def sanitize_frequencies(
     *,
     max_frequency: int = 2000,
     no_sampling: bool = False,
-    rule: str = "algorithm4",
+    rule: str = "integer-tokens",
 ) -> PrivateSample:
     """Algorithm 2, sanitized keys and frequencies (see the module notes). ``no_sampling``
     asserts that the sample holds every key (``q_i = 1``); it is checked against the sample's
     inclusion rule, and the exact shift rows are used whenever ``q_i = 1`` for all ``i`` (with
-    ``rule="algorithm4"``). ``rule="algorithm5"`` draws from certified Algorithm 5 rows."""
+    ``rule="integer-tokens"``, Algorithm 4). ``rule="max-separation"`` draws from certified
+    Algorithm 5 rows."""
     fn = "sanitize_frequencies"
     eps, dl = _check(sample, epsilon, delta, fn)
     m = check_positive_int(max_frequency, fn, "max_frequency")
     rule = check_rule(rule, fn, "rule")
     if m > MAX_MATRIX:
         raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} (the matrix is m x m)", m)
-    if rule == "algorithm5" and m > MAX_ALGORITHM5:
+    if rule == "max-separation" and m > MAX_SEPARATION_FREQUENCY:
         raise ValidationError(
-            "max_frequency", fn, f"<= {MAX_ALGORITHM5} with Algorithm 5 (3m tokens)", m
+            "max_frequency", fn, f"<= {MAX_SEPARATION_FREQUENCY} with Algorithm 5 (3m tokens)", m
         )
     Q = sample.grid_q(np.arange(m + 1))
     if no_sampling and not (Q[1:] == ONE).all():

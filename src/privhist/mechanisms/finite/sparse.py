@@ -102,7 +102,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.core.validation import exact_fraction, float_up
+from privhist.core.validation import Constraint, float_up
 from privhist.mechanisms._domain import check_domain
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import fraction_str, uniform_int
@@ -133,34 +133,33 @@ DEFAULT_ROWS = 1000
 #: exact order statistics (delta = 0, no tv_delta) only when |X| (n + 1) is at most this
 EXACT_WORK = 1 << 21
 _UNIVERSE_BITS = Option(
-    "universe_bits", int, 64, "the universe is the integers [0, 2**B) (default 64)"
+    "universe_bits",
+    int,
+    64,
+    "the universe is the integers [0, 2**B) (default 64)",
+    constraint=Constraint.integer(1, 64, optional=True),  # None: the domain is the universe
 )
-_BETA1 = Option("beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)")
+_BETA1 = Option(
+    "beta1",
+    str,
+    "1/100",
+    "KH'' failure probability 1/k (sequence Q of (4n+2)k)",
+    constraint=Constraint.reciprocal(),
+)
 _TV_DELTA = Option(
     "tv_delta",
     str,
     None,
     "statistical distance 1/k to exact order statistics (Theorem 6.5); default: from --delta",
+    constraint=Constraint.reciprocal(optional=True),
 )
 
 
 def one_over_k(value: Any, function: str, name: str) -> Fraction:
     """``value`` as ``1/k`` for an integer ``k >= 2`` (the paper's ``N^-1``); floats are read by
     their decimal form (``0.01`` is ``1/100``). Otherwise a ValidationError names ``1/ceil(1/x)``,
-    the nearest smaller valid setting."""
-    if isinstance(value, float) and math.isfinite(value):
-        value = Fraction(repr(value))
-    x = exact_fraction(value, function, name, "a fraction 1/k with an integer k >= 2")
-    if not 0 < x < 1:
-        raise ValidationError(name, function, "a fraction 1/k with an integer k >= 2", value)
-    if x.numerator != 1:
-        k = -(-x.denominator // x.numerator)
-        raise ValidationError(
-            name,
-            function,
-            f"a fraction 1/k with an integer k >= 2; the nearest valid setting is 1/{k}",
-            value,
-        )
+    the nearest smaller valid setting (:meth:`Constraint.reciprocal`)."""
+    x: Fraction = Constraint.reciprocal().check(value, name, function)
     return x
 
 
@@ -349,7 +348,13 @@ class KeepHeavy(BasicHistogram):
     summary = "bounded geometric counts over a public domain, only the n heaviest bins (pure DP)"
     options: ClassVar[tuple[Option, ...]] = (
         *BasicHistogram.options,
-        Option("keep", int, None, "release at most this many bins (the paper's n; default n)"),
+        Option(
+            "keep",
+            int,
+            None,
+            "release at most this many bins (the paper's n; default n)",
+            constraint=Constraint.integer(1, optional=True),
+        ),
     )
 
     def __init__(
@@ -363,7 +368,8 @@ class KeepHeavy(BasicHistogram):
         **kwargs: Any,
     ) -> None:
         super().__init__(epsilon, delta, neighbouring, domain=domain, **kwargs)
-        self.keep = _check_int(self.n if keep is None else keep, self.function_name(), "keep", 1)
+        checked: int | None = self.check_option("keep", keep)
+        self.keep = self.n if checked is None else checked
 
     def parameters(self) -> dict[str, Any]:
         return {**super().parameters(), "keep": self.keep}
@@ -459,15 +465,16 @@ class SparseHistogram(_FiniteHistogram):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         self._setup(count_bound, strict_time)
+        self.check_option("universe_bits", universe_bits)
+        self.beta1: Fraction = self.check_option("beta1", beta1)
+        self.check_option("tv_delta", tv_delta)
+        self.noise_kind: str = self.check_option("counting", counting)
+        self.check_option("fast_gamma", fast_gamma)
         self.universe = Universe(None if domain is not None else universe_bits, domain, fn)
-        self.beta1 = one_over_k(beta1, fn, "beta1")
-        if counting not in ("geosample", "fastsample"):
-            raise ValidationError("counting", fn, "'geosample' or 'fastsample'", counting)
-        self.noise_kind = counting
         if counting == "geosample":
             self.sampler: CountingSampler = self._geo_sample()
         else:
-            self.sampler = FastSample.from_k(self.n, self.k, _gamma(fast_gamma, fn))
+            self.sampler = FastSample.from_k(self.n, self.k, _gamma(fast_gamma, fn, "fast_gamma"))
         self.width = self._half_width()
         self.fallback: str | None = None
         if self.universe.size < 4 * self.n:
@@ -849,7 +856,13 @@ class PureSparseHistogram(SparseHistogram):
     options = (
         _UNIVERSE_BITS,
         _BETA1,
-        Option("beta2", str, "1/1000", "mixing probability 1/k of the random histogram"),
+        Option(
+            "beta2",
+            str,
+            "1/1000",
+            "mixing probability 1/k of the random histogram",
+            constraint=Constraint.reciprocal(),
+        ),
         *_COUNTING,
         _COUNT_BOUND,
         _STRICT,
@@ -871,7 +884,7 @@ class PureSparseHistogram(SparseHistogram):
         strict_time: bool = False,
         confidence: float = 0.95,
     ) -> None:
-        self.beta2 = one_over_k(beta2, self.function_name(), "beta2")
+        self.beta2: Fraction = self.check_option("beta2", beta2)
         super().__init__(
             epsilon,
             delta,

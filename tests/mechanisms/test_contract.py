@@ -17,7 +17,6 @@ instances (``test_instances``); this module checks each of them:
 from __future__ import annotations
 
 import copy
-import inspect
 import math
 from fractions import Fraction
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.constraint_cases import constraint_failures, invalid_values
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
 from privhist import SeededRandom, ValidationError
@@ -339,79 +339,7 @@ def test_zero_data(mech: Mechanism) -> None:
 
 
 # -- declared constraints: invalid values generated for every parameter --------------------------
-
-#: constructor parameters that are not scalars with a declared constraint, and what checks them
-UNDECLARED = {
-    "self": "the instance",
-    "neighbouring": "a Neighbouring object (checked by type in Mechanism.__init__)",
-    "domain": "an array of keys (check_domain)",
-    "kwargs": "keep-heavy passes them on to basic-geometric, whose declarations check them",
-    "noise": "basic-geometric: an alias of counting, checked by counting's declaration",
-}
-
-
-def _outside(x: Any, kind: str, direction: int) -> Any:
-    """The nearest value beyond the bound ``x`` in ``direction`` (-1 below, +1 above)."""
-    if kind == "integer":
-        return int(x) + direction
-    if kind == "real":
-        return math.nextafter(float(x), direction * math.inf)
-    return Fraction(x) + Fraction(direction, 1 << 80)
-
-
-def invalid_values(c: Constraint) -> list[Any]:
-    """Values ``c`` refuses, generated from its declared fields only: the wrong type, None when
-    not optional, NaN and infinities, a value outside the choices, a non-integer, and the nearest
-    values beyond each end of the interval (the end itself when open)."""
-    out: list[Any] = [object(), [0.5]]
-    if not c.optional:
-        out.append(None)
-    if c.kind == "flag":
-        return [*out, "yes", 1, 0.0]
-    if c.kind == "choice":
-        return [*out, 1, "no-such-choice", c.choices[0].upper() + "!"]
-    out += [True, math.nan, math.inf, -math.inf, "not-a-number"]
-    if c.kind == "reciprocal":
-        return [*out, 0, 1, -0.5, Fraction(2, 3), "3/7", 1.5]
-    if c.low is not None:
-        out.append(c.low if c.open_low else _outside(c.low, c.kind, -1))
-    if c.high is not None:
-        out.append(c.high if c.open_high else _outside(c.high, c.kind, +1))
-    if c.kind == "integer":
-        out.append((c.low if c.low is not None else 0) + 0.5)  # inside the interval, not integral
-    if c.smallest_positive is not None:
-        out.append(c.smallest_positive / 2)
-    return out
-
-
-def constraint_failures(cls: type[Mechanism], baseline: dict[str, Any]) -> list[str]:
-    """What is wrong with ``cls``'s declared constraints: a public parameter without one, or a
-    generated invalid value that is accepted or refused without a ValidationError naming the
-    parameter and the class."""
-    failures = []
-    try:
-        constraints = cls.constraints()
-    except TypeError as err:  # an option declares no constraint
-        return [str(err)]
-    for name in inspect.signature(cls.__init__).parameters:
-        if name not in constraints and name not in UNDECLARED:
-            failures.append(f"{cls.__name__}: parameter {name!r} declares no constraint")
-    cls(**baseline)  # the baseline itself is valid
-    for name, constraint in constraints.items():
-        for bad in invalid_values(constraint):
-            try:
-                cls(**{**baseline, name: bad})
-            except ValidationError as err:
-                if (err.parameter, err.function) != (name, cls.__name__):
-                    failures.append(
-                        f"{name}={bad!r}: the error names {err.parameter!r} of "
-                        f"{err.function}: {err}"
-                    )
-            except Exception as err:  # any other error is a failure to report
-                failures.append(f"{name}={bad!r}: {type(err).__name__}: {err}")
-            else:
-                failures.append(f"{name}={bad!r} accepted by {cls.__name__}")
-    return failures
+# (the generator and the check are in tests/constraint_cases.py, shared with the weighted selectors)
 
 
 def _baseline(name: str) -> dict[str, Any]:

@@ -93,16 +93,16 @@ def covers(mechanism: Neighbouring, data: Neighbouring) -> bool:
     return True
 
 
-def _naming_the_class(init: Callable[..., None]) -> Callable[..., None]:
+def naming_the_class(init: Callable[..., None]) -> Callable[..., None]:
     """``init`` whose :class:`ValidationError` names the class being constructed (the one the
     user called), also when an internal helper raised it under its own name."""
 
     @functools.wraps(init)
-    def wrapped(self: Mechanism, *args: Any, **kwargs: Any) -> None:
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
         try:
             init(self, *args, **kwargs)
         except ValidationError as err:
-            fn = type(self).function_name()
+            fn = type(self).__name__
             if err.function == fn:
                 raise
             raise ValidationError(err.parameter, fn, err.expected, err.got) from err
@@ -132,7 +132,7 @@ class Mechanism(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
-            cls.__init__ = _naming_the_class(cls.__dict__["__init__"])  # type: ignore[method-assign]
+            cls.__init__ = naming_the_class(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def __init__(
         self,

@@ -390,13 +390,14 @@ def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = Non
                     help=f"[{name}] {opt.help}",
                 )
             else:
+                accepts = opt.constraint.expected(note=False) if opt.constraint else ""
                 p.add_argument(
                     opt.flag,
                     dest=opt.name,
                     type=opt.kind,
                     default=None,
                     choices=opt.choices,
-                    help=f"[{name}] {opt.help}",
+                    help=f"[{name}] {opt.help}" + (f" ({accepts})" if opt.choices is None else ""),
                 )
 
 

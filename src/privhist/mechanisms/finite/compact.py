@@ -99,7 +99,7 @@ from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import ceil_log2, fraction_str, random_bits, uniform_int
 from privhist.mechanisms.finite.geometric import FastSample, _gallop
 from privhist.mechanisms.finite.gf2 import MAX_L, GF2m, PolynomialEvaluator
-from privhist.mechanisms.finite.histograms import DEFAULT_COUNT_BOUND
+from privhist.mechanisms.finite.histograms import _COUNT_BOUND, _STRICT, DEFAULT_COUNT_BOUND
 from privhist.mechanisms.registry import register
 
 __all__ = [
@@ -217,19 +217,8 @@ class CompactHistogram(Mechanism):
             "public bound D on the number of keys with a positive count (polynomial degree)",
             constraint=Constraint.integer(1, 1 << 16),
         ),
-        Option(
-            "count_bound",
-            int,
-            DEFAULT_COUNT_BOUND,
-            "public bound n on every count: outputs lie in [0, n], larger counts are clamped to n",
-            constraint=Constraint.integer(1, 1 << 62, open_high=True),
-        ),
-        Option(
-            "strict_time",
-            bool,
-            False,
-            "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-        ),
+        _COUNT_BOUND,
+        _STRICT,
     )
 
     def __init__(

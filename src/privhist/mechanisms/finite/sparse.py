@@ -99,14 +99,13 @@ import numpy as np
 import numpy.typing as npt
 
 from privhist.core.data import Counts
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.core.validation import Constraint, float_up
-from privhist.mechanisms._domain import check_domain
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import fraction_str, uniform_int
-from privhist.mechanisms.finite.geometric import CountingSampler, FastSample, _check_int, _gamma
+from privhist.mechanisms.finite.geometric import CountingSampler, FastSample, _gamma
 from privhist.mechanisms.finite.histograms import (
     _COUNT_BOUND,
     _COUNTING,
@@ -115,7 +114,9 @@ from privhist.mechanisms.finite.histograms import (
     BasicHistogram,
     _FiniteHistogram,
 )
+from privhist.mechanisms.finite.mixing import mixing_delta, mixing_delta_parts
 from privhist.mechanisms.finite.ordsample import OrdSample, precision_for
+from privhist.mechanisms.finite.universe import Universe
 from privhist.mechanisms.registry import register
 
 __all__ = [
@@ -161,105 +162,6 @@ def one_over_k(value: Any, function: str, name: str) -> Fraction:
     the nearest smaller valid setting (:meth:`Constraint.reciprocal`)."""
     x: Fraction = Constraint.reciprocal().check(value, name, function)
     return x
-
-
-class Universe:
-    """The data universe ``X``: ``[0, 2**bits)`` or a sorted domain of keys. Elements are
-    identified by their index ``0..size-1`` (for ``bits``, the integer itself)."""
-
-    def __init__(self, bits: int | None, domain: npt.ArrayLike | None, function: str) -> None:
-        if domain is not None:
-            self.domain: npt.NDArray[Any] | None = check_domain(domain, function)
-            self.bits: int | None = None
-            self.size = int(self.domain.shape[0])
-            return
-        if bits is None:
-            raise ValidationError(
-                "universe_bits", function, "an integer in [1, 64] (or a domain)", bits
-            )
-        self.domain = None
-        self.bits = _check_int(bits, function, "universe_bits", 1, 64)
-        self.size = 1 << self.bits
-
-    def describe(self) -> str:
-        return f"[0, 2**{self.bits})" if self.bits is not None else f"domain of {self.size} keys"
-
-    def key_array(self, elements: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """Keys of the element indices (sorted indices give sorted keys)."""
-        if self.domain is not None:
-            return self.domain[elements.astype(np.int64)]
-        dtype = np.uint64 if self.bits is not None and self.bits > 62 else np.int64
-        return np.asarray(elements, dtype=dtype)
-
-    def elements(self, keys: npt.NDArray[Any], function: str) -> npt.NDArray[np.uint64]:
-        """Element indices of data keys; keys outside the universe raise InputDataError."""
-        if keys.shape[0] == 0:
-            return np.zeros(0, dtype=np.uint64)
-        if self.domain is not None:
-            try:
-                pos = np.searchsorted(self.domain, keys)
-            except TypeError:
-                raise InputDataError(
-                    f"{function}: the data's keys are not of the universe's type"
-                ) from None
-            pos_c = np.minimum(pos, self.size - 1)
-            inside = (pos < self.size) & (self.domain[pos_c] == keys)
-            if not inside.all():
-                raise InputDataError(
-                    f"{function}: {int((~inside).sum())} data keys lie outside the universe "
-                    f"({self.describe()})"
-                )
-            return pos_c.astype(np.uint64)
-        assert self.bits is not None
-        if keys.dtype.kind not in "iuO":
-            raise InputDataError(
-                f"{function}: keys must be integers; these lie outside the universe "
-                f"{self.describe()}"
-            )
-        ok = True
-        try:
-            as_int = [int(k) for k in keys.tolist()]
-        except (TypeError, ValueError):
-            ok = False
-        if ok:
-            ok = all(0 <= k < self.size for k in as_int)
-        if not ok:
-            raise InputDataError(
-                f"{function}: data keys lie outside the universe {self.describe()}"
-            )
-        return np.array(as_int, dtype=np.uint64)
-
-    def draw(self, rng: RandomSource, count: int) -> npt.NDArray[np.uint64]:
-        """``count`` uniform elements (with replacement), exact."""
-        if count == 0:
-            return np.zeros(0, dtype=np.uint64)
-        if self.bits is not None:
-            return np.asarray(rng.uint64(count) >> np.uint64(64 - self.bits), dtype=np.uint64)
-        return np.asarray(rng.uniform_below(self.size, count), dtype=np.uint64)
-
-
-def mixing_delta(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> Fraction:
-    """Algorithm 8's statistical-distance target (module notes):
-    ``(eps/3) beta2 / (1 - beta2) n! / (|X| (n + 1))**n``.
-
-    >>> mixing_delta(Fraction(1), Fraction(1, 2), 1, 4)  # (1/3) * 1 * 1 / 8
-    Fraction(1, 24)
-    """
-    return Fraction(*mixing_delta_parts(epsilon, beta2, n, size))
-
-
-def mixing_delta_parts(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> tuple[int, int]:
-    """:func:`mixing_delta` as an unreduced ``(numerator, denominator)``: both have about
-    ``n log2(|X| n)`` bits, and reducing them (a gcd) took minutes at ``n = 10**5``.
-
-    >>> mixing_delta_parts(Fraction(1), Fraction(1, 2), 1, 4)
-    (1, 24)
-    """
-    num = epsilon.numerator * beta2.numerator * math.factorial(n)
-    core = 3 * epsilon.denominator * (beta2.denominator - beta2.numerator) * (n + 1) ** n
-    if size & (size - 1) == 0:  # |X| = 2**B: a shift instead of a power of a huge number
-        return num, core << ((size.bit_length() - 1) * n)
-    return num, core * size**n
 
 
 #: above this count bound the precision comes from rigorous logarithm bounds, not exact integers

@@ -24,6 +24,11 @@ UNDECLARED = {
     "kwargs": "keep-heavy passes them on to basic-geometric, whose declarations check them",
     "noise": "basic-geometric: an alias of counting, checked by counting's declaration",
 }
+#: invalid values of the structured parameters (not a Neighbouring; an empty or 2-d domain)
+STRUCTURED: dict[str, list[Any]] = {
+    "neighbouring": ["not-a-neighbouring", 3],
+    "domain": [[], [["a", "b"]]],
+}
 
 
 def _outside(x: Any, kind: str, direction: int) -> Any:
@@ -62,29 +67,30 @@ def invalid_values(c: Constraint) -> list[Any]:
 
 def constraint_failures(cls: Any, baseline: dict[str, Any]) -> list[str]:
     """What is wrong with ``cls``'s declared constraints: a public parameter without one, or a
-    generated invalid value that is accepted or refused without a ValidationError naming the
-    parameter and the class."""
+    generated invalid value (also of the structured parameters, :data:`STRUCTURED`) that is
+    accepted or refused without a ValidationError naming the parameter and the class."""
     failures = []
     try:
         constraints = cls.constraints()
     except TypeError as err:  # an option declares no constraint
         return [str(err)]
-    for name in inspect.signature(cls.__init__).parameters:
+    signature = inspect.signature(cls.__init__).parameters
+    for name in signature:
         if name not in constraints and name not in UNDECLARED:
             failures.append(f"{cls.__name__}: parameter {name!r} declares no constraint")
     cls(**baseline)  # the baseline itself is valid
-    for name, constraint in constraints.items():
-        for bad in invalid_values(constraint):
-            try:
-                cls(**{**baseline, name: bad})
-            except ValidationError as err:
-                if (err.parameter, err.function) != (name, cls.__name__):
-                    failures.append(
-                        f"{name}={bad!r}: the error names {err.parameter!r} of "
-                        f"{err.function}: {err}"
-                    )
-            except Exception as err:  # any other error is a failure to report
-                failures.append(f"{name}={bad!r}: {type(err).__name__}: {err}")
-            else:
-                failures.append(f"{name}={bad!r} accepted by {cls.__name__}")
+    cases = [(name, bad) for name, c in constraints.items() for bad in invalid_values(c)]
+    cases += [(n, bad) for n, values in STRUCTURED.items() if n in signature for bad in values]
+    for name, bad in cases:
+        try:
+            cls(**{**baseline, name: bad})
+        except ValidationError as err:
+            if (err.parameter, err.function) != (name, cls.__name__):
+                failures.append(
+                    f"{name}={bad!r}: the error names {err.parameter!r} of {err.function}: {err}"
+                )
+        except Exception as err:  # any other error is a failure to report
+            failures.append(f"{name}={bad!r}: {type(err).__name__}: {err}")
+        else:
+            failures.append(f"{name}={bad!r} accepted by {cls.__name__}")
     return failures

@@ -7,26 +7,25 @@ ends over the reals, the integers or the rationals; a choice; a flag; a fraction
 the one message template) otherwise. Mechanisms declare one per
 :class:`~privhist.mechanisms.base.Option` and per privacy parameter, the command line's option
 catalogue repeats them for ``--help``, and the contract tests generate invalid values from them.
-This module imports neither NumPy nor mpmath until a value needs them (``privhist --help``
-loads it).
+``privhist --help`` loads this module, so it imports nothing beyond the standard library's
+lightest modules until a value needs checking (NumPy, mpmath and ``fractions`` on first use).
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 import sys
-from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from privhist.core.errors import ValidationError
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 Kind = Literal["real", "integer", "rational", "reciprocal", "choice", "flag"]
 
 
-@dataclass(frozen=True)
-class Constraint:
+class Constraint(NamedTuple):
     """What one parameter accepts, declared once; :meth:`check` validates against it.
 
     Kinds: ``real`` (a finite int, float or numeric string; returns a float), ``integer`` (an
@@ -105,7 +104,7 @@ class Constraint:
     @classmethod
     def reciprocal(cls, *, optional: bool = False) -> Constraint:
         """A fraction ``1/k`` with an integer ``k >= 2`` (the papers' ``N^-1``)."""
-        return cls("reciprocal", Fraction(0), Fraction(1), True, True, optional=optional)
+        return cls("reciprocal", 0, 1, True, True, optional=optional)
 
     @classmethod
     def one_of(cls, *choices: str, optional: bool = False) -> Constraint:
@@ -206,6 +205,8 @@ def _numpy_bool(value: Any) -> bool:
 
 
 def _integer(value: Any) -> int | None:
+    import numbers
+
     if isinstance(value, bool) or _numpy_bool(value):
         return None
     if isinstance(value, numbers.Integral):
@@ -218,6 +219,8 @@ def _integer(value: Any) -> int | None:
 def _one_over_k(value: Any, parameter: str, function: str, expected: str) -> Fraction:
     """``value`` as ``1/k`` for an integer ``k >= 2``; otherwise the message names
     ``1/ceil(1/x)``, the nearest smaller valid setting."""
+    from fractions import Fraction
+
     if isinstance(value, float) and math.isfinite(value):
         value = Fraction(repr(value))  # 0.01 is 1/100
     x = exact_fraction(value, function, parameter, expected)
@@ -237,6 +240,9 @@ def exact_fraction(
     """``value`` as its exact rational value: ints, Fractions, other rationals, finite floats
     (their exact binary value), mpmath ``mpf`` numbers and, when ``allow_str``, strings such as
     ``"1/10"``. Bools, NaN, infinities and anything else raise :class:`ValidationError`."""
+    import numbers
+    from fractions import Fraction
+
     if isinstance(value, bool):
         raise ValidationError(name, function, expected, value)
     if isinstance(value, Fraction | int):
@@ -266,6 +272,8 @@ def exact_fraction(
 
 
 def _real(value: Any, function: str, name: str, expected: str) -> float:
+    import numbers
+
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         if isinstance(value, str):
             try:

@@ -55,3 +55,19 @@ def test_help_states_what_options_accept(capsys: pytest.CaptureFixture[str]) -> 
     out = " ".join(capsys.readouterr().out.split())
     assert "count is at least this (an integer >= 1)" in out
     assert "(a rational number in (0, 1])" in out  # --alpha
+
+
+def test_a_weighted_selector_cap_is_named_by_its_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # the selectors call the cap max_keys; the user gave --max-partitions (not compact's
+    # --max-keys)
+    data = tmp_path / "users.csv"
+    data.write_text("user,word\n1,a\n2,b\n")
+    argv = ["histogram", str(data), "--key", "word", "--user", "user", "--epsilon", "1"]
+    code, _, err = run(
+        capsys, *argv, "--delta", "1e-6", "--mechanism", "wgm", "--max-partitions", "0"
+    )
+    assert code == 2
+    assert "parameter 'max_partitions' (--max-partitions) of histogram must be" in err, err
+    assert "--max-keys" not in err

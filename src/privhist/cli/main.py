@@ -64,7 +64,8 @@ def _as_command(exc: BaseException, args: argparse.Namespace) -> BaseException:
     command = getattr(args, "command", None)
     if not isinstance(exc, ValidationError) or registry is None or not command:
         return exc
-    names = [n for n, cls in registry.registry().items() if cls.__name__ == exc.function]
+    known = {**registry.registry(), **registry.weighted_registry()}
+    names = [n for n, cls in known.items() if cls.__name__ == exc.function]
     if not names:
         return exc
     sub = getattr(args, "audit_command", None)  # audit exact MECHANISM, audit sample --mechanism

@@ -58,6 +58,7 @@ def invalid_values(c: Constraint) -> list[Any]:
         out.append(c.low if c.open_low else _outside(c.low, c.kind, -1))
     if c.high is not None:
         out.append(c.high if c.open_high else _outside(c.high, c.kind, +1))
+        out.append(10**400)  # far above, and beyond the largest float
     if c.kind == "integer":
         out.append((c.low if c.low is not None else 0) + 0.5)  # inside the interval, not integral
     if c.smallest_positive is not None:

@@ -281,4 +281,7 @@ def _real(value: Any, function: str, name: str, expected: str) -> float:
             except ValueError:
                 pass
         raise ValidationError(name, function, expected, value)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond the largest float
+        raise ValidationError(name, function, expected, value) from None

@@ -177,14 +177,18 @@ def _options_table(info: MechanismInfo) -> list[str]:
     options = getattr(info.cls, "options", None)
     if options:
         rows = [
-            "| option (Python) | flag | type | default | meaning |",
-            "|---|---|---|---|---|",
+            "| option (Python) | flag | type | default | accepts | meaning |",
+            "|---|---|---|---|---|---|",
         ]
         for o in options:
             kind = "flag" if o.kind is bool else o.kind.__name__
             if o.choices:
                 kind += ": " + ", ".join(f"`{c}`" for c in o.choices)
-            rows.append(f"| `{o.name}` | `{o.flag}` | {kind} | `{o.default!r}` | {_cell(o.help)} |")
+            accepts = f"`{o.constraint.expected(note=False)}`" if o.constraint else ""
+            rows.append(
+                f"| `{o.name}` | `{o.flag}` | {kind} | `{o.default!r}` | {accepts} | "
+                f"{_cell(o.help)} |"
+            )
         return rows
     params = [
         p

@@ -79,7 +79,8 @@ def _entry(cls: Any) -> catalogue.Entry:
         needs_domain=bool(cls.needs_domain),
         takes_domain=accepts_domain(cls),
         options=tuple(
-            catalogue.Spec(o.name, o.kind, o.default, o.help, o.choices) for o in cls.options
+            catalogue.Spec(o.name, o.kind, o.default, o.help, o.choices, o.constraint)
+            for o in cls.options
         ),
     )
 

@@ -178,11 +178,11 @@ def test_epsilon_above_one_names_the_nearest_valid_setting(cls: Any) -> None:
 def test_validation_of_bounds_and_options() -> None:
     dom = ["a"]
     for bad in (0, -5, 2.5, True, None):
-        with pytest.raises(ValidationError, match="parameter 'count_bound' of basic_geometric"):
+        with pytest.raises(ValidationError, match="parameter 'count_bound' of BasicHistogram"):
             BasicHistogram(0.5, domain=dom, count_bound=bad)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="parameter 'counting'"):
         BasicHistogram(0.5, domain=dom, counting="laplace")
-    with pytest.raises(ValidationError, match="parameter 'gamma'"):
+    with pytest.raises(ValidationError, match="parameter 'fast_gamma' of BasicHistogram"):
         BasicHistogram(0.5, domain=dom, counting="fastsample", fast_gamma=2.0)
     with pytest.raises(ValidationError, match=r"parameter 'fast_gamma' .* below 1 - confidence"):
         BasicHistogram(0.5, domain=dom, counting="fastsample", fast_gamma=0.1)
@@ -197,7 +197,7 @@ def test_validation_of_bounds_and_options() -> None:
         BasicHistogram(1e-3, domain=dom, count_bound=2**40)
     assert BasicHistogram(1e-3, domain=dom, count_bound=2**40, counting="fastsample").k == 10
     # FastSample's own denominator grows like (1/eps) log(n/gamma): refused when far too large
-    with pytest.raises(ValidationError, match=r"parameter 'epsilon' of FastSample .* 2\*\*25"):
+    with pytest.raises(ValidationError, match=r"parameter 'epsilon' of BasicHistogram .* 2\*\*25"):
         BasicHistogram(1e-7, domain=dom, count_bound=2**40, counting="fastsample")
     # pure: a requested delta is not spent
     assert BasicHistogram(0.5, 1e-5, domain=dom).guarantee().delta == 0

@@ -8,7 +8,10 @@ instances (``test_instances``); this module checks each of them:
 * that releases follow the analysed per-key distribution (reporting frequency and released values,
   goodness of fit at alpha = 1e-6), so the exact check is about what the code samples;
 * canonical (sorted) order, no key outside the input (or the public domain), zero data, keys with
-  count 0, validation of every privacy parameter, and metadata.
+  count 0 and metadata;
+* validation: invalid values generated from every declared constraint (epsilon, delta,
+  confidence and each option) are refused with a ValidationError naming the parameter and the
+  class, with a power check on deliberately broken declarations.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.constraint_cases import constraint_failures, invalid_values
 from tests.stats import ALPHA
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
@@ -28,6 +32,7 @@ from privhist import SeededRandom, ValidationError
 from privhist.accounting.profile import NOT_RELEASED, check_dp, product_distribution
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Relation
+from privhist.core.validation import Constraint
 from privhist.mechanisms import (
     DenseHistogram,
     GaussianThresholdHistogram,
@@ -35,7 +40,7 @@ from privhist.mechanisms import (
     StabilityHistogram,
     registry,
 )
-from privhist.mechanisms.base import KeyDistribution, Mechanism
+from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 
 INSTANCES = [
     pytest.param(m, id=f"{name}-{i}")
@@ -333,27 +338,114 @@ def test_zero_data(mech: Mechanism) -> None:
         assert len(rel0) == 0
 
 
-@pytest.mark.parametrize("name", sorted(registry.registry()))
-@pytest.mark.parametrize(
-    ("param", "value"),
-    [
-        ("epsilon", 0),
-        ("epsilon", -1.0),
-        ("epsilon", math.nan),
-        ("epsilon", math.inf),
-        ("delta", -0.1),
-        ("delta", 1.0),
-        ("delta", math.nan),
-    ],
-)
-def test_validation(name: str, param: str, value: float) -> None:
+# -- declared constraints: invalid values generated for every parameter --------------------------
+# (the generator and the check are in tests/constraint_cases.py, shared with the weighted selectors)
+
+
+def _baseline(name: str) -> dict[str, Any]:
     cls = registry.get(name)
     base = cls.test_instances()[0]
-    kwargs: dict[str, Any] = {"epsilon": base.epsilon, "delta": base.delta}
-    kwargs[param] = value
-    extra = {"domain": ["a"]} if cls.needs_domain else {}
-    with pytest.raises(ValidationError, match=f"parameter '{param}'"):
-        cls(**kwargs, **extra)
+    kwargs: dict[str, Any] = {"epsilon": base.epsilon, "delta": 1e-3 if cls.requires_delta else 0}
+    if cls.needs_domain:
+        kwargs["domain"] = ["a", "b"]
+    kwargs.update(SMALL_UNIVERSE.get(name, {}))
+    return kwargs
+
+
+@pytest.mark.parametrize("name", sorted(registry.registry()))
+def test_every_parameter_refuses_values_outside_its_declared_constraint(name: str) -> None:
+    cls = registry.get(name)
+    assert constraint_failures(cls, _baseline(name)) == []
+
+
+def test_the_generated_values_are_outside_each_kind_of_constraint() -> None:
+    # the generator read by hand for each kind: the ends themselves when open, the next float
+    # or integer beyond them when closed
+    got = invalid_values(Constraint.real(0, 1, open_low=True))
+    floats = [x for x in got if type(x) in (int, float)]
+    assert 0 in floats and math.nextafter(1.0, 2.0) in floats and 1.0 not in floats
+    got = invalid_values(Constraint.integer(1, 64, optional=True))
+    assert {0, 65, 1.5} <= set(x for x in got if isinstance(x, int | float)) and None not in got
+    assert "no-such-choice" in invalid_values(Constraint.one_of("a", "b"))
+    assert Fraction(2, 3) in invalid_values(Constraint.reciprocal())
+
+
+class _Unchecked(StabilityHistogram):
+    """Declares a constraint on ``share`` but never checks it (a mutation for the power check)."""
+
+    options = (Option("share", float, 0.5, "", constraint=Constraint.real(0, 1, open_low=True)),)
+
+    def __init__(
+        self, epsilon: float, delta: float, *, share: float = 0.5, confidence: float = 0.95
+    ) -> None:
+        super().__init__(epsilon, delta, confidence=confidence)
+        self.share = share
+
+
+class _TooWide(_Unchecked):
+    """Checks ``share`` by hand against (0, 2): wider than the declared (0, 1]."""
+
+    def __init__(
+        self, epsilon: float, delta: float, *, share: float = 0.5, confidence: float = 0.95
+    ) -> None:
+        super().__init__(epsilon, delta, share=share, confidence=confidence)
+        if isinstance(share, bool) or not isinstance(share, float | int) or not 0 < share < 2:
+            raise ValidationError("share", "_TooWide", "in (0, 2)", share)
+
+
+class _WrongName(_Unchecked):
+    """Checks ``share`` exactly, but its message names another parameter."""
+
+    def __init__(
+        self, epsilon: float, delta: float, *, share: float = 0.5, confidence: float = 0.95
+    ) -> None:
+        super().__init__(epsilon, delta, share=share, confidence=confidence)
+        Constraint.real(0, 1, open_low=True).check(share, "fraction", "_WrongName")
+
+
+class _Undeclared(_Unchecked):
+    """An option declared without a constraint."""
+
+    options = (Option("share", float, 0.5, ""),)
+
+
+class _Checked(_Unchecked):
+    """The sound version: checks ``share`` through its declaration."""
+
+    def __init__(
+        self, epsilon: float, delta: float, *, share: float = 0.5, confidence: float = 0.95
+    ) -> None:
+        super().__init__(epsilon, delta, share=share, confidence=confidence)
+        self.share = self.check_option("share", share)
+
+
+def test_the_generated_check_catches_a_missing_or_wrong_constraint() -> None:
+    # power check: each mutation of a sound mechanism makes the generated check fail
+    baseline = {"epsilon": 1.0, "delta": 1e-3}
+    assert constraint_failures(_Checked, baseline) == []
+    unchecked = constraint_failures(_Unchecked, baseline)
+    assert any("share=nan accepted" in f for f in unchecked), unchecked
+    assert any(
+        "share=1.0000000000000002 accepted" in f for f in constraint_failures(_TooWide, baseline)
+    )
+    wrong = constraint_failures(_WrongName, baseline)
+    assert wrong and all("names 'fraction'" in f for f in wrong), wrong
+    assert constraint_failures(_Undeclared, baseline) == [
+        "option 'share' of _Undeclared declares no constraint"
+    ]
+
+
+def test_constructor_errors_name_the_class_the_user_called() -> None:
+    # also errors raised inside internal helpers (the noise, the selection grid)
+    for make, fn in (
+        (lambda: StabilityHistogram(-1, 1e-6), "StabilityHistogram"),
+        (lambda: StabilityHistogram(1e-300, 1e-6), "StabilityHistogram"),
+        (lambda: OptimalSelection(1e-4, 1e-10), "OptimalSelection"),
+        (lambda: DenseHistogram(1.0, domain=[1], noise="gaussian"), "DenseHistogram"),
+    ):
+        with pytest.raises(ValidationError) as info:
+            make()
+        assert info.value.function == fn and f" of {fn} must be " in str(info.value)
 
 
 @pytest.mark.parametrize("name", sorted(registry.registry()))

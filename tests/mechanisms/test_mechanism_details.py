@@ -142,7 +142,7 @@ def test_optimal_selection_takes_delta_below_the_int64_grid() -> None:
 
 
 def test_tiny_epsilon_is_a_parameter_error() -> None:
-    with pytest.raises(ValidationError, match="parameter 'epsilon' of stability"):
+    with pytest.raises(ValidationError, match="parameter 'epsilon' of StabilityHistogram must be"):
         StabilityHistogram(1e-13, 1e-6)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from tests.constraint_cases import constraint_failures
 from tests.stats import ALPHA
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
@@ -201,26 +202,16 @@ def test_counts_are_the_bounded_counts_plus_discrete_gaussian_noise() -> None:
     assert stats.binomtest(inside, len(noise), coverage).pvalue > ALPHA
 
 
-@pytest.mark.parametrize("cls", [WeightedGaussianSelection, DPSIPS])
-@pytest.mark.parametrize(
-    ("param", "value"),
-    [
-        ("epsilon", 0),
-        ("epsilon", math.nan),
-        ("delta", 0),
-        ("delta", 1.0),
-        ("max_keys", 0),
-        ("scale", 0),
-        ("rounds", 0),
-        ("ratio", -1.0),
-        ("threshold_share", 1.0),
-        ("count_share", 0.0),
-    ],
-)
-def test_validation(cls: type[WeightedSelector], param: str, value: Any) -> None:
-    kwargs: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, param: value}
-    with pytest.raises(ValidationError, match=f"parameter '{param}'"):
-        cls(**kwargs)
+@pytest.mark.parametrize("cls", [c for _, c in sorted(weighted_registry().items())])
+def test_every_parameter_refuses_values_outside_its_declared_constraint(
+    cls: type[WeightedSelector],
+) -> None:
+    # generated from the declared constraints (tests/constraint_cases.py), as for the mechanisms;
+    # spent_rho must also stay below the zCDP budget (relational, checked below)
+    baseline = {"epsilon": 1.0, "delta": 1e-6, "max_keys": 2, "scale": 4}
+    assert constraint_failures(cls, baseline) == []
+    with pytest.raises(ValidationError, match=f"parameter 'spent_rho' of {cls.__name__}"):
+        cls(1.0, 1e-6, spent_rho=1000)
 
 
 def test_release_refuses_what_is_not_a_source() -> None:

@@ -4,23 +4,27 @@ Building the ``privhist`` parser from the live registry imports every mechanism 
 mpmath: about a second), which ``privhist --help`` and an argument error do not need. The
 parser is built from this table instead; the mechanisms are imported only when a command runs.
 ``tests/cli/test_startup.py`` checks that the table equals the live registry (names, first
-docstring lines, domains and every option), so a mechanism registered without an entry here fails
-that test, which prints the entry to add.
+docstring lines, domains and every option with its declared constraint), so a mechanism
+registered without an entry here fails that test, which prints the entry to add.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from privhist.core.constraints import Constraint
+
 
 class Spec(NamedTuple):
-    """One mechanism option (the fields of :class:`privhist.mechanisms.base.Option`)."""
+    """One mechanism option (the fields of :class:`privhist.mechanisms.base.Option`, its
+    declared constraint included: ``--help`` states what each option accepts)."""
 
     name: str
     kind: type
     default: Any
     help: str
     choices: tuple[str, ...] | None
+    constraint: Constraint | None
 
     @property
     def flag(self) -> str:
@@ -41,109 +45,113 @@ def names() -> list[str]:
     return sorted(MECHANISMS)
 
 
+# options shared by several mechanisms (the same Option objects in the mechanism modules)
+_COUNT_BOUND = Spec(
+    "count_bound",
+    int,
+    1048576,
+    "public bound n on every count: outputs lie in [0, n], larger counts are clamped to n",
+    None,
+    Constraint.integer(
+        1, 1 << 62, open_high=True, note=" (with n = 0 every count is 0: nothing to release)"
+    ),
+)
+_COUNTING = Spec(
+    "counting",
+    str,
+    "geosample",
+    "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
+    ("geosample", "fastsample"),
+    Constraint.one_of("geosample", "fastsample"),
+)
+_FAST_GAMMA = Spec(
+    "fast_gamma",
+    float,
+    9.094947017729282e-13,
+    "FastSample's mixing probability gamma",
+    None,
+    Constraint.rational(0, 1, open_low=True, open_high=True),
+)
+_STRICT = Spec(
+    "strict_time",
+    bool,
+    False,
+    "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
+    None,
+    Constraint.flag(),
+)
+_UNIVERSE_BITS = Spec(
+    "universe_bits",
+    int,
+    64,
+    "the universe is the integers [0, 2**B) (default 64)",
+    None,
+    Constraint.integer(1, 64, optional=True),
+)
+_BETA1 = Spec(
+    "beta1",
+    str,
+    "1/100",
+    "KH'' failure probability 1/k (sequence Q of (4n+2)k)",
+    None,
+    Constraint.reciprocal(),
+)
+_TV_DELTA = Spec(
+    "tv_delta",
+    str,
+    None,
+    "statistical distance 1/k to exact order statistics (Theorem 6.5); default: from --delta",
+    None,
+    Constraint.reciprocal(optional=True),
+)
+_SHARE = Constraint.real(0, 1, open_low=True, open_high=True)
+
 # in registration order (the first mechanism declaring a shared option names it in --help)
 MECHANISMS: dict[str, Entry] = {
     "dense": Entry(
         "Noisy counts for every key of a public domain.",
         needs_domain=True,
         takes_domain=True,
-        options=(Spec("noise", str, "laplace", "noise distribution", ("laplace", "gaussian")),),
+        options=(
+            Spec(
+                "noise",
+                str,
+                "laplace",
+                "noise distribution",
+                ("laplace", "gaussian"),
+                Constraint.one_of("laplace", "gaussian"),
+            ),
+        ),
     ),
     "basic-geometric": Entry(
         "``BasicHistogram_{M, A}`` (Algorithm 3, Theorem 5.1): a "
         "noisy count in ``[0, n]`` for every",
         needs_domain=True,
         takes_domain=True,
-        options=(
-            Spec(
-                "count_bound",
-                int,
-                1048576,
-                "public bound n on every count: outputs lie in [0, n], "
-                "larger counts are clamped to n",
-                None,
-            ),
-            Spec(
-                "counting",
-                str,
-                "geosample",
-                "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
-                ("geosample", "fastsample"),
-            ),
-            Spec(
-                "fast_gamma",
-                float,
-                9.094947017729282e-13,
-                "FastSample's mixing probability gamma",
-                None,
-            ),
-            Spec(
-                "strict_time",
-                bool,
-                False,
-                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-                None,
-            ),
-        ),
+        options=(_COUNT_BOUND, _COUNTING, _FAST_GAMMA, _STRICT),
     ),
     "stability-geometric": Entry(
         "Stability-based histogram with bounded geometric noise (Theorem 1.3).",
         needs_domain=False,
         takes_domain=False,
-        options=(
-            Spec(
-                "count_bound",
-                int,
-                1048576,
-                "public bound n on every count: outputs lie in [0, n], "
-                "larger counts are clamped to n",
-                None,
-            ),
-            Spec(
-                "strict_time",
-                bool,
-                False,
-                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-                None,
-            ),
-        ),
+        options=(_COUNT_BOUND, _STRICT),
     ),
     "keep-heavy": Entry(
         "``KeepHeavy_M`` (Algorithm 4, Theorem 6.1): BasicHistogram over the public domain, then",
         needs_domain=True,
         takes_domain=True,
         options=(
+            _COUNT_BOUND,
+            _COUNTING,
+            _FAST_GAMMA,
+            _STRICT,
             Spec(
-                "count_bound",
+                "keep",
                 int,
-                1048576,
-                "public bound n on every count: outputs lie in [0, n], "
-                "larger counts are clamped to n",
                 None,
-            ),
-            Spec(
-                "counting",
-                str,
-                "geosample",
-                "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
-                ("geosample", "fastsample"),
-            ),
-            Spec(
-                "fast_gamma",
-                float,
-                9.094947017729282e-13,
-                "FastSample's mixing probability gamma",
+                "release at most this many bins (the paper's n; default n)",
                 None,
-            ),
-            Spec(
-                "strict_time",
-                bool,
-                False,
-                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-                None,
-            ),
-            Spec(
-                "keep", int, None, "release at most this many bins (the paper's n; default n)", None
+                Constraint.integer(1, optional=True),
             ),
         ),
     ),
@@ -152,151 +160,40 @@ MECHANISMS: dict[str, Entry] = {
         needs_domain=False,
         takes_domain=True,
         options=(
-            Spec(
-                "universe_bits",
-                int,
-                64,
-                "the universe is the integers [0, 2**B) (default 64)",
-                None,
-            ),
-            Spec(
-                "beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)", None
-            ),
-            Spec(
-                "tv_delta",
-                str,
-                None,
-                "statistical distance 1/k to exact order statistics (Theorem "
-                "6.5); default: from --delta",
-                None,
-            ),
-            Spec(
-                "counting",
-                str,
-                "geosample",
-                "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
-                ("geosample", "fastsample"),
-            ),
-            Spec(
-                "fast_gamma",
-                float,
-                9.094947017729282e-13,
-                "FastSample's mixing probability gamma",
-                None,
-            ),
-            Spec(
-                "count_bound",
-                int,
-                1048576,
-                "public bound n on every count: outputs lie in [0, n], "
-                "larger counts are clamped to n",
-                None,
-            ),
-            Spec(
-                "strict_time",
-                bool,
-                False,
-                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-                None,
-            ),
+            _UNIVERSE_BITS,
+            _BETA1,
+            _TV_DELTA,
+            _COUNTING,
+            _FAST_GAMMA,
+            _COUNT_BOUND,
+            _STRICT,
         ),
     ),
     "kh-prime": Entry(
         "``KH'_M`` (Algorithm 5, Proposition 6.2): KeepHeavy (Algorithm 4) with the empty bins",
         needs_domain=False,
         takes_domain=True,
-        options=(
-            Spec(
-                "universe_bits",
-                int,
-                64,
-                "the universe is the integers [0, 2**B) (default 64)",
-                None,
-            ),
-            Spec(
-                "tv_delta",
-                str,
-                None,
-                "statistical distance 1/k to exact order statistics (Theorem "
-                "6.5); default: from --delta",
-                None,
-            ),
-            Spec(
-                "counting",
-                str,
-                "geosample",
-                "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
-                ("geosample", "fastsample"),
-            ),
-            Spec(
-                "fast_gamma",
-                float,
-                9.094947017729282e-13,
-                "FastSample's mixing probability gamma",
-                None,
-            ),
-            Spec(
-                "count_bound",
-                int,
-                1048576,
-                "public bound n on every count: outputs lie in [0, n], "
-                "larger counts are clamped to n",
-                None,
-            ),
-            Spec(
-                "strict_time",
-                bool,
-                False,
-                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-                None,
-            ),
-        ),
+        options=(_UNIVERSE_BITS, _TV_DELTA, _COUNTING, _FAST_GAMMA, _COUNT_BOUND, _STRICT),
     ),
     "pure-sparse": Entry(
         "``PureSparseHistogram_{M, eps, beta1, beta2}`` (Algorithm 8, Theorem 6.6): pure",
         needs_domain=False,
         takes_domain=True,
         options=(
+            _UNIVERSE_BITS,
+            _BETA1,
             Spec(
-                "universe_bits",
-                int,
-                64,
-                "the universe is the integers [0, 2**B) (default 64)",
-                None,
-            ),
-            Spec(
-                "beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)", None
-            ),
-            Spec("beta2", str, "1/1000", "mixing probability 1/k of the random histogram", None),
-            Spec(
-                "counting",
+                "beta2",
                 str,
-                "geosample",
-                "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
-                ("geosample", "fastsample"),
-            ),
-            Spec(
-                "fast_gamma",
-                float,
-                9.094947017729282e-13,
-                "FastSample's mixing probability gamma",
+                "1/1000",
+                "mixing probability 1/k of the random histogram",
                 None,
+                Constraint.reciprocal(),
             ),
-            Spec(
-                "count_bound",
-                int,
-                1048576,
-                "public bound n on every count: outputs lie in [0, n], "
-                "larger counts are clamped to n",
-                None,
-            ),
-            Spec(
-                "strict_time",
-                bool,
-                False,
-                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-                None,
-            ),
+            _COUNTING,
+            _FAST_GAMMA,
+            _COUNT_BOUND,
+            _STRICT,
         ),
     ),
     "compact": Entry(
@@ -310,6 +207,7 @@ MECHANISMS: dict[str, Entry] = {
                 64,
                 "keys are the integers in [0, 2**B) (pure-sparse, compact)",
                 None,
+                Constraint.integer(1, 406),
             ),
             Spec(
                 "key_encoding",
@@ -318,6 +216,7 @@ MECHANISMS: dict[str, Entry] = {
                 "compact: keys are integers in [0, 2**B) (int) or UTF-8 "
                 "strings of < B/8 bytes (utf8)",
                 ("int", "utf8"),
+                Constraint.one_of("int", "utf8"),
             ),
             Spec(
                 "max_keys",
@@ -325,22 +224,10 @@ MECHANISMS: dict[str, Entry] = {
                 1000,
                 "public bound D on the number of keys with a positive count (polynomial degree)",
                 None,
+                Constraint.integer(1, 1 << 16),
             ),
-            Spec(
-                "count_bound",
-                int,
-                1048576,
-                "public bound n on every count: outputs lie in [0, n], "
-                "larger counts are clamped to n",
-                None,
-            ),
-            Spec(
-                "strict_time",
-                bool,
-                False,
-                "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-                None,
-            ),
+            _COUNT_BOUND,
+            _STRICT,
         ),
     ),
     "optimal-selection": Entry(
@@ -354,6 +241,7 @@ MECHANISMS: dict[str, Entry] = {
                 False,
                 "release keys only; all of epsilon goes to selection",
                 None,
+                Constraint.flag(),
             ),
             Spec(
                 "selection_fraction",
@@ -361,6 +249,7 @@ MECHANISMS: dict[str, Entry] = {
                 0.5,
                 "share of epsilon spent on selection when counts are released (rest: count noise)",
                 None,
+                _SHARE,
             ),
         ),
     ),
@@ -375,14 +264,23 @@ MECHANISMS: dict[str, Entry] = {
                 None,
                 "Poisson sampling rate p in (0, 1 - e^-eps] (exact binary value of the float)",
                 None,
+                Constraint.rational(0, 1, open_low=True, open_high=True, optional=True),
             ),
-            Spec("threshold", int, None, "release keys whose sampled count is at least this", None),
+            Spec(
+                "threshold",
+                int,
+                None,
+                "release keys whose sampled count is at least this",
+                None,
+                Constraint.integer(1, optional=True),
+            ),
             Spec(
                 "alpha",
                 float,
                 None,
                 "rate p = alpha (1 - e^-eps) when no rate is given (1/6)",
                 None,
+                Constraint.rational(0, 1, open_low=True, optional=True),
             ),
             Spec(
                 "calibration",
@@ -390,6 +288,7 @@ MECHANISMS: dict[str, Entry] = {
                 None,
                 "how (p, tau) are chosen: exact (default), theorem1, c_alpha, optimised",
                 ("exact", "theorem1", "c_alpha", "optimised"),
+                Constraint.one_of("exact", "theorem1", "c_alpha", "optimised", optional=True),
             ),
             Spec(
                 "population",
@@ -397,6 +296,7 @@ MECHANISMS: dict[str, Entry] = {
                 None,
                 "number of units N: optimised calibration, error report",
                 None,
+                Constraint.integer(1, optional=True),
             ),
         ),
     ),
@@ -423,6 +323,7 @@ MECHANISMS: dict[str, Entry] = {
                 0.5,
                 "share of delta spent on keys one user holds alone",
                 None,
+                _SHARE,
             ),
         ),
     ),

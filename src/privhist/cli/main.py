@@ -49,13 +49,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PrivhistError, OSError) as exc:
         if args.debug:
             traceback.print_exc()
-        print(
-            f"privhist: error: {_one_line(_as_flag(exc, _command(parser, args)))}", file=sys.stderr
-        )
+        text = _as_flag(_as_command(exc, args), _command(parser, args))
+        print(f"privhist: error: {_one_line(text)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("privhist: interrupted", file=sys.stderr)
         return 130
+
+
+def _as_command(exc: BaseException, args: argparse.Namespace) -> BaseException:
+    """A mechanism's error names its class (``StabilityHistogram``); on the command line it names
+    the command that built it instead (``histogram --mechanism stability``, ``plan stability``)."""
+    registry = sys.modules.get("privhist.mechanisms.registry")
+    command = getattr(args, "command", None)
+    if not isinstance(exc, ValidationError) or registry is None or not command:
+        return exc
+    known = {**registry.registry(), **registry.weighted_registry()}
+    names = [n for n, cls in known.items() if cls.__name__ == exc.function]
+    if not names:
+        return exc
+    sub = getattr(args, "audit_command", None)  # audit exact MECHANISM, audit sample --mechanism
+    prefix = f"{command} {sub}" if sub else command
+    positional = command == "plan" or sub == "exact"
+    where = f"{prefix} {names[0]}" if positional else f"{prefix} --mechanism {names[0]}"
+    return ValidationError(exc.parameter, where, exc.expected, exc.got)
 
 
 def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
@@ -374,13 +391,14 @@ def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = Non
                     help=f"[{name}] {opt.help}",
                 )
             else:
+                accepts = opt.constraint.expected(note=False) if opt.constraint else ""
                 p.add_argument(
                     opt.flag,
                     dest=opt.name,
                     type=opt.kind,
                     default=None,
                     choices=opt.choices,
-                    help=f"[{name}] {opt.help}",
+                    help=f"[{name}] {opt.help}" + (f" ({accepts})" if opt.choices is None else ""),
                 )
 
 

@@ -1,9 +1,12 @@
-"""Declarative parameter checks with one message template (see :mod:`privhist.core.errors`)."""
+"""Parameter checks with one message template (see :mod:`privhist.core.errors`).
+
+The ``check_*`` helpers are shorthands for common :class:`~privhist.core.constraints.Constraint`
+declarations (re-exported here), checked by its one validator.
+"""
 
 from __future__ import annotations
 
 import math
-import numbers
 import sys
 from fractions import Fraction
 from typing import Any
@@ -11,6 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.core.constraints import Constraint as Constraint
+from privhist.core.constraints import exact_fraction as exact_fraction
 from privhist.core.errors import ValidationError
 
 #: the largest epsilon a mechanism accepts: beyond it a guarantee means nothing in practice
@@ -22,12 +27,23 @@ def check_epsilon(
     value: Any, function: str, name: str = "epsilon", *, maximum: float | None = None
 ) -> float:
     """Return ``value`` as a float if it is a finite number > 0 (and <= ``maximum``)."""
-    x = _real(value, function, name, "a finite number > 0")
-    if not math.isfinite(x) or x <= 0:
-        raise ValidationError(name, function, "a finite number > 0", value)
-    if maximum is not None and x > maximum:
-        raise ValidationError(name, function, f"<= {maximum:g} (the largest accepted)", value)
+    note = "the largest accepted" if maximum is not None else ""
+    x: float = Constraint.real(0, maximum, open_low=True, limit_note=note).check(
+        value, name, function
+    )
     return x
+
+
+def delta_constraint(*, positive: bool = False, normal: bool = False) -> Constraint:
+    """delta in [0, 1) (or (0, 1) when ``positive``); with ``normal``, subnormal floats (too
+    small to compute with: their reciprocal overflows) are refused too."""
+    return Constraint.real(
+        0,
+        1,
+        open_low=positive,
+        open_high=True,
+        smallest_positive=sys.float_info.min if normal else None,
+    )
 
 
 def check_delta(
@@ -35,15 +51,7 @@ def check_delta(
 ) -> float:
     """Return ``value`` as a float in [0, 1) (or (0, 1) when ``positive``); with ``normal``, a
     subnormal float (too small to compute with: its reciprocal overflows) is refused too."""
-    expected = "in (0, 1)" if positive else "in [0, 1)"
-    x = _real(value, function, name, expected)
-    if not math.isfinite(x) or x < 0 or x >= 1 or (positive and x == 0):
-        raise ValidationError(name, function, expected, value)
-    if normal and 0 < x < sys.float_info.min:
-        # a subnormal float: too small to compute with (its reciprocal overflows)
-        raise ValidationError(
-            name, function, f"0 or >= {sys.float_info.min!r} (the smallest accepted)", value
-        )
+    x: float = delta_constraint(positive=positive, normal=normal).check(value, name, function)
     return x
 
 
@@ -51,27 +59,16 @@ def check_probability(
     value: Any, function: str, name: str, *, open_low: bool = False, open_high: bool = False
 ) -> float:
     """Return ``value`` as a float in [0, 1] with optionally open ends."""
-    lo, hi = ("(" if open_low else "["), (")" if open_high else "]")
-    expected = f"in {lo}0, 1{hi}"
-    x = _real(value, function, name, expected)
-    bad = not math.isfinite(x) or x < 0 or x > 1 or (open_low and x == 0) or (open_high and x == 1)
-    if bad:
-        raise ValidationError(name, function, expected, value)
+    c = Constraint.real(0, 1, open_low=open_low, open_high=open_high)
+    x: float = c.check(value, name, function)
     return x
 
 
 def check_positive_int(value: Any, function: str, name: str, *, minimum: int = 1) -> int:
-    """Return ``value`` as an int if it is an integer >= ``minimum`` (bools rejected)."""
-    expected = f"an integer >= {minimum}"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ValidationError(name, function, expected, value)
-    v = int(value)
-    if v < minimum:
-        raise ValidationError(name, function, expected, value)
-    return v
+    """Return ``value`` as an int if it is an integer >= ``minimum`` (bools rejected; integral
+    floats accepted)."""
+    x: int = Constraint.integer(minimum).check(value, name, function)
+    return x
 
 
 def float_up(x: Fraction) -> float:
@@ -92,40 +89,6 @@ def float_down(x: Fraction) -> float:
     """
     f = float(x)
     return f if Fraction(f) <= x else math.nextafter(f, -math.inf)
-
-
-def exact_fraction(
-    value: Any, function: str, name: str, expected: str, *, allow_str: bool = True
-) -> Fraction:
-    """``value`` as its exact rational value: ints, Fractions, other rationals, finite floats
-    (their exact binary value), mpmath ``mpf`` numbers and, when ``allow_str``, strings such as
-    ``"1/10"``. Bools, NaN, infinities and anything else raise :class:`ValidationError`."""
-    if isinstance(value, bool):
-        raise ValidationError(name, function, expected, value)
-    if isinstance(value, Fraction | int):
-        return Fraction(value)
-    raw = getattr(value, "_mpf_", None)  # an mpmath number: exact binary value
-    if raw is not None:
-        import mpmath
-        from mpmath import libmp
-
-        if not mpmath.isfinite(value):
-            raise ValidationError(name, function, expected, value)
-        p, q = libmp.to_rational(raw)
-        return Fraction(int(p), int(q))
-    if isinstance(value, numbers.Rational):
-        return Fraction(int(value.numerator), int(value.denominator))
-    if isinstance(value, numbers.Real):
-        x = float(value)
-        if not math.isfinite(x):
-            raise ValidationError(name, function, expected, value)
-        return Fraction(x)
-    if allow_str and isinstance(value, str):
-        try:
-            return Fraction(value.strip())
-        except (ValueError, ZeroDivisionError):
-            raise ValidationError(name, function, expected, value) from None
-    raise ValidationError(name, function, expected, value)
 
 
 def check_positive_fraction(value: Any, function: str, name: str) -> Fraction:
@@ -162,14 +125,3 @@ def check_counts(counts: Any, function: str, name: str = "counts") -> npt.NDArra
         i = int(np.argmax(arr > 2**62))
         raise ValidationError(name, function, "integers <= 2**62", f"{arr[i]} at index {i}")
     return arr.astype(np.int64, copy=False)
-
-
-def _real(value: Any, function: str, name: str, expected: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ValidationError(name, function, expected, value)
-    return float(value)

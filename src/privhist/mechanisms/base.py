@@ -17,8 +17,10 @@ then releases any number of :class:`~privhist.core.data.Counts` with
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,7 +35,7 @@ from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
-from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon, check_probability
+from privhist.core.validation import MAX_EPSILON, Constraint, delta_constraint
 
 if TYPE_CHECKING:
     from privhist.accounting.composition import PrivacyEvent
@@ -41,13 +43,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Option:
-    """A mechanism-specific option, declared once for the Python API, the CLI and ``plan``."""
+    """A mechanism-specific option, declared once for the Python API, the CLI and ``plan``.
+
+    ``constraint`` states what it accepts (:class:`~privhist.core.validation.Constraint`); the
+    constructor checks the value against it (:meth:`Mechanism.check_option`) and the contract
+    tests generate invalid values from it. Options with ``choices`` or of kind ``bool`` get
+    theirs from those fields when none is given.
+    """
 
     name: str  # Python keyword; the CLI flag is --name-with-dashes
     kind: type = float  # float, int, str or bool (a flag)
     default: Any = None
     help: str = ""
     choices: tuple[str, ...] | None = None
+    constraint: Constraint | None = None
+
+    def __post_init__(self) -> None:
+        if self.constraint is None and self.choices is not None:
+            derived = Constraint.one_of(*self.choices, optional=self.default is None)
+            object.__setattr__(self, "constraint", derived)
+        elif self.constraint is None and self.kind is bool:
+            object.__setattr__(self, "constraint", Constraint.flag())
 
     @property
     def flag(self) -> str:
@@ -77,6 +93,23 @@ def covers(mechanism: Neighbouring, data: Neighbouring) -> bool:
     return True
 
 
+def naming_the_class(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` whose :class:`ValidationError` names the class being constructed (the one the
+    user called), also when an internal helper raised it under its own name."""
+
+    @functools.wraps(init)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except ValidationError as err:
+            fn = type(self).__name__
+            if err.function == fn:
+                raise
+            raise ValidationError(err.parameter, fn, err.expected, err.got) from err
+
+    return wrapped
+
+
 class Mechanism(ABC):
     """Base class of histogram mechanisms. Subclasses register with
     :func:`privhist.mechanisms.registry.register`."""
@@ -88,6 +121,18 @@ class Mechanism(ABC):
     needs_domain: ClassVar[bool] = False
     requires_delta: ClassVar[bool] = False
     options: ClassVar[tuple[Option, ...]] = ()
+    #: what epsilon accepts (the finite histograms narrow it to (0, 1])
+    epsilon_constraint: ClassVar[Constraint] = Constraint.real(
+        0, MAX_EPSILON, open_low=True, limit_note="the largest accepted"
+    )
+    confidence_constraint: ClassVar[Constraint] = Constraint.real(
+        0, 1, open_low=True, open_high=True
+    )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = naming_the_class(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def __init__(
         self,
@@ -98,18 +143,46 @@ class Mechanism(ABC):
         confidence: float = 0.95,
     ) -> None:
         fn = self.function_name()
-        self.epsilon = check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
-        self.delta = check_delta(delta, fn, positive=self.requires_delta, normal=True)
+        self.epsilon: float = self.check_option("epsilon", epsilon)
+        self.delta: float = self.check_option("delta", delta)
         if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
             raise ValidationError("neighbouring", fn, "a Neighbouring", neighbouring)
         self.neighbouring = neighbouring or Neighbouring.add_remove()
-        self.confidence = check_probability(
-            confidence, fn, "confidence", open_low=True, open_high=True
-        )
+        self.confidence: float = self.check_option("confidence", confidence)
 
     @classmethod
     def function_name(cls) -> str:
-        return cls.name.replace("-", "_")
+        """What error messages name: the public class the user called (``StabilityHistogram``)."""
+        return cls.__name__
+
+    @classmethod
+    def constraints(cls) -> dict[str, Constraint]:
+        """Every declared parameter constraint: epsilon, delta, confidence and each option's."""
+        out = {
+            "epsilon": cls.epsilon_constraint,
+            "delta": delta_constraint(positive=cls.requires_delta, normal=True),
+            "confidence": cls.confidence_constraint,
+        }
+        for option in cls.options:
+            if option.constraint is None:
+                raise TypeError(f"option {option.name!r} of {cls.__name__} declares no constraint")
+            out[option.name] = option.constraint
+        return out
+
+    @classmethod
+    def check_option(cls, name: str, value: Any) -> Any:
+        """``value`` checked against (and converted by) the declared constraint of ``name``;
+        a :class:`ValidationError` names the parameter and this class. A parameter a subclass
+        does not offer (kh-prime has no ``beta1``) is checked against its base's declaration."""
+        found = cls.constraints().get(name)
+        for base in cls.__mro__:
+            if found is not None:
+                break
+            declared = [o.constraint for o in getattr(base, "options", ()) if o.name == name]
+            found = declared[0] if declared else None
+        if found is None:
+            raise TypeError(f"{cls.__name__} declares no constraint for {name!r}")
+        return found.check(value, name, cls.function_name())
 
     # -- what the mechanism promises ------------------------------------------------------------
 

@@ -102,13 +102,11 @@ class DenseHistogram(Mechanism):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         self.domain = check_domain(domain, fn)
-        if noise not in ("laplace", "gaussian"):
-            raise ValidationError("noise", fn, "'laplace' or 'gaussian'", noise)
-        self.noise_kind = noise
+        self.noise_kind: str = self.check_option("noise", noise)
         nb = self.neighbouring
         self.laplace: LaplaceCountNoise | None = None
         self.sigma2: Fraction | None = None
-        if noise == "laplace":
+        if self.noise_kind == "laplace":
             self.laplace = LaplaceCountNoise(nb.l1_sensitivity, self.epsilon, fn)
             self.delta = 0.0  # pure DP: a requested delta is not spent
         else:

@@ -55,6 +55,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
+from privhist.core.validation import Constraint
 
 # ONE, ONE_BITS and grid_bits live in _grid (shared with pws) and are re-exported from here
 from privhist.mechanisms._grid import ONE as ONE
@@ -211,6 +212,7 @@ class OptimalSelection(Mechanism):
             float,
             0.5,
             "share of epsilon spent on selection when counts are released (rest: count noise)",
+            constraint=Constraint.real(0, 1, open_low=True, open_high=True),
         ),
     )
 
@@ -225,14 +227,9 @@ class OptimalSelection(Mechanism):
         confidence: float = 0.95,
     ) -> None:
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
-        fn = self.function_name()
-        if not isinstance(keys_only, bool | np.bool_):
-            raise ValidationError("keys_only", fn, "True or False", keys_only)
-        self.keys_only = bool(keys_only)
-        f = selection_fraction
-        if isinstance(f, bool) or not isinstance(f, int | float) or not (0 < f < 1):
-            raise ValidationError("selection_fraction", fn, "a number in (0, 1)", f)
-        self.selection_fraction = 1.0 if self.keys_only else float(f)
+        self.keys_only: bool = self.check_option("keys_only", keys_only)
+        f = self.check_option("selection_fraction", selection_fraction)
+        self.selection_fraction = 1.0 if self.keys_only else f
         nb = self.neighbouring
         eps = Fraction(self.epsilon)
         self.epsilon_selection = eps if self.keys_only else eps * Fraction(self.selection_fraction)

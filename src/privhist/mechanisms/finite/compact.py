@@ -94,11 +94,12 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.core.release import Release
+from privhist.core.validation import Constraint
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import ceil_log2, fraction_str, random_bits, uniform_int
-from privhist.mechanisms.finite.geometric import FastSample, _check_int, _gallop
+from privhist.mechanisms.finite.geometric import FastSample, _gallop
 from privhist.mechanisms.finite.gf2 import MAX_L, GF2m, PolynomialEvaluator
-from privhist.mechanisms.finite.histograms import DEFAULT_COUNT_BOUND
+from privhist.mechanisms.finite.histograms import _COUNT_BOUND, _STRICT, DEFAULT_COUNT_BOUND
 from privhist.mechanisms.registry import register
 
 __all__ = [
@@ -187,9 +188,20 @@ class CompactHistogram(Mechanism):
     output_formats = ("json", "parquet")
     summary = "degree-D polynomial over GF(2^(2*3^l)): a count for every key of a huge universe"
     sparse = False
+    epsilon_constraint = Constraint.real(
+        0,
+        1,
+        open_low=True,
+        note=" (Theorem 7.2 with the samplers of Section 4 assumes epsilon <= 1); the nearest "
+        "valid setting is epsilon=1",
+    )
     options = (
         Option(
-            "universe_bits", int, 64, "keys are the integers in [0, 2**B) (pure-sparse, compact)"
+            "universe_bits",
+            int,
+            64,
+            "keys are the integers in [0, 2**B) (pure-sparse, compact)",
+            constraint=Constraint.integer(1, 2 * 3**MAX_L - 80),
         ),
         Option(
             "key_encoding",
@@ -203,19 +215,10 @@ class CompactHistogram(Mechanism):
             int,
             DEFAULT_MAX_KEYS,
             "public bound D on the number of keys with a positive count (polynomial degree)",
+            constraint=Constraint.integer(1, 1 << 16),
         ),
-        Option(
-            "count_bound",
-            int,
-            DEFAULT_COUNT_BOUND,
-            "public bound n on every count: outputs lie in [0, n], larger counts are clamped to n",
-        ),
-        Option(
-            "strict_time",
-            bool,
-            False,
-            "run every sampling loop to its public bound (exact uniform u in [1, d] per key)",
-        ),
+        _COUNT_BOUND,
+        _STRICT,
     )
 
     def __init__(
@@ -234,25 +237,12 @@ class CompactHistogram(Mechanism):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         eps = Fraction(self.epsilon)
-        if not 0 < eps <= 1:
-            raise ValidationError(
-                "epsilon",
-                fn,
-                "in (0, 1] (Theorem 7.2 with the samplers of Section 4 assumes epsilon <= 1); "
-                "the nearest valid setting is epsilon=1",
-                epsilon,
-            )
         self.delta = 0.0  # pure DP: a requested delta is not spent
-        top_bits = 2 * 3**MAX_L - 80
-        self.universe_bits = _check_int(universe_bits, fn, "universe_bits", 1, top_bits)
-        self.max_keys = _check_int(max_keys, fn, "max_keys", 1, 1 << 16)
-        self.n = _check_int(count_bound, fn, "count_bound", 1, (1 << 62) - 1)
-        if not isinstance(strict_time, bool):
-            raise ValidationError("strict_time", fn, "True or False", strict_time)
-        self.strict_time = strict_time
-        if key_encoding not in ("int", "utf8"):
-            raise ValidationError("key_encoding", fn, "'int' or 'utf8'", key_encoding)
-        self.key_encoding = key_encoding
+        self.universe_bits: int = self.check_option("universe_bits", universe_bits)
+        self.max_keys: int = self.check_option("max_keys", max_keys)
+        self.n: int = self.check_option("count_bound", count_bound)
+        self.strict_time: bool = self.check_option("strict_time", strict_time)
+        self.key_encoding: str = self.check_option("key_encoding", key_encoding)
         #: no public domain: every key of the universe has a count (evaluate the polynomial)
         self.domain = np.zeros(0, dtype=np.int64)
         l0 = self.neighbouring.l0_sensitivity

@@ -739,16 +739,16 @@ def fast_sample_width(n: int, k: int, gamma: Fraction) -> int:
     return hi
 
 
-def _gamma(value: Any, function: str) -> Fraction:
+def _gamma(value: Any, function: str, name: str = "gamma") -> Fraction:
     """``gamma`` as an exact rational in (0, 1); a denominator of 2**63 or more (e.g. from a float)
     is rounded down to ``1 / ceil(1 / gamma)``, the paper's form ``gamma in N^-1``."""
-    g = exact_fraction(value, function, "gamma", "a rational number in (0, 1)")
+    g = exact_fraction(value, function, name, "a rational number in (0, 1)")
     if not 0 < g < 1:
-        raise ValidationError("gamma", function, "a rational number in (0, 1)", value)
+        raise ValidationError(name, function, "a rational number in (0, 1)", value)
     if g.denominator >= 1 << 63:
         g = Fraction(1, -(-g.denominator // g.numerator))
         if g.denominator >= 1 << 63:
-            raise ValidationError("gamma", function, ">= 2**-62", value)
+            raise ValidationError(name, function, ">= 2**-62", value)
     return g
 
 

@@ -55,6 +55,7 @@ from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.core.release import Release
+from privhist.core.validation import Constraint
 from privhist.mechanisms._domain import check_domain, counts_on_domain
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import ceil_log2, fraction_str
@@ -91,6 +92,9 @@ _COUNT_BOUND = Option(
     int,
     DEFAULT_COUNT_BOUND,
     "public bound n on every count: outputs lie in [0, n], larger counts are clamped to n",
+    constraint=Constraint.integer(
+        1, 1 << 62, open_high=True, note=" (with n = 0 every count is 0: nothing to release)"
+    ),
 )
 #: the counting-query sampler options shared by basic-geometric and pure-sparse
 _COUNTING = (
@@ -101,7 +105,13 @@ _COUNTING = (
         "counting-query sampler: GeoSample (Thm 4.5) or FastSample (Thm 4.6)",
         ("geosample", "fastsample"),
     ),
-    Option("fast_gamma", float, DEFAULT_GAMMA, "FastSample's mixing probability gamma"),
+    Option(
+        "fast_gamma",
+        float,
+        DEFAULT_GAMMA,
+        "FastSample's mixing probability gamma",
+        constraint=Constraint.rational(0, 1, open_low=True, open_high=True),
+    ),
 )
 _STRICT = Option(
     "strict_time",
@@ -111,21 +121,21 @@ _STRICT = Option(
 )
 
 
+#: why the finite histograms take epsilon <= 1, stated in their messages
+_EPSILON_NOTE = (
+    " (Theorems 1.2 and 1.3 assume epsilon <= 1); the nearest valid setting is epsilon=1"
+)
+
+
 def histogram_k(epsilon: Any, neighbouring: Neighbouring, function: str = "histogram") -> int:
     """``K = ceil(log2(l1 / epsilon))`` for ``epsilon in (0, 1]`` (module notes).
 
     >>> histogram_k(1.0, Neighbouring.replace()), histogram_k(0.1, Neighbouring.add_remove())
     (1, 4)
     """
-    eps = Fraction(epsilon)
-    if not 0 < eps <= 1:
-        raise ValidationError(
-            "epsilon",
-            function,
-            "in (0, 1] (Theorems 1.2 and 1.3 assume epsilon <= 1); the nearest valid setting "
-            "is epsilon=1",
-            epsilon,
-        )
+    eps = Constraint.rational(0, 1, open_low=True, note=_EPSILON_NOTE).check(
+        epsilon, "epsilon", function
+    )
     return ceil_log2(neighbouring.l1_sensitivity * eps.denominator, eps.numerator)
 
 
@@ -158,24 +168,13 @@ class _FiniteHistogram(Mechanism):
     """Shared parts: the epsilon range, ``K``, the bound ``n`` and the strict-time switch."""
 
     default_candidate = False  # chosen explicitly, never as the default mechanism
+    epsilon_constraint = Constraint.real(0, 1, open_low=True, note=_EPSILON_NOTE)
     sampler: CountingSampler
 
     def _setup(self, count_bound: Any, strict_time: Any) -> None:
-        fn = self.function_name()
-        self.k = histogram_k(self.epsilon, self.neighbouring, fn)
-        if isinstance(count_bound, bool) or not isinstance(count_bound, int | np.integer):
-            raise ValidationError("count_bound", fn, "an integer >= 1", count_bound)
-        if not 1 <= int(count_bound) < 1 << 62:
-            raise ValidationError(
-                "count_bound",
-                fn,
-                "an integer in [1, 2**62) (with n = 0 every count is 0: nothing to release)",
-                count_bound,
-            )
-        self.n = int(count_bound)
-        if not isinstance(strict_time, bool):
-            raise ValidationError("strict_time", fn, "True or False", strict_time)
-        self.strict_time = strict_time
+        self.n: int = self.check_option("count_bound", count_bound)
+        self.strict_time: bool = self.check_option("strict_time", strict_time)
+        self.k = histogram_k(self.epsilon, self.neighbouring, self.function_name())
 
     def _geo_sample(self) -> GeoSample:
         """GeoSample at ``(n, K)``; a denominator too large is reported against ``count_bound``."""
@@ -273,15 +272,14 @@ class BasicHistogram(_FiniteHistogram):
         fn = self.function_name()
         self.domain = check_domain(domain, fn)
         self._setup(count_bound, strict_time)
-        kind = counting if noise is None else noise
-        if kind not in ("geosample", "fastsample"):
-            raise ValidationError("counting", fn, "'geosample' or 'fastsample'", kind)
+        kind = self.check_option("counting", counting if noise is None else noise)
+        self.check_option("fast_gamma", fast_gamma)
         self.noise_kind = kind
         self.delta = 0.0  # pure DP: a requested delta is not spent
         if kind == "geosample":
             self.sampler: CountingSampler = self._geo_sample()
         else:
-            gamma = _gamma(fast_gamma, fn)
+            gamma = _gamma(fast_gamma, fn, "fast_gamma")
             if gamma >= Fraction(1 - self.confidence):
                 raise ValidationError(
                     "fast_gamma",

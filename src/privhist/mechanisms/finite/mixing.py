@@ -28,6 +28,7 @@ Exactness. When ``e^eps`` is rational (for the bounded geometric noise of this p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -167,3 +168,27 @@ class UniformMixture:
 
     def _uniform(self, rng: RandomSource, count: int) -> I64:
         return uniform_array(rng, self.size, count)
+
+
+def mixing_delta(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> Fraction:
+    """Algorithm 8's statistical-distance target (module notes):
+    ``(eps/3) beta2 / (1 - beta2) n! / (|X| (n + 1))**n``.
+
+    >>> mixing_delta(Fraction(1), Fraction(1, 2), 1, 4)  # (1/3) * 1 * 1 / 8
+    Fraction(1, 24)
+    """
+    return Fraction(*mixing_delta_parts(epsilon, beta2, n, size))
+
+
+def mixing_delta_parts(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> tuple[int, int]:
+    """:func:`mixing_delta` as an unreduced ``(numerator, denominator)``: both have about
+    ``n log2(|X| n)`` bits, and reducing them (a gcd) took minutes at ``n = 10**5``.
+
+    >>> mixing_delta_parts(Fraction(1), Fraction(1, 2), 1, 4)
+    (1, 24)
+    """
+    num = epsilon.numerator * beta2.numerator * math.factorial(n)
+    core = 3 * epsilon.denominator * (beta2.denominator - beta2.numerator) * (n + 1) ** n
+    if size & (size - 1) == 0:  # |X| = 2**B: a shift instead of a power of a huge number
+        return num, core << ((size.bit_length() - 1) * n)
+    return num, core * size**n

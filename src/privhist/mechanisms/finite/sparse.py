@@ -99,14 +99,13 @@ import numpy as np
 import numpy.typing as npt
 
 from privhist.core.data import Counts
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.core.validation import exact_fraction, float_up
-from privhist.mechanisms._domain import check_domain
+from privhist.core.validation import Constraint, float_up
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import fraction_str, uniform_int
-from privhist.mechanisms.finite.geometric import CountingSampler, FastSample, _check_int, _gamma
+from privhist.mechanisms.finite.geometric import CountingSampler, FastSample, _gamma
 from privhist.mechanisms.finite.histograms import (
     _COUNT_BOUND,
     _COUNTING,
@@ -115,7 +114,9 @@ from privhist.mechanisms.finite.histograms import (
     BasicHistogram,
     _FiniteHistogram,
 )
+from privhist.mechanisms.finite.mixing import mixing_delta, mixing_delta_parts
 from privhist.mechanisms.finite.ordsample import OrdSample, precision_for
+from privhist.mechanisms.finite.universe import Universe
 from privhist.mechanisms.registry import register
 
 __all__ = [
@@ -133,134 +134,34 @@ DEFAULT_ROWS = 1000
 #: exact order statistics (delta = 0, no tv_delta) only when |X| (n + 1) is at most this
 EXACT_WORK = 1 << 21
 _UNIVERSE_BITS = Option(
-    "universe_bits", int, 64, "the universe is the integers [0, 2**B) (default 64)"
+    "universe_bits",
+    int,
+    64,
+    "the universe is the integers [0, 2**B) (default 64)",
+    constraint=Constraint.integer(1, 64, optional=True),  # None: the domain is the universe
 )
-_BETA1 = Option("beta1", str, "1/100", "KH'' failure probability 1/k (sequence Q of (4n+2)k)")
+_BETA1 = Option(
+    "beta1",
+    str,
+    "1/100",
+    "KH'' failure probability 1/k (sequence Q of (4n+2)k)",
+    constraint=Constraint.reciprocal(),
+)
 _TV_DELTA = Option(
     "tv_delta",
     str,
     None,
     "statistical distance 1/k to exact order statistics (Theorem 6.5); default: from --delta",
+    constraint=Constraint.reciprocal(optional=True),
 )
 
 
 def one_over_k(value: Any, function: str, name: str) -> Fraction:
     """``value`` as ``1/k`` for an integer ``k >= 2`` (the paper's ``N^-1``); floats are read by
     their decimal form (``0.01`` is ``1/100``). Otherwise a ValidationError names ``1/ceil(1/x)``,
-    the nearest smaller valid setting."""
-    if isinstance(value, float) and math.isfinite(value):
-        value = Fraction(repr(value))
-    x = exact_fraction(value, function, name, "a fraction 1/k with an integer k >= 2")
-    if not 0 < x < 1:
-        raise ValidationError(name, function, "a fraction 1/k with an integer k >= 2", value)
-    if x.numerator != 1:
-        k = -(-x.denominator // x.numerator)
-        raise ValidationError(
-            name,
-            function,
-            f"a fraction 1/k with an integer k >= 2; the nearest valid setting is 1/{k}",
-            value,
-        )
+    the nearest smaller valid setting (:meth:`Constraint.reciprocal`)."""
+    x: Fraction = Constraint.reciprocal().check(value, name, function)
     return x
-
-
-class Universe:
-    """The data universe ``X``: ``[0, 2**bits)`` or a sorted domain of keys. Elements are
-    identified by their index ``0..size-1`` (for ``bits``, the integer itself)."""
-
-    def __init__(self, bits: int | None, domain: npt.ArrayLike | None, function: str) -> None:
-        if domain is not None:
-            self.domain: npt.NDArray[Any] | None = check_domain(domain, function)
-            self.bits: int | None = None
-            self.size = int(self.domain.shape[0])
-            return
-        if bits is None:
-            raise ValidationError(
-                "universe_bits", function, "an integer in [1, 64] (or a domain)", bits
-            )
-        self.domain = None
-        self.bits = _check_int(bits, function, "universe_bits", 1, 64)
-        self.size = 1 << self.bits
-
-    def describe(self) -> str:
-        return f"[0, 2**{self.bits})" if self.bits is not None else f"domain of {self.size} keys"
-
-    def key_array(self, elements: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """Keys of the element indices (sorted indices give sorted keys)."""
-        if self.domain is not None:
-            return self.domain[elements.astype(np.int64)]
-        dtype = np.uint64 if self.bits is not None and self.bits > 62 else np.int64
-        return np.asarray(elements, dtype=dtype)
-
-    def elements(self, keys: npt.NDArray[Any], function: str) -> npt.NDArray[np.uint64]:
-        """Element indices of data keys; keys outside the universe raise InputDataError."""
-        if keys.shape[0] == 0:
-            return np.zeros(0, dtype=np.uint64)
-        if self.domain is not None:
-            try:
-                pos = np.searchsorted(self.domain, keys)
-            except TypeError:
-                raise InputDataError(
-                    f"{function}: the data's keys are not of the universe's type"
-                ) from None
-            pos_c = np.minimum(pos, self.size - 1)
-            inside = (pos < self.size) & (self.domain[pos_c] == keys)
-            if not inside.all():
-                raise InputDataError(
-                    f"{function}: {int((~inside).sum())} data keys lie outside the universe "
-                    f"({self.describe()})"
-                )
-            return pos_c.astype(np.uint64)
-        assert self.bits is not None
-        if keys.dtype.kind not in "iuO":
-            raise InputDataError(
-                f"{function}: keys must be integers; these lie outside the universe "
-                f"{self.describe()}"
-            )
-        ok = True
-        try:
-            as_int = [int(k) for k in keys.tolist()]
-        except (TypeError, ValueError):
-            ok = False
-        if ok:
-            ok = all(0 <= k < self.size for k in as_int)
-        if not ok:
-            raise InputDataError(
-                f"{function}: data keys lie outside the universe {self.describe()}"
-            )
-        return np.array(as_int, dtype=np.uint64)
-
-    def draw(self, rng: RandomSource, count: int) -> npt.NDArray[np.uint64]:
-        """``count`` uniform elements (with replacement), exact."""
-        if count == 0:
-            return np.zeros(0, dtype=np.uint64)
-        if self.bits is not None:
-            return np.asarray(rng.uint64(count) >> np.uint64(64 - self.bits), dtype=np.uint64)
-        return np.asarray(rng.uniform_below(self.size, count), dtype=np.uint64)
-
-
-def mixing_delta(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> Fraction:
-    """Algorithm 8's statistical-distance target (module notes):
-    ``(eps/3) beta2 / (1 - beta2) n! / (|X| (n + 1))**n``.
-
-    >>> mixing_delta(Fraction(1), Fraction(1, 2), 1, 4)  # (1/3) * 1 * 1 / 8
-    Fraction(1, 24)
-    """
-    return Fraction(*mixing_delta_parts(epsilon, beta2, n, size))
-
-
-def mixing_delta_parts(epsilon: Fraction, beta2: Fraction, n: int, size: int) -> tuple[int, int]:
-    """:func:`mixing_delta` as an unreduced ``(numerator, denominator)``: both have about
-    ``n log2(|X| n)`` bits, and reducing them (a gcd) took minutes at ``n = 10**5``.
-
-    >>> mixing_delta_parts(Fraction(1), Fraction(1, 2), 1, 4)
-    (1, 24)
-    """
-    num = epsilon.numerator * beta2.numerator * math.factorial(n)
-    core = 3 * epsilon.denominator * (beta2.denominator - beta2.numerator) * (n + 1) ** n
-    if size & (size - 1) == 0:  # |X| = 2**B: a shift instead of a power of a huge number
-        return num, core << ((size.bit_length() - 1) * n)
-    return num, core * size**n
 
 
 #: above this count bound the precision comes from rigorous logarithm bounds, not exact integers
@@ -349,7 +250,13 @@ class KeepHeavy(BasicHistogram):
     summary = "bounded geometric counts over a public domain, only the n heaviest bins (pure DP)"
     options: ClassVar[tuple[Option, ...]] = (
         *BasicHistogram.options,
-        Option("keep", int, None, "release at most this many bins (the paper's n; default n)"),
+        Option(
+            "keep",
+            int,
+            None,
+            "release at most this many bins (the paper's n; default n)",
+            constraint=Constraint.integer(1, optional=True),
+        ),
     )
 
     def __init__(
@@ -363,7 +270,8 @@ class KeepHeavy(BasicHistogram):
         **kwargs: Any,
     ) -> None:
         super().__init__(epsilon, delta, neighbouring, domain=domain, **kwargs)
-        self.keep = _check_int(self.n if keep is None else keep, self.function_name(), "keep", 1)
+        checked: int | None = self.check_option("keep", keep)
+        self.keep = self.n if checked is None else checked
 
     def parameters(self) -> dict[str, Any]:
         return {**super().parameters(), "keep": self.keep}
@@ -459,15 +367,16 @@ class SparseHistogram(_FiniteHistogram):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         self._setup(count_bound, strict_time)
+        self.check_option("universe_bits", universe_bits)
+        self.beta1: Fraction = self.check_option("beta1", beta1)
+        self.check_option("tv_delta", tv_delta)
+        self.noise_kind: str = self.check_option("counting", counting)
+        self.check_option("fast_gamma", fast_gamma)
         self.universe = Universe(None if domain is not None else universe_bits, domain, fn)
-        self.beta1 = one_over_k(beta1, fn, "beta1")
-        if counting not in ("geosample", "fastsample"):
-            raise ValidationError("counting", fn, "'geosample' or 'fastsample'", counting)
-        self.noise_kind = counting
         if counting == "geosample":
             self.sampler: CountingSampler = self._geo_sample()
         else:
-            self.sampler = FastSample.from_k(self.n, self.k, _gamma(fast_gamma, fn))
+            self.sampler = FastSample.from_k(self.n, self.k, _gamma(fast_gamma, fn, "fast_gamma"))
         self.width = self._half_width()
         self.fallback: str | None = None
         if self.universe.size < 4 * self.n:
@@ -849,7 +758,13 @@ class PureSparseHistogram(SparseHistogram):
     options = (
         _UNIVERSE_BITS,
         _BETA1,
-        Option("beta2", str, "1/1000", "mixing probability 1/k of the random histogram"),
+        Option(
+            "beta2",
+            str,
+            "1/1000",
+            "mixing probability 1/k of the random histogram",
+            constraint=Constraint.reciprocal(),
+        ),
         *_COUNTING,
         _COUNT_BOUND,
         _STRICT,
@@ -871,7 +786,7 @@ class PureSparseHistogram(SparseHistogram):
         strict_time: bool = False,
         confidence: float = 0.95,
     ) -> None:
-        self.beta2 = one_over_k(beta2, self.function_name(), "beta2")
+        self.beta2: Fraction = self.check_option("beta2", beta2)
         super().__init__(
             epsilon,
             delta,

@@ -61,7 +61,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.core.validation import check_positive_int, float_up
+from privhist.core.validation import Constraint, float_up
 from privhist.mechanisms._noise import PREC
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
@@ -128,9 +128,23 @@ class SampleAndThreshold(Mechanism):
             float,
             None,
             "Poisson sampling rate p in (0, 1 - e^-eps] (exact binary value of the float)",
+            # the upper end 1 - e^-eps depends on epsilon: checked by check_sampling_rate
+            constraint=Constraint.rational(0, 1, open_low=True, open_high=True, optional=True),
         ),
-        Option("threshold", int, None, "release keys whose sampled count is at least this"),
-        Option("alpha", float, None, "rate p = alpha (1 - e^-eps) when no rate is given (1/6)"),
+        Option(
+            "threshold",
+            int,
+            None,
+            "release keys whose sampled count is at least this",
+            constraint=Constraint.integer(1, optional=True),
+        ),
+        Option(
+            "alpha",
+            float,
+            None,
+            "rate p = alpha (1 - e^-eps) when no rate is given (1/6)",
+            constraint=Constraint.rational(0, 1, open_low=True, optional=True),
+        ),
         Option(
             "calibration",
             str,
@@ -138,7 +152,13 @@ class SampleAndThreshold(Mechanism):
             "how (p, tau) are chosen: exact (default), theorem1, c_alpha, optimised",
             choices=CALIBRATIONS,
         ),
-        Option("population", int, None, "number of units N: optimised calibration, error report"),
+        Option(
+            "population",
+            int,
+            None,
+            "number of units N: optimised calibration, error report",
+            constraint=Constraint.integer(1, optional=True),
+        ),
     )
 
     def __init__(
@@ -161,35 +181,20 @@ class SampleAndThreshold(Mechanism):
         # certify at the smaller of the exact share and the float the contract reports
         self.epsilon_key = min(Fraction(self.epsilon) / l0, Fraction(kb.epsilon))
         self.delta_key = min(Fraction(self.delta) / l0, Fraction(kb.delta))
-        self.calibration = "exact" if calibration is None else calibration
-        if self.calibration not in CALIBRATIONS:
-            raise ValidationError(
-                "calibration", fn, f"one of {', '.join(CALIBRATIONS)}", calibration
-            )
-        self.alpha = DEFAULT_ALPHA if alpha is None else self._alpha(alpha, fn)
-        self.population = (
-            None if population is None else check_positive_int(population, fn, "population")
-        )
+        check = self.check_option
+        self.calibration = check("calibration", calibration) or "exact"
+        self.alpha = check("alpha", alpha) or DEFAULT_ALPHA
+        self.population: int | None = check("population", population)
+        check("sampling_rate", sampling_rate)
         fixed_p = (
             None
             if sampling_rate is None
             else check_sampling_rate(sampling_rate, self.epsilon_key, fn)
         )
-        fixed_t = None if threshold is None else check_positive_int(threshold, fn, "threshold")
+        fixed_t: int | None = check("threshold", threshold)
         self.rate_rule = "given" if fixed_p is not None else "alpha"
         self._optimised: accuracy.Optimised | None = None
         self.sampling_rate, self.threshold, self.certificate = self._calibrate(fixed_p, fixed_t, fn)
-
-    @staticmethod
-    def _alpha(value: Any, fn: str) -> Fraction:
-        if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-            raise ValidationError("alpha", fn, "a number in (0, 1]", value)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValidationError("alpha", fn, "a number in (0, 1]", value)
-        a = Fraction(value)
-        if not 0 < a <= 1:
-            raise ValidationError("alpha", fn, "a number in (0, 1]", value)
-        return a
 
     def _calibrate(
         self, fixed_p: Fraction | None, fixed_t: int | None, fn: str

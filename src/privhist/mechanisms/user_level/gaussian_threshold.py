@@ -43,7 +43,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.core.validation import check_probability
+from privhist.core.validation import Constraint
 from privhist.mechanisms._noise import PREC
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.registry import register
@@ -100,6 +100,7 @@ class GaussianThresholdHistogram(Mechanism):
             float,
             DEFAULT_THRESHOLD_SHARE,
             "share of delta spent on keys one user holds alone",
+            constraint=Constraint.real(0, 1, open_low=True, open_high=True),
         ),
     )
 
@@ -114,9 +115,7 @@ class GaussianThresholdHistogram(Mechanism):
     ) -> None:
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
-        self.threshold_share = check_probability(
-            threshold_share, fn, "threshold_share", open_low=True, open_high=True
-        )
+        self.threshold_share: float = self.check_option("threshold_share", threshold_share)
         nb = self.neighbouring
         l0, c = nb.l0_sensitivity, nb.linf_sensitivity
         self.rho, target = calibrate(self.epsilon, self.delta, self.threshold_share)

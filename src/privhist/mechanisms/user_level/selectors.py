@@ -83,13 +83,9 @@ from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
-from privhist.core.validation import (
-    check_delta,
-    check_epsilon,
-    check_positive_int,
-    check_probability,
-)
+from privhist.core.validation import Constraint, delta_constraint
 from privhist.core.weighted import WeightedSource
+from privhist.mechanisms.base import naming_the_class
 from privhist.mechanisms.registry import register_weighted
 from privhist.mechanisms.user_level._gauss import (
     calibrate,
@@ -123,6 +119,27 @@ class WeightedSelector:
     requires_delta: ClassVar[bool] = True
     default_rounds: ClassVar[int] = 1
 
+    @classmethod
+    def constraints(cls) -> dict[str, Constraint]:
+        """What each scalar parameter accepts (checked by the constructor; the contract tests
+        generate invalid values from it). ``spent_rho`` must also stay below the zCDP budget."""
+        share = Constraint.real(0, 1, open_low=True, open_high=True)
+        return {
+            "epsilon": Constraint.real(0, open_low=True),
+            "delta": delta_constraint(positive=True),
+            "max_keys": Constraint.integer(1),
+            "scale": Constraint.integer(1, 2**24),
+            "rounds": Constraint.integer(1, optional=True),
+            "ratio": Constraint.real(0, open_low=True),
+            "threshold_share": share,
+            "counts": Constraint.flag(),
+            "count_share": share,
+            "count_max_keys": Constraint.integer(1),
+            "spent_rho": Constraint.rational(0),
+            "confidence": share,
+        }
+
+    @naming_the_class
     def __init__(
         self,
         epsilon: float,
@@ -139,38 +156,27 @@ class WeightedSelector:
         spent_rho: Fraction | float = 0,
         confidence: float = 0.95,
     ) -> None:
-        fn = self.name.replace("-", "_")
-        self.epsilon = check_epsilon(epsilon, fn)
-        self.delta = check_delta(delta, fn, positive=True)
-        self.max_keys = check_positive_int(max_keys, fn, "max_keys")
-        self.scale = check_positive_int(scale, fn, "scale")
-        if self.scale > 2**24:
-            raise ValidationError("scale", fn, "at most 2**24", scale)
-        self.rounds = check_positive_int(
-            self.default_rounds if rounds is None else rounds, fn, "rounds"
-        )
-        if not (isinstance(ratio, int | float) and math.isfinite(ratio) and ratio > 0):
-            raise ValidationError("ratio", fn, "a finite number > 0", ratio)
-        self.ratio = float(ratio)
-        self.threshold_share = check_probability(
-            threshold_share, fn, "threshold_share", open_low=True, open_high=True
-        )
-        if not isinstance(counts, bool):
-            raise ValidationError("counts", fn, "True or False", counts)
-        self.counts = counts
-        self.count_share = check_probability(
-            count_share, fn, "count_share", open_low=True, open_high=True
-        )
-        self.count_max_keys = check_positive_int(count_max_keys, fn, "count_max_keys")
-        self.confidence = check_probability(
-            confidence, fn, "confidence", open_low=True, open_high=True
-        )
+        fn = type(self).__name__
+        declared = self.constraints()
+
+        def check(name: str, value: Any) -> Any:
+            return declared[name].check(value, name, fn)
+
+        self.epsilon: float = check("epsilon", epsilon)
+        self.delta: float = check("delta", delta)
+        self.max_keys: int = check("max_keys", max_keys)
+        self.scale: int = check("scale", scale)
+        self.rounds: int = check("rounds", rounds) or self.default_rounds
+        self.ratio: float = check("ratio", ratio)
+        self.threshold_share: float = check("threshold_share", threshold_share)
+        self.counts: bool = check("counts", counts)
+        self.count_share: float = check("count_share", count_share)
+        self.count_max_keys: int = check("count_max_keys", count_max_keys)
+        spent: Fraction = check("spent_rho", spent_rho)
+        self.confidence: float = check("confidence", confidence)
         # -- calibration ----------------------------------------------------------------------
         rho, p_f = calibrate(self.epsilon, self.delta, self.threshold_share)
-        spent = Fraction(spent_rho) if isinstance(spent_rho, int | Fraction) else None
-        if spent is None and isinstance(spent_rho, float) and math.isfinite(spent_rho):
-            spent = Fraction(spent_rho)
-        if spent is None or not 0 <= spent < rho:
+        if spent >= rho:  # relational: below the zCDP budget of (epsilon, delta)
             raise ValidationError(
                 "spent_rho", fn, f"in [0, {float(rho)}) (the zCDP budget)", spent_rho
             )
@@ -289,7 +295,7 @@ class WeightedSelector:
     def release_weighted(self, source: WeightedSource, rng: RandomSource | None = None) -> Release:
         """Select keys from ``source`` (and count them when ``counts``). ``rng`` draws the noise
         (``SecureRandom()`` when None); the source draws its users' keep priorities."""
-        fn = self.name.replace("-", "_")
+        fn = type(self).__name__
         if not isinstance(source, WeightedSource):
             raise ValidationError("source", fn, "a WeightedSource", type(source).__name__)
         if rng is None:

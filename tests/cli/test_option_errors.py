@@ -1,0 +1,73 @@
+"""A mechanism option refused on the command line: one line naming the parameter, its flag and
+the command that built the mechanism (not the Python class), with what the option accepts; and
+``--help`` states what each option accepts (from the declared constraints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.cli_run import run
+
+
+@pytest.fixture
+def words(tmp_path: Path) -> Path:
+    path = tmp_path / "words.csv"
+    path.write_text("word\na\nb\na\n")
+    return path
+
+
+def test_plan_names_the_command_and_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "stability-geometric", "--epsilon", "0.5", "--delta", "1e-6"]
+    code, out, err = run(capsys, *argv, "--count-bound", "0")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert (
+        "parameter 'count_bound' (--count-bound) of plan stability-geometric must be an integer "
+        "in [1, 2**62)"
+    ) in err
+    assert "StabilityGeometricHistogram" not in err
+
+
+def test_histogram_names_the_command_and_the_mechanism(
+    capsys: pytest.CaptureFixture[str], words: Path
+) -> None:
+    argv = ["histogram", str(words), "--key", "word", "--epsilon", "1", "--delta", "1e-6"]
+    argv += ["--mechanism", "optimal-selection", "--selection-fraction", "1.5"]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert (
+        "parameter 'selection_fraction' (--selection-fraction) of histogram --mechanism "
+        "optimal-selection must be a finite number in (0, 1); got 1.5"
+    ) in err
+
+
+def test_relational_checks_use_the_same_template(capsys: pytest.CaptureFixture[str]) -> None:
+    # the threshold must be reachable below the count bound: a check between two parameters
+    argv = ["plan", "stability-geometric", "--epsilon", "0.5", "--delta", "1e-6"]
+    code, _, err = run(capsys, *argv, "--count-bound", "3")
+    assert code == 2
+    assert "parameter 'count_bound' (--count-bound) of plan stability-geometric must be >= " in err
+
+
+def test_help_states_what_options_accept(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run(capsys, "plan", "sample-and-threshold", "--help")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "count is at least this (an integer >= 1)" in out
+    assert "(a rational number in (0, 1])" in out  # --alpha
+
+
+def test_a_weighted_selector_cap_is_named_by_its_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # the selectors call the cap max_keys; the user gave --max-partitions (not compact's
+    # --max-keys)
+    data = tmp_path / "users.csv"
+    data.write_text("user,word\n1,a\n2,b\n")
+    argv = ["histogram", str(data), "--key", "word", "--user", "user", "--epsilon", "1"]
+    code, _, err = run(
+        capsys, *argv, "--delta", "1e-6", "--mechanism", "wgm", "--max-partitions", "0"
+    )
+    assert code == 2
+    assert "parameter 'max_partitions' (--max-partitions) of histogram must be" in err, err
+    assert "--max-keys" not in err

@@ -67,6 +67,7 @@ __all__ = [
     "RULES",
     "Account",
     "account",
+    "float_pld",
     "guarantee_of",
     "optimal_over_profile",
 ]
@@ -195,11 +196,14 @@ def _pld_certified(
     return Budget(max(eps, math.ulp(0.0)), delta) if math.isfinite(eps) else None
 
 
-def _pld_float(
-    pairs: list[tuple[DominatingPairEvent, int]], delta: float, vdi: float
-) -> Budget | None:
+def float_pld(event: PrivacyEvent, value_discretization_interval: float = 1e-4) -> Any:
+    """``dp_accounting``'s float64 PLD (pessimistic discretisation) of an event made of
+    dominating pairs: an estimate, not certified (the ``pld`` rule)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
+    pairs = _pairs(_leaves(event))
+    if pairs is None:
+        raise UnsupportedError(f"{event!r} is not made of dominating pairs")
     total: Any = None
     for pair, n in pairs:
         p, q = pair.masses("p"), pair.masses("q")
@@ -207,11 +211,16 @@ def _pld_float(
             {k: math.log(v) for k, v in q.items()},
             {k: math.log(v) for k, v in p.items()},
             pessimistic_estimate=True,
-            value_discretization_interval=vdi,
+            value_discretization_interval=value_discretization_interval,
             symmetric=False,
         )
         one = one.self_compose(n) if n > 1 else one
         total = one if total is None else total.compose(one)
+    return total
+
+
+def _pld_float(event: PrivacyEvent, delta: float, vdi: float) -> Budget | None:
+    total = float_pld(event, vdi)
     eps = float(total.get_epsilon_for_delta(delta))
     step = 1e-12
     for _ in range(80):  # dp_accounting's inversion and its delta can differ by rounding
@@ -275,7 +284,7 @@ def account(
             elif r == "pld_certified":
                 bounds[r] = _pld_certified(pairs, d, step)
             else:
-                bounds[r] = _pld_float(pairs, d, value_discretization_interval)
+                bounds[r] = _pld_float(event, d, value_discretization_interval)
     found = [r for r in chosen if bounds.get(r) is not None]
     if not found:
         raise UnsupportedError(

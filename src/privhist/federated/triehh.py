@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privhist.accounting.accountant import account
+from privhist.accounting.accountant import account, float_pld
 from privhist.accounting.events import DominatingPairEvent
 from privhist.accounting.pairs import dominating_pair as dominating_pair
 from privhist.core.budget import Budget
@@ -130,6 +130,14 @@ def _forward_constraints(
     """``(eps_i, delta_i)`` on the grid (:func:`privhist.mechanisms.sampling.pair.profile_points`);
     ``certified=False`` only while searching the per-level epsilon."""
     return profile_points(p, tau, level_epsilon, certified)
+
+
+def _pld(
+    p: Fraction, tau: int, level_epsilon: float, levels: int, vdi: float, certified: bool = True
+) -> Any:
+    """The float64 PLD of ``levels`` levels (:func:`privhist.accounting.accountant.float_pld`)."""
+    event = threshold_pair_event(p, tau, level_epsilon, None, levels, certified=certified)
+    return float_pld(event, vdi)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ Budget(epsilon=1.0, delta=4e-09)
 >>> a.rule, a.budget
 ('basic', Budget(epsilon=1.0, delta=1e-08))
 >>> round(guarantee_of(GaussianEvent(4.0, count=10), 1e-5).epsilon, 2)
-3.62
+3.63
 """
 
 from __future__ import annotations

@@ -139,6 +139,17 @@ class RdpCurve:
     def to_dict(self) -> dict[str, list[float]]:
         return {"orders": list(self.orders), "rdp": list(self.rdp)}
 
+    def to_event(self) -> Any:
+        """The curve as a :class:`~privhist.accounting.events.RdpCurveEvent` (orders with an
+        infinite value left out: the event uses the next larger order's value, an upper bound
+        since Renyi divergence grows with the order)."""
+        from privhist.accounting.events import RdpCurveEvent
+
+        kept = [(o, v) for o, v in zip(self.orders, self.rdp, strict=True) if math.isfinite(v)]
+        if not kept:
+            raise ValidationError("rdp", "RdpCurve.to_event", "a finite value", self.rdp)
+        return RdpCurveEvent(tuple(o for o, _ in kept), tuple(v for _, v in kept))
+
 
 def _same_orders(curves: Sequence[RdpCurve], function: str) -> tuple[float, ...]:
     if not curves:

@@ -68,15 +68,13 @@ from mpmath.ctx_iv import MPIntervalContext
 from scipy import special
 
 # the Renyi curve and its composition live in the accountant; re-exported here
-from privhist.accounting.renyi import (  # noqa: F401
-    DEFAULT_ORDERS,
-    RdpCurve,
-    certified_rdp_to_dp,
-    compose,
-    parallel_compose,
-    rdp_to_dp,
-)
+from privhist.accounting.renyi import DEFAULT_ORDERS as DEFAULT_ORDERS
+from privhist.accounting.renyi import RdpCurve as RdpCurve
+from privhist.accounting.renyi import certified_rdp_to_dp as certified_rdp_to_dp
 from privhist.accounting.renyi import check_orders as _check_orders
+from privhist.accounting.renyi import compose as compose
+from privhist.accounting.renyi import parallel_compose as parallel_compose
+from privhist.accounting.renyi import rdp_to_dp as rdp_to_dp
 from privhist.core.errors import ValidationError
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 

@@ -263,13 +263,15 @@ def compose_levels(
         step=CERTIFIED_STEP,
         value_discretization_interval=vdi,
     )
+    basic = acc.bounds["basic"]
+    assert basic is not None  # the per-level deltas add up to at most d (checked above)
     return Composition(
         levels=n,
         level=level,
         sampling_rate=mechanism.sampling_rate,
         threshold=mechanism.threshold,
         delta=d,
-        basic=acc.bounds["basic"],
+        basic=basic,
         advanced=acc.bounds["advanced"],
         pld=acc.bounds["pld"],
         pld_certified=acc.bounds.get("pld_certified"),

@@ -110,7 +110,7 @@ class DenseHistogram(Mechanism):
         self.sigma2: Fraction | None = None
         if noise == "laplace":
             self.laplace = LaplaceCountNoise(nb.l1_sensitivity, self.epsilon, fn)
-            self.delta = 0.0  # pure DP: a requested delta is not spent
+            self.delta_spent = 0.0  # pure DP: a requested delta is not spent
         else:
             if self.delta <= 0:
                 raise ValidationError("delta", fn, "> 0 for gaussian noise", self.delta)

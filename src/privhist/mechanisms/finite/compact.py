@@ -242,7 +242,7 @@ class CompactHistogram(Mechanism):
                 "the nearest valid setting is epsilon=1",
                 epsilon,
             )
-        self.delta = 0.0  # pure DP: a requested delta is not spent
+        self.delta_spent = 0.0  # pure DP: a requested delta is not spent
         top_bits = 2 * 3**MAX_L - 80
         self.universe_bits = _check_int(universe_bits, fn, "universe_bits", 1, top_bits)
         self.max_keys = _check_int(max_keys, fn, "max_keys", 1, 1 << 16)

@@ -277,7 +277,7 @@ class BasicHistogram(_FiniteHistogram):
         if kind not in ("geosample", "fastsample"):
             raise ValidationError("counting", fn, "'geosample' or 'fastsample'", kind)
         self.noise_kind = kind
-        self.delta = 0.0  # pure DP: a requested delta is not spent
+        self.delta_spent = 0.0  # pure DP: a requested delta is not spent
         if kind == "geosample":
             self.sampler: CountingSampler = self._geo_sample()
         else:

@@ -154,6 +154,7 @@ def heavy_hitters(
         level = mech if comp is None else SampleAndThreshold(comp.level.epsilon, comp.level.delta)
         return session._dry_run(level, cost, Neighbouring.add_remove(), {"one_shot": one_shot})
     session._check_budget(cost, None, seed, fn)
+    run_event = mech.event() if hh is None else hh.composition.event()  # type: ignore[union-attr]
     rng = default_source(seed)
     counts = session.engine.count(
         source,
@@ -196,6 +197,7 @@ def heavy_hitters(
         draw,
         encode=lambda r: encode_release(r, out_format or "csv", function=fn),
         output=output,
+        event=run_event,
     )
     if hh is not None:
         dropped = int(found[0].diagnostics["dropped_for_alphabet"])
@@ -317,7 +319,7 @@ def quantiles(
         function=fn,
         **{k: v for k, v in options.items() if v is not None},
     )
-    cost = estimator.composition().basic
+    cost = estimator.guarantee()
     # fixed-size cohorts (cohort_size, clients) are analysed for substitution neighbours
     cohort = options.get("cohort_size") is not None
     relation = Neighbouring.replace() if cohort else Neighbouring.add_remove()
@@ -331,6 +333,7 @@ def quantiles(
         f"{fn} ({method})",
         None,
         lambda: answer_quantiles(estimator, values, qs, rng, clamp=clamp),
+        event=estimator.event(),
     )
     facts["clamped"] = result.diagnostics.get("clamped", 0)
     return result, facts
@@ -376,14 +379,18 @@ def range_counts(
             hh.hierarchy.snap(v, fn)
         if a > b:
             raise ValidationError("query", fn, "A <= B", f"{a:g} {b:g}")
-    cost = hh.composition().basic
+    cost = hh.guarantee()
     if dry_run:
         return session._dry_run(None, cost, Neighbouring.add_remove(), {"levels": levels})
     session._check_budget(cost, None, seed, fn)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)
     release = session.charged(
-        cost, f"{fn} (hierarchical)", None, lambda: hh.release(values, rng, clamp=clamp)
+        cost,
+        f"{fn} (hierarchical)",
+        None,
+        lambda: hh.release(values, rng, clamp=clamp),
+        event=hh.event(),
     )
     facts["clamped"] = release.diagnostics.get("clamped", 0)
     return release, [release.range(a, b) for a, b in queries], facts

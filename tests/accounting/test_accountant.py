@@ -103,6 +103,22 @@ def test_certified_pld_of_a_pair_bounds_exact_randomized_response() -> None:
     assert hi <= eps <= hi + 0.02  # proven upper bound, and close
 
 
+def test_optimal_over_profile_is_exact_for_pure_dp() -> None:
+    from privhist.accounting.accountant import optimal_over_profile
+    from privhist.core.budget import Budget
+
+    tight, point = optimal_over_profile([(0.1, 0.0)], 100, 1e-6, (10.0, Budget(0.1, 0.0)))
+    lo, hi = 0.0, 10.0  # pure DP composes exactly like randomized response (KOV 2015)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _rr_exact_delta(0.1, 100, mid) <= 1e-6 else (mid, hi)
+    assert hi * (1 - 1e-9) <= tight.epsilon <= hi * (1 + 1e-9) + 1e-12
+    assert point == Budget(0.1, 0.0)
+    # a point whose delta alone exceeds the target is skipped: the fallback stays
+    same, _ = optimal_over_profile([(0.05, 1e-7)], 100, 1e-6, (10.0, Budget(0.1, 0.0)))
+    assert same.epsilon == 10.0
+
+
 def test_triehh_guarantee_is_unchanged_and_near_an_independent_pld() -> None:
     from dp_accounting.pld import privacy_loss_distribution as pld
 

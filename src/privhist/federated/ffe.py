@@ -64,19 +64,16 @@ import numpy.typing as npt
 
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.events import RdpCurveEvent
+from privhist.accounting.renyi import RdpCurve, certified_rdp_to_dp, compose, parallel_compose
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int, float_up
 from privhist.federated.cpbm import Cpbm, check_clip, cpbm_decode, secure_sum_modulus
 from privhist.federated.cpbm_accounting import (
-    RdpCurve,
     calibrate_m,
     certified_log_pi,
-    certified_rdp_to_dp,
     check_theta,
-    compose,
     cpbm_rdp,
-    parallel_compose,
     worst_case_account,
 )
 from privhist.federated.dht import (

@@ -52,7 +52,10 @@ profile of sample-and-threshold at ``(p, tau)``
   - ``pld``: ``dp_accounting``'s float64 FFT composition with pessimistic discretisation
     (``symmetric=False``), an estimate, reported beside it for comparison.
 
-The guarantee is the one of basic, advanced and certified PLD with the smallest epsilon, all
+The run's privacy event is that pair with its per-level point, composed ``L`` times
+(:func:`privhist.mechanisms.sampling.pair.threshold_pair_event`); the bounds are the accountant's
+(:func:`privhist.accounting.accountant.account`). The guarantee is the one of basic, advanced and
+certified PLD with the smallest epsilon, all
 stated at the same total ``delta`` (the float ``pld`` is never used as the guarantee; while
 calibrating, a quick search uses it, and the final level epsilon is checked with the certified
 composition). *Precision:* the ``delta_i`` are certified upper bounds (interval arithmetic); the

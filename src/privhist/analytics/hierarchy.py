@@ -16,10 +16,11 @@ made of whole leaves (level-``L`` buckets) is split greedily into the fewest suc
 The tests check these bounds, exact coverage and minimality against brute force on small trees.
 
 Composition (:func:`compose`; every bound is the accountant's,
-:mod:`privhist.accounting.accountant`, for the releases' event): each client holds one value,
-and every histogram built on the values (one per level, or one per binary-search step) is a
-fresh sample-and-threshold release in which that client's value adds one to exactly one bucket. A neighbouring dataset (one client
-added or removed) therefore changes one key of each of the ``k`` releases by one, and each
+:mod:`privhist.accounting.accountant`, for the releases' event): each client holds one value, and
+every histogram built on the values (one per level, or one per binary-search step) is a fresh
+sample-and-threshold release in which that client's value adds one to exactly one bucket. A
+neighbouring dataset (one client added or removed) therefore changes one key of each of the ``k``
+releases by one, and each
 release is ``(eps_k, delta_k)``-DP for it (the per-key guarantee of
 :class:`~privhist.mechanisms.sampling.SampleAndThreshold`). The releases use independent samples,
 so the ``k``-fold adaptive composition theorems apply: basic composition (Dwork & Roth 2014,

@@ -20,8 +20,7 @@ Composition (:func:`compose`; every bound is the accountant's,
 every histogram built on the values (one per level, or one per binary-search step) is a fresh
 sample-and-threshold release in which that client's value adds one to exactly one bucket. A
 neighbouring dataset (one client added or removed) therefore changes one key of each of the ``k``
-releases by one, and each
-release is ``(eps_k, delta_k)``-DP for it (the per-key guarantee of
+releases by one, and each release is ``(eps_k, delta_k)``-DP for it (the per-key guarantee of
 :class:`~privhist.mechanisms.sampling.SampleAndThreshold`). The releases use independent samples,
 so the ``k``-fold adaptive composition theorems apply: basic composition (Dwork & Roth 2014,
 Theorem 3.16; the paper's Lemma 4.1, ``(L eps, L delta)``) and the optimal composition of

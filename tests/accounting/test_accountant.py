@@ -78,6 +78,17 @@ def test_renyi_curve_converts_by_equation_8() -> None:
     assert two == pytest.approx(_eq8(orders, tuple(2 * v for v in values), 1e-6), rel=1e-12)
 
 
+def test_renyi_curves_at_different_orders_use_the_orders_both_cover() -> None:
+    a = RdpCurveEvent((2.0, 4.0), (0.1, 0.2))
+    b = RdpCurveEvent((2.0, 4.0, 64.0), (0.05, 0.1, 2.0))
+    both = composed([a, b])
+    # order 64 lies beyond a's curve, so only 2 and 4 count: curves add there
+    expected = _eq8((2.0, 4.0), (0.15, 0.3), 1e-6)
+    assert guarantee_of(both, 1e-6).epsilon == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(UnsupportedError):  # no Renyi curve, no stated budget: nothing applies
+        guarantee_of(composed([a, ApproxDPEvent(1.0, 1e-7)]), 1e-6, rules=("renyi",))
+
+
 def _rr_exact_delta(eps0: float, k: int, eps: float) -> float:
     """Exact delta(eps) of k-fold randomized response with parameter eps0 (closed form)."""
     with mpmath.workdps(50):

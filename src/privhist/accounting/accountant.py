@@ -161,13 +161,15 @@ def _advanced(leaves: list[tuple[PrivacyEvent, int]], delta: float) -> Budget | 
 def _renyi(event: PrivacyEvent, leaves: list[tuple[PrivacyEvent, int]], delta: float) -> Any:
     curves = [leaf for leaf, _ in leaves if isinstance(leaf, RdpCurveEvent)]
     orders = sorted({o for c in curves for o in c.orders}) if curves else list(DEFAULT_ORDERS)
-    values = []
+    kept, values = [], []
     for o in orders:
         v = event_rdp(event, o)
-        if v is None:
-            return None
-        values.append(float_up(v))
-    eps = rdp_to_dp(RdpCurve(tuple(orders), tuple(values)), delta)[0]
+        if v is not None:  # None: some part has no curve at this order (or at all)
+            kept.append(o)
+            values.append(float_up(v))
+    if not kept:
+        return None
+    eps = rdp_to_dp(RdpCurve(tuple(kept), tuple(values)), delta)[0]
     return Budget(max(eps, math.ulp(0.0)), delta) if math.isfinite(eps) else None
 
 

@@ -519,7 +519,7 @@ class Session:
             nb,
             lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
             out_format,
-            event=mech.event(),
+            event=mech.event() if self.charging else None,  # only the ledger keeps it
         )
 
     def _publish(

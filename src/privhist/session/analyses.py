@@ -154,7 +154,9 @@ def heavy_hitters(
         level = mech if comp is None else SampleAndThreshold(comp.level.epsilon, comp.level.delta)
         return session._dry_run(level, cost, Neighbouring.add_remove(), {"one_shot": one_shot})
     session._check_budget(cost, None, seed, fn)
-    run_event = mech.event() if hh is None else hh.composition.event()  # type: ignore[union-attr]
+    run_event = None
+    if session.charging:  # only the ledger keeps the event
+        run_event = mech.event() if hh is None else hh.composition.event()  # type: ignore[union-attr]
     rng = default_source(seed)
     counts = session.engine.count(
         source,

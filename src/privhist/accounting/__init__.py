@@ -1,6 +1,8 @@
 """Privacy accounting: exact privacy profiles, composition (certified PLD included), privacy
-events, privacy filters and the durable budget ledger."""
+events, the one accountant that states an event's guarantee, privacy filters and the durable
+budget ledger."""
 
+from privhist.accounting.accountant import Account, account, guarantee_of
 from privhist.accounting.certified import CertifiedAccount, CertifiedPLD
 from privhist.accounting.composition import (
     DISCRETE_GAUSSIAN_TRUNCATED_MASS,
@@ -22,6 +24,7 @@ from privhist.accounting.composition import (
     rdp_epsilon,
 )
 from privhist.accounting.events import (
+    DominatingPairEvent,
     RdpCurveEvent,
     ZcdpEvent,
     event_from_json,
@@ -57,6 +60,7 @@ __all__ = [
     "DISCRETE_GAUSSIAN_TRUNCATED_MASS",
     "NOT_RELEASED",
     "PRECISION",
+    "Account",
     "Admission",
     "ApproxDPEvent",
     "BudgetAmount",
@@ -65,6 +69,7 @@ __all__ = [
     "ComposedEvent",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",
+    "DominatingPairEvent",
     "GaussianEvent",
     "LaplaceEvent",
     "Ledger",
@@ -80,6 +85,7 @@ __all__ = [
     "SpendTransaction",
     "UnknownDatasetError",
     "ZcdpEvent",
+    "account",
     "advanced_composition",
     "basic_admits",
     "basic_composition",
@@ -92,6 +98,7 @@ __all__ = [
     "event_from_json",
     "event_rdp",
     "event_to_json",
+    "guarantee_of",
     "hockey_stick",
     "optimal_composition",
     "optimal_composition_delta",

@@ -162,6 +162,8 @@ class DominatingPairEvent(PrivacyEvent):
     ``i`` has probability ``p[i]`` under one neighbour and ``q[i]`` under the other) in both
     hockey-stick directions, run ``count`` times (Zhu, Dong and Wang 2022, Definition 7);
     composed by :mod:`privhist.accounting.certified`. No Renyi curve is derived from it.
+    ``epsilon`` and ``delta``, when given, state that each run is also ``(epsilon, delta)``-DP
+    (a point of its certified profile; basic and advanced composition use it).
 
     >>> DominatingPairEvent((0.75, 0.25), (0.25, 0.75), 3).account().remove.compositions
     3
@@ -170,9 +172,19 @@ class DominatingPairEvent(PrivacyEvent):
     p: tuple[float, ...]
     q: tuple[float, ...]
     count: int = 1
+    epsilon: float | None = None
+    delta: float | None = None
 
     def __post_init__(self) -> None:
         name = "DominatingPairEvent"
+        if self.epsilon is not None or self.delta is not None:
+            e, d = self.epsilon, self.delta
+            if not (isinstance(e, (int, float)) and math.isfinite(e) and e >= 0):
+                raise ValidationError("epsilon", name, "a finite number >= 0 (or None)", e)
+            if not (isinstance(d, (int, float)) and 0 <= d < 1):
+                raise ValidationError("delta", name, "a number in [0, 1) with epsilon", d)
+            object.__setattr__(self, "epsilon", float(e))
+            object.__setattr__(self, "delta", float(d))
         p = tuple(float(x) for x in self.p)
         q = tuple(float(x) for x in self.q)
         if not p or len(p) != len(q):
@@ -192,6 +204,11 @@ class DominatingPairEvent(PrivacyEvent):
 
     def _leaves(self) -> Any:
         yield self, self.count
+
+    def masses(self, which: str) -> dict[int, float]:
+        """``p`` or ``q`` as ``atom index -> probability``, atoms of zero mass left out."""
+        dist = self.p if which == "p" else self.q
+        return {i: x for i, x in enumerate(dist) if x > 0}
 
     def account(self, step: Any = None) -> Any:
         """The certified PLD account of the ``count``-fold composition."""
@@ -214,7 +231,7 @@ _KINDS: dict[str, tuple[type[PrivacyEvent], tuple[str, ...]]] = {
     "approx_dp": (ApproxDPEvent, ("epsilon", "delta", "count")),
     "rdp_curve": (RdpCurveEvent, ("orders", "values", "count")),
     "zcdp": (ZcdpEvent, ("rho", "count")),
-    "dominating_pair": (DominatingPairEvent, ("p", "q", "count")),
+    "dominating_pair": (DominatingPairEvent, ("p", "q", "count", "epsilon", "delta")),
 }
 
 
@@ -232,6 +249,8 @@ def event_to_dict(event: PrivacyEvent) -> dict[str, Any]:
             out: dict[str, Any] = {"version": EVENT_VERSION, "kind": kind}
             for f in fields:
                 value = getattr(event, f)
+                if value is None:  # optional fields are written only when set
+                    continue
                 out[f] = list(value) if isinstance(value, tuple) else value
             return out
     raise ValidationError("event", "event_to_dict", "a privhist privacy event", event)

@@ -15,11 +15,12 @@ made of whole leaves (level-``L`` buckets) is split greedily into the fewest suc
 
 The tests check these bounds, exact coverage and minimality against brute force on small trees.
 
-Composition (:func:`compose`): each client holds one value, and every histogram built on the
-values (one per level, or one per binary-search step) is a fresh sample-and-threshold release in
-which that client's value adds one to exactly one bucket. A neighbouring dataset (one client
-added or removed) therefore changes one key of each of the ``k`` releases by one, and each
-release is ``(eps_k, delta_k)``-DP for it (the per-key guarantee of
+Composition (:func:`compose`; every bound is the accountant's,
+:mod:`privhist.accounting.accountant`, for the releases' event): each client holds one value, and
+every histogram built on the values (one per level, or one per binary-search step) is a fresh
+sample-and-threshold release in which that client's value adds one to exactly one bucket. A
+neighbouring dataset (one client added or removed) therefore changes one key of each of the ``k``
+releases by one, and each release is ``(eps_k, delta_k)``-DP for it (the per-key guarantee of
 :class:`~privhist.mechanisms.sampling.SampleAndThreshold`). The releases use independent samples,
 so the ``k``-fold adaptive composition theorems apply: basic composition (Dwork & Roth 2014,
 Theorem 3.16; the paper's Lemma 4.1, ``(L eps, L delta)``) and the optimal composition of
@@ -37,20 +38,18 @@ Theorem 10).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from privhist.accounting.certified import CertifiedAccount
-from privhist.accounting.composition import optimal_composition
-from privhist.accounting.events import DominatingPairEvent
-from privhist.accounting.pairs import dominating_pair
+from privhist.accounting.accountant import account, guarantee_of, optimal_over_profile
+from privhist.accounting.composition import PrivacyEvent
 from privhist.core.budget import Budget
-from privhist.core.errors import InputDataError, ValidationError
-from privhist.core.validation import check_positive_int, float_down, float_up
+from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
+from privhist.core.validation import check_positive_int, float_down
 
 if TYPE_CHECKING:
     from privhist.core.random import RandomSource
@@ -280,14 +279,17 @@ class Composition:
     tight: Budget
     tight_from: Budget
     pld_certified: Budget | None = None
-    pair: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    run_event: PrivacyEvent | None = field(default=None, compare=False, repr=False)
 
-    def event(self) -> DominatingPairEvent:
-        """The releases as a privacy event: the per-release dominating pair composed
-        ``releases`` times (its certified composition is :attr:`pld_certified`)."""
-        if self.pair is None:
-            raise ValidationError("pair", "Composition.event", "a composition from compose()", None)
-        return DominatingPairEvent(self.pair[0], self.pair[1], self.releases)
+    def event(self) -> PrivacyEvent:
+        """The releases as a privacy event: the per-release dominating pair with its
+        ``(eps, delta)`` point, composed ``releases`` times (its certified composition is
+        :attr:`pld_certified`; :attr:`basic` is the accountant's guarantee of it)."""
+        if self.run_event is None:
+            raise ValidationError(
+                "run_event", "Composition.event", "a composition from compose()", None
+            )
+        return self.run_event
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -347,22 +349,24 @@ def compose(
     >>> c.event().count
     4
     """
+    from privhist.mechanisms.sampling.pair import threshold_pair_event
     from privhist.mechanisms.sampling.profile import certified_delta, exp_lower
 
     fn = "compose"
     k = check_positive_int(releases, fn, "releases")
     per = Budget(epsilon, delta)
-    basic = Budget(float_up(Fraction(epsilon) * k), float_up(Fraction(delta) * k))
+    p = Fraction(sampling_rate)
+    event = threshold_pair_event(p, threshold, epsilon, delta, k)
+    basic = guarantee_of(event)
     target = basic.delta if total_delta is None else float(total_delta)
     if target < basic.delta:
         raise ValidationError(
             "total_delta", fn, f">= {basic.delta:.6g} (basic composition)", target
         )
-    best_eps, best_from = basic.epsilon, per
-    p = Fraction(sampling_rate)
     low = -math.log1p(-float(p))
     factors = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.1, 1.25, 1.5, 2.0)
     grid = sorted({epsilon, *(epsilon * f for f in factors if epsilon * f > low)})
+    points = []  # the certified per-release profile, where its certificate applies
     for e in grid:
         e_frac = Fraction(e)
         if exp_lower(e_frac) * (1 - p) <= 1:  # not strictly above ln(1/(1-p))
@@ -370,26 +374,15 @@ def compose(
         d = delta if e == epsilon else certified_delta(p, threshold, e_frac).upper
         if e > epsilon:
             d = min(d, delta)
-        if 1 - (1 - Fraction(d)) ** k > Fraction(target):
-            continue
-        b = optimal_composition(Budget(e, d), k, target)
-        if b.epsilon < best_eps:
-            best_eps, best_from = b.epsilon, Budget(e, d)
-    tight = Budget(best_eps, target)
-    constraints = []
-    for j in range(-12, 21):  # the per-release profile on eps * 2^(j/4), as TrieHH++ does
-        e = epsilon * 2.0 ** (j / 4)
-        constraints.append((e, certified_delta(p, threshold, Fraction(e)).upper))
-    pair_p, pair_q = dominating_pair(p, constraints)
-    atoms = sorted(set(pair_p) | set(pair_q))
-    pair = (
-        tuple(pair_p.get(a, 0.0) for a in atoms),
-        tuple(pair_q.get(a, 0.0) for a in atoms),
-    )
-    account = CertifiedAccount.from_pair(pair_p, pair_q, CERTIFIED_STEP).self_compose(k)
-    eps_cert = account.epsilon_for_delta(target)
-    certified = Budget(max(eps_cert, math.ulp(0.0)), target) if math.isfinite(eps_cert) else None
-    return Composition(k, per, basic, tight, best_from, certified, pair)
+        points.append((e, d))
+    tight, best_from = optimal_over_profile(points, k, target, (basic.epsilon, per))
+    try:
+        certified: Budget | None = account(
+            event, target, rules=("pld_certified",), step=CERTIFIED_STEP
+        ).budget
+    except UnsupportedError:  # no epsilon reaches the target
+        certified = None
+    return Composition(k, per, basic, tight, best_from, certified, event)
 
 
 def split_sample_and_threshold(

@@ -46,6 +46,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import PrivacyEvent
 from privhist.analytics.hierarchy import (
     Composition,
     Hierarchy,
@@ -55,6 +57,7 @@ from privhist.analytics.hierarchy import (
 )
 from privhist.analytics.quantiles_cohort import FixedCohortQuantiles
 from privhist.analytics.range_query import HierarchicalHistogram, HierarchicalRelease
+from privhist.core.budget import Budget
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom
@@ -236,6 +239,14 @@ class BinarySearchQuantiles:
         if self._composition is None:
             self._composition = compose_releases(self.step_mechanism, self.releases, self.delta)
         return self._composition
+
+    def event(self) -> PrivacyEvent:
+        """The search's releases as a privacy event (:meth:`.hierarchy.Composition.event`)."""
+        return self.composition().event()
+
+    def guarantee(self) -> Budget:
+        """The accountant's guarantee of :meth:`event` (basic composition of the releases)."""
+        return guarantee_of(self.event())
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
         m = self.step_mechanism

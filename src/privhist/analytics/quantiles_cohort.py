@@ -62,7 +62,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln
 
-from privhist.analytics.hierarchy import Composition, Hierarchy
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import ApproxDPEvent
+from privhist.analytics.hierarchy import Composition, Hierarchy, split_budget
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
@@ -245,20 +247,26 @@ class FixedCohortQuantiles:
             confidence, fn, "confidence", open_low=True, open_high=True
         )
         self.releases = self.steps * self.quantiles
-        self.round_epsilon = self.epsilon / self.releases
-        round_delta = self.delta / self.releases
+        # rounded down, so that the rounds never add up to more than (epsilon, delta)
+        self.round_epsilon, round_delta = split_budget(self.epsilon, self.delta, self.releases)
         self.threshold, self.round_delta = cohort_threshold(
             self.clients, self.cohort_size, self.round_epsilon, round_delta, fn
         )
 
+    def event(self) -> ApproxDPEvent:
+        """The rounds as a privacy event: ``releases`` rounds, each ``(eps_r, delta_r)``-DP for
+        substitution neighbours (its exact hypergeometric profile at ``eps_r``)."""
+        return ApproxDPEvent(self.round_epsilon, self.round_delta, self.releases)
+
+    def guarantee(self) -> Budget:
+        """The accountant's guarantee of :meth:`event` (basic composition of the rounds)."""
+        return guarantee_of(self.event())
+
     def composition(self) -> Composition:
-        """Basic composition of the rounds (substitution neighbours)."""
+        """Basic composition of the rounds (substitution neighbours), by the accountant."""
         per = Budget(self.round_epsilon, self.round_delta)
-        total = Budget(
-            min(self.epsilon, self.round_epsilon * self.releases),
-            min(self.delta, self.round_delta * self.releases * (1 + 2**-40)),
-        )
-        return Composition(self.releases, per, total, total, per)
+        total = self.guarantee()
+        return Composition(self.releases, per, total, total, per, run_event=self.event())
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
         comp = self.composition()

@@ -43,6 +43,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import PrivacyEvent
 from privhist.analytics.hierarchy import (
     Composition,
     Hierarchy,
@@ -344,9 +346,14 @@ class HierarchicalHistogram:
             )
         return self._composition
 
+    def event(self) -> PrivacyEvent:
+        """The levels as a privacy event (:meth:`.hierarchy.Composition.event`)."""
+        return self.composition().event()
+
     def guarantee(self) -> Budget:
-        """The guarantee by basic composition over the levels (certified per-level deltas)."""
-        return self.composition().basic
+        """The accountant's guarantee of :meth:`event`: basic composition over the levels
+        (certified per-level deltas)."""
+        return guarantee_of(self.event())
 
     def parameters(self) -> dict[str, Any]:
         h = self.hierarchy

@@ -46,6 +46,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.events import RdpCurveEvent
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_positive_int
@@ -607,6 +609,12 @@ class Cpbm:
         """Lemma 2 with ``dimension`` coordinates (replace-one-user neighbours)."""
         return cpbm_rdp(self.n_users, self.theta, self.m, self.dimension, orders)
 
+    def event(self) -> RdpCurveEvent:
+        """One secure sum as a privacy event: its Lemma 2 curve at the default orders."""
+        event: RdpCurveEvent = self.rdp().to_event()
+        return event
+
     def epsilon(self, delta: float) -> float:
-        """Epsilon at ``delta`` (Lemma 2 and equation (8))."""
-        return self.rdp().epsilon(delta)
+        """Epsilon at ``delta``: the accountant's guarantee of :meth:`event` (Lemma 2 and
+        equation (8))."""
+        return guarantee_of(self.event(), delta).epsilon

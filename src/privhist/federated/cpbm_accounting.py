@@ -57,8 +57,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -68,46 +67,18 @@ from mpmath import libmp
 from mpmath.ctx_iv import MPIntervalContext
 from scipy import special
 
+# the Renyi curve and its composition live in the accountant; re-exported here
+from privhist.accounting.renyi import DEFAULT_ORDERS as DEFAULT_ORDERS
+from privhist.accounting.renyi import RdpCurve as RdpCurve
+from privhist.accounting.renyi import certified_rdp_to_dp as certified_rdp_to_dp
+from privhist.accounting.renyi import check_orders as _check_orders
+from privhist.accounting.renyi import compose as compose
+from privhist.accounting.renyi import parallel_compose as parallel_compose
+from privhist.accounting.renyi import rdp_to_dp as rdp_to_dp
 from privhist.core.errors import ValidationError
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 
 F64 = npt.NDArray[np.float64]
-
-#: Renyi orders used unless the caller gives others
-DEFAULT_ORDERS: tuple[float, ...] = (
-    1.125,
-    1.25,
-    1.5,
-    1.75,
-    2.0,
-    2.5,
-    3.0,
-    3.5,
-    4.0,
-    5.0,
-    6.0,
-    7.0,
-    8.0,
-    10.0,
-    12.0,
-    14.0,
-    16.0,
-    20.0,
-    24.0,
-    28.0,
-    32.0,
-    40.0,
-    48.0,
-    64.0,
-    80.0,
-    96.0,
-    128.0,
-    192.0,
-    256.0,
-    384.0,
-    512.0,
-    1024.0,
-)
 
 # interval arithmetic of the certified bounds, in a private context
 _IVC = MPIntervalContext()
@@ -129,15 +100,6 @@ def check_theta(theta: Any, function: str, name: str = "theta") -> float:
     if not math.isfinite(t) or t <= 0 or t > 0.25:
         raise ValidationError(name, function, expected, theta)
     return t
-
-
-def _check_orders(orders: Iterable[float] | None, function: str) -> tuple[float, ...]:
-    if orders is None:
-        return DEFAULT_ORDERS
-    out = tuple(float(o) for o in orders)
-    if not out or any(not math.isfinite(o) or o <= 1 for o in out):
-        raise ValidationError("orders", function, "a non-empty list of numbers > 1", orders)
-    return out
 
 
 def worst_case_pair(n: int, theta: float) -> tuple[F64, F64]:
@@ -289,107 +251,6 @@ def cpbm_rdp(
         l1, l2 = log_pi(n, t, lam)
         values.append(m * dim * max(l1, l2) / (lam - 1))
     return RdpCurve(lams, tuple(values))
-
-
-@dataclass(frozen=True)
-class RdpCurve:
-    """Renyi-DP guarantees ``(lambda, eps(lambda))`` at a fixed list of orders.
-
-    Sequential composition adds curves (:meth:`compose`, :func:`compose`; Mironov 2017,
-    Proposition 1), parallel composition over disjoint sets of users takes the pointwise maximum
-    (:func:`parallel_compose`; Appendix D), and :meth:`epsilon` converts to (epsilon, delta) by
-    equation (8).
-    """
-
-    orders: tuple[float, ...]
-    rdp: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if len(self.orders) != len(self.rdp) or not self.orders:
-            raise ValidationError(
-                "rdp", "RdpCurve", "one value per order", f"{len(self.rdp)} values"
-            )
-        if any(not (v >= 0) for v in self.rdp):
-            raise ValidationError("rdp", "RdpCurve", "values >= 0", self.rdp)
-
-    def compose(self, other: RdpCurve) -> RdpCurve:
-        """Both mechanisms run on the same users (e.g. the two phases of TFFE)."""
-        return compose([self, other])
-
-    def scaled(self, times: int) -> RdpCurve:
-        """``times``-fold sequential composition with itself."""
-        k = check_positive_int(times, "RdpCurve.scaled", "times")
-        return RdpCurve(self.orders, tuple(k * v for v in self.rdp))
-
-    def epsilon(self, delta: float) -> float:
-        """Epsilon at ``delta`` by equation (8) (:func:`rdp_to_dp`)."""
-        return rdp_to_dp(self, delta)[0]
-
-    def best_order(self, delta: float) -> float:
-        """The order at which equation (8) is smallest."""
-        return rdp_to_dp(self, delta)[1]
-
-    def to_dict(self) -> dict[str, list[float]]:
-        return {"orders": list(self.orders), "rdp": list(self.rdp)}
-
-
-def _same_orders(curves: Sequence[RdpCurve], function: str) -> tuple[float, ...]:
-    if not curves:
-        raise ValidationError("curves", function, "at least one RdpCurve", "none")
-    orders = curves[0].orders
-    for c in curves[1:]:
-        if c.orders != orders:
-            raise ValidationError("curves", function, "curves at the same orders", c.orders)
-    return orders
-
-
-def compose(curves: Iterable[RdpCurve]) -> RdpCurve:
-    """Sequential composition: RDP adds at every order (Section 2, Definition 2 remark).
-
-    Used across the phases of TFFE (Proposition 4: quantile phase + frequency phase).
-
-    >>> a = RdpCurve((2.0, 4.0), (0.1, 0.3))
-    >>> compose([a, a]).rdp
-    (0.2, 0.6)
-    """
-    cs = list(curves)
-    orders = _same_orders(cs, "compose")
-    return RdpCurve(orders, tuple(float(sum(v)) for v in zip(*(c.rdp for c in cs), strict=True)))
-
-
-def parallel_compose(curves: Iterable[RdpCurve]) -> RdpCurve:
-    """Parallel composition over disjoint sets of users: the pointwise maximum (Appendix D).
-
-    Each user reports in exactly one round of MFFE, so the whole protocol has the RDP of its
-    worst round.
-
-    >>> parallel_compose([RdpCurve((2.0,), (0.1,)), RdpCurve((2.0,), (0.3,))]).rdp
-    (0.3,)
-    """
-    cs = list(curves)
-    orders = _same_orders(cs, "parallel_compose")
-    return RdpCurve(orders, tuple(max(v) for v in zip(*(c.rdp for c in cs), strict=True)))
-
-
-def rdp_to_dp(curve: RdpCurve, delta: float) -> tuple[float, float]:
-    """Equation (8) (Lemma 3; Canonne, Kamath and Steinke 2020; Balle et al. 2020).
-
-    ``eps = min_lambda eps(lambda) + (log(1 / delta) - log(lambda)) / (lambda - 1)
-    + log(1 - 1 / lambda)``, for ``delta`` in (0, 1).
-
-    Returns:
-        ``(epsilon, order)``: the smallest value (at least 0) and the order attaining it.
-
-    >>> rdp_to_dp(RdpCurve((2.0,), (0.5,)), 0.01)[0] == 0.5 + math.log(1 / 0.02) + math.log(0.5)
-    True
-    """
-    d = check_delta(delta, "rdp_to_dp", positive=True)
-    best = (math.inf, curve.orders[0])
-    for lam, e in zip(curve.orders, curve.rdp, strict=True):
-        eps = e + (math.log(1 / d) - math.log(lam)) / (lam - 1) + math.log1p(-1 / lam)
-        if eps < best[0]:
-            best = (eps, lam)
-    return max(best[0], 0.0), best[1]
 
 
 def cpbm_epsilon(
@@ -554,25 +415,6 @@ def certified_log_pi(n: int, theta: float, order: float) -> Fraction:
         pi2 += b * _IVC.exp(-(lam - 1) * log_rho)
     bound = max(_iv_upper(_IVC.log(pi1)), _iv_upper(_IVC.log(pi2)))
     return max(bound / (Fraction(order) - 1), Fraction(0))
-
-
-def certified_rdp_to_dp(rdp: Fraction, order: float, delta: float) -> Fraction:
-    """Equation (8) at one order, in interval arithmetic: an upper bound on
-    ``rdp + (log(1/delta) - log(order)) / (order - 1) + log(1 - 1/order)``.
-
-    >>> bound = certified_rdp_to_dp(Fraction(1, 2), 2.0, 0.01)
-    >>> abs(float(bound) - (0.5 + math.log(1 / 0.02) + math.log(0.5))) < 1e-14
-    True
-    """
-    fn = "certified_rdp_to_dp"
-    d = check_delta(delta, fn, positive=True)
-    lam = _iv_exact(Fraction(_check_orders([order], fn)[0]))
-    value = (
-        _iv_exact(Fraction(rdp))
-        + (_IVC.log(1 / _iv_exact(Fraction(d))) - _IVC.log(lam)) / (lam - 1)
-        + _IVC.log(1 - 1 / lam)
-    )
-    return max(_iv_upper(value), Fraction(0))
 
 
 def worst_case_account(n: int, theta: float, step: Any = None) -> Any:

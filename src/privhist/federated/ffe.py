@@ -62,19 +62,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.events import RdpCurveEvent
+from privhist.accounting.renyi import RdpCurve, certified_rdp_to_dp, compose, parallel_compose
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int, float_up
 from privhist.federated.cpbm import Cpbm, check_clip, cpbm_decode, secure_sum_modulus
 from privhist.federated.cpbm_accounting import (
-    RdpCurve,
     calibrate_m,
     certified_log_pi,
-    certified_rdp_to_dp,
     check_theta,
-    compose,
     cpbm_rdp,
-    parallel_compose,
     worst_case_account,
 )
 from privhist.federated.dht import (
@@ -541,9 +540,16 @@ class FfeResult:
     frame_dimension: int
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def event(self) -> RdpCurveEvent:
+        """The run as a privacy event: the protocol's RDP curve (replace-one-user
+        neighbours)."""
+        event: RdpCurveEvent = self.rdp.to_event()
+        return event
+
     def epsilon(self, delta: float) -> float:
-        """The protocol's epsilon at ``delta`` (equation (8), float64)."""
-        return self.rdp.epsilon(delta)
+        """The protocol's epsilon at ``delta``: the accountant's guarantee of :meth:`event`
+        (equation (8), float64)."""
+        return guarantee_of(self.event(), delta).epsilon
 
     def certified(self, delta: float) -> CertifiedGuarantee:
         """Proven epsilons at ``delta`` beside the float one (:func:`certified_guarantee`)."""

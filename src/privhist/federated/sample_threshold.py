@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import ApproxDPEvent, PrivacyEvent
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Relation
 from privhist.core.random import RandomSource, SecureRandom
@@ -205,6 +207,15 @@ class Aggregator:
         self.cohort = cohort
         self.secure_sum = secure_sum
 
+    def event(self) -> PrivacyEvent:
+        """The round as a privacy event: the mechanism's (Poisson sampling), or with a fixed-size
+        cohort its ``(eps, delta)`` plus the cohort's failure term."""
+        m = self.mechanism
+        if self.cohort is None:
+            return m.event()
+        added = self.cohort.added_delta(m.epsilon)
+        return ApproxDPEvent(m.epsilon, float_up(Fraction(m.delta) + Fraction(added)))
+
     def release(self, messages: Messages, rng: RandomSource) -> Release:
         """Release the items sent at least ``tau`` times (sorted), with ``count / p`` and the
         mechanism's selection-adjusted intervals."""
@@ -224,6 +235,7 @@ class Aggregator:
                 raise ValidationError(
                     "cohort", "Aggregator", "a failure probability that keeps delta below 1", total
                 )
+            total = guarantee_of(self.event()).delta
             g = meta["guarantee"]
             g["delta"] = total
             g["statement"] = (
@@ -365,6 +377,10 @@ class Simulation:
         self.mechanism = mechanism
         self.server = Server(mechanism, cohort)
         self.aggregator = Aggregator(mechanism, cohort, secure_sum)
+
+    def event(self) -> PrivacyEvent:
+        """The round as a privacy event (:meth:`Aggregator.event`)."""
+        return self.aggregator.event()
 
     def run(self, rng: RandomSource | None = None) -> RoundResult:
         """One round: the server samples, clients send, the aggregator releases."""

@@ -52,7 +52,10 @@ profile of sample-and-threshold at ``(p, tau)``
   - ``pld``: ``dp_accounting``'s float64 FFT composition with pessimistic discretisation
     (``symmetric=False``), an estimate, reported beside it for comparison.
 
-The guarantee is the one of basic, advanced and certified PLD with the smallest epsilon, all
+The run's privacy event is that pair with its per-level point, composed ``L`` times
+(:func:`privhist.mechanisms.sampling.pair.threshold_pair_event`); the bounds are the accountant's
+(:func:`privhist.accounting.accountant.account`). The guarantee is the one of basic, advanced and
+certified PLD with the smallest epsilon, all
 stated at the same total ``delta`` (the float ``pld`` is never used as the guarantee; while
 calibrating, a quick search uses it, and the final level epsilon is checked with the certified
 composition). *Precision:* the ``delta_i`` are certified upper bounds (interval arithmetic); the
@@ -72,7 +75,6 @@ the number dropped is a non-private diagnostic).
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -81,10 +83,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privhist.accounting.certified import CertifiedAccount
-from privhist.accounting.composition import advanced_composition, basic_composition
+from privhist.accounting.accountant import account, float_pld
 from privhist.accounting.events import DominatingPairEvent
-from privhist.accounting.pairs import dominating_pair
+from privhist.accounting.pairs import dominating_pair as dominating_pair
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
@@ -94,11 +95,12 @@ from privhist.core.validation import (
     check_epsilon,
     check_positive_int,
     check_probability,
+    float_up,
 )
 from privhist.federated.population import Population
 from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
 from privhist.federated.triehh_intervals import node_interval
-from privhist.mechanisms.sampling.profile import certified_delta, delta_float
+from privhist.mechanisms.sampling.pair import profile_points, threshold_pair_event
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import binomial
 
@@ -117,8 +119,6 @@ __all__ = [
 #: the characters of words read by the text reader (:data:`privhist.io.readers.WORD_PATTERN`)
 DEFAULT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789'"
 DEFAULT_TERMINATOR = "$"
-#: forward-profile grid: eps_l * 2**(k/4) for k in this range
-_GRID = range(-12, 21)
 #: grid of the certified PLD composition (:mod:`privhist.accounting.certified`)
 CERTIFIED_STEP = Fraction(1, 2**14)
 
@@ -127,27 +127,28 @@ CERTIFIED_STEP = Fraction(1, 2**14)
 # the per-level dominating pair and the three compositions
 
 
-@functools.lru_cache(maxsize=64)
 def _forward_constraints(
     p: Fraction, tau: int, level_epsilon: float, certified: bool = True
 ) -> tuple[tuple[float, float], ...]:
-    """``(eps_i, delta_i)`` on the grid; ``certified=False`` (used only while searching the
-    per-level epsilon, never for a reported guarantee) takes float64 values times 1.01. The
-    rounding margin is added by :func:`dominating_pair`."""
-    out = []
-    for k in _GRID:
-        eps = level_epsilon * 2.0 ** (k / 4)
-        if certified:
-            d = certified_delta(p, tau, Fraction(eps)).upper
-        else:
-            d = delta_float(float(p), tau, eps)[0] * 1.01
-        out.append((eps, d))
-    return tuple(out)
+    """``(eps_i, delta_i)`` on the grid (:func:`privhist.mechanisms.sampling.pair.profile_points`);
+    ``certified=False`` only while searching the per-level epsilon."""
+    return profile_points(p, tau, level_epsilon, certified)
+
+
+def _pld(
+    p: Fraction, tau: int, level_epsilon: float, levels: int, vdi: float, certified: bool = True
+) -> Any:
+    """The float64 PLD of ``levels`` levels (:func:`privhist.accounting.accountant.float_pld`)."""
+    event = threshold_pair_event(p, tau, level_epsilon, None, levels, certified=certified)
+    return float_pld(event, vdi)
 
 
 @dataclass(frozen=True)
 class Composition:
     """The privacy of ``levels`` sample-and-threshold levels, three ways, at one total delta.
+
+    Every bound is the accountant's (:func:`privhist.accounting.accountant.account`) for
+    :attr:`run_event`, the levels' dominating pair with their per-level point.
 
     Attributes:
         levels: ``L``.
@@ -175,37 +176,28 @@ class Composition:
     pld: Budget | None
     pld_certified: Budget | None = None
     certified: bool = True
-    method: str = field(init=False)
-
-    def _options(self) -> dict[str, Budget | None]:
-        last = "pld_certified" if self.certified else "pld"
-        return {"basic": self.basic, "advanced": self.advanced, last: getattr(self, last)}
-
-    def __post_init__(self) -> None:
-        options = self._options()
-        best = min(
-            (name for name, b in options.items() if b is not None),
-            key=lambda n: (options[n].epsilon, not n.startswith("pld")),  # type: ignore[union-attr]
-        )
-        object.__setattr__(self, "method", best)
+    method: str = "basic"
+    run_event: DominatingPairEvent | None = field(default=None, compare=False, repr=False)
 
     @property
     def guarantee(self) -> Budget:
-        """The tightest of the proven bounds."""
-        b = self._options()[self.method]
+        """The tightest of the proven bounds (the accountant's choice, :attr:`method`)."""
+        b = {
+            "basic": self.basic,
+            "advanced": self.advanced,
+            "pld": self.pld,
+            "pld_certified": self.pld_certified,
+        }[self.method]
         assert b is not None
         return b
 
     def event(self) -> DominatingPairEvent:
-        """The run as a privacy event: the per-level dominating pair (module notes), composed
-        ``levels`` times; its certified composition is :attr:`pld_certified`."""
-        P, Q = dominating_pair(
-            self.sampling_rate,
-            _forward_constraints(self.sampling_rate, self.threshold, self.level.epsilon),
-        )
-        atoms = sorted(set(P) | set(Q))
-        return DominatingPairEvent(
-            tuple(P.get(a, 0.0) for a in atoms), tuple(Q.get(a, 0.0) for a in atoms), self.levels
+        """The run as a privacy event: the per-level dominating pair (module notes) with its
+        per-level point, composed ``levels`` times."""
+        if self.run_event is not None and self.certified:
+            return self.run_event
+        return threshold_pair_event(
+            self.sampling_rate, self.threshold, self.level.epsilon, self.level.delta, self.levels
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,42 +218,6 @@ class Composition:
         }
 
 
-def _pld(
-    p: Fraction, tau: int, level_epsilon: float, levels: int, vdi: float, certified: bool = True
-) -> Any:
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
-    P, Q = dominating_pair(p, _forward_constraints(p, tau, level_epsilon, certified))
-    one = pld.from_two_probability_mass_functions(
-        {k: math.log(v) for k, v in Q.items()},
-        {k: math.log(v) for k, v in P.items()},
-        pessimistic_estimate=True,
-        value_discretization_interval=vdi,
-        symmetric=False,
-    )
-    return one.self_compose(levels) if levels > 1 else one
-
-
-def _certified_pld(
-    p: Fraction, tau: int, level_epsilon: float, levels: int, step: Fraction
-) -> CertifiedAccount:
-    P, Q = dominating_pair(p, _forward_constraints(p, tau, level_epsilon, True))
-    return CertifiedAccount.from_pair(P, Q, step).self_compose(levels)
-
-
-def _pld_epsilon(account: Any, delta: float) -> float:
-    eps = float(account.get_epsilon_for_delta(delta))
-    step = 1e-12
-    for _ in range(80):  # dp_accounting's inversion and its delta can differ by rounding
-        if not math.isfinite(eps):
-            return math.inf
-        if float(account.get_delta_for_epsilon(eps)) <= delta:
-            return eps
-        eps += step * max(1.0, eps)
-        step *= 2
-    return math.inf  # pragma: no cover
-
-
 def compose_levels(
     mechanism: SampleAndThreshold,
     levels: int,
@@ -271,7 +227,7 @@ def compose_levels(
     _certified: bool = True,
 ) -> Composition:
     """Basic, advanced, float PLD and certified PLD composition of ``levels`` runs of
-    ``mechanism`` at total ``delta`` (module notes).
+    ``mechanism`` at total ``delta``, by the accountant (module notes).
 
     ``mechanism`` must be record-level add/remove (one vote per client and level).
 
@@ -293,43 +249,38 @@ def compose_levels(
     vdi = check_epsilon(value_discretization_interval, fn, "value_discretization_interval")
     eps_l = float(mechanism.epsilon_key)
     level = Budget(eps_l, mechanism.delta_exact)
-    basic = basic_composition([level] * n)
-    if basic.delta > d:
+    floor = float_up(n * Fraction(level.delta))
+    if floor > d:
         raise ValidationError(
-            "delta", fn, f"at least levels x the per-level delta ({basic.delta:.3g})", delta
+            "delta", fn, f"at least levels x the per-level delta ({floor:.3g})", delta
         )
-    slack = Fraction(d) - Fraction(n) * Fraction(level.delta)
-    advanced = None
-    slack_f = float(slack)
-    if Fraction(slack_f) > slack:
-        slack_f = math.nextafter(slack_f, 0.0)
-    if slack_f > 0:
-        try:
-            advanced = advanced_composition(level, n, slack_f)
-        except ValidationError:
-            advanced = None
-        if advanced is not None and advanced.delta > d:
-            advanced = None
-    account = _pld(mechanism.sampling_rate, mechanism.threshold, eps_l, n, vdi, _certified)
-    eps_pld = _pld_epsilon(account, d)
-    pld_budget = Budget(max(eps_pld, math.ulp(0.0)), d) if math.isfinite(eps_pld) else None
-    certified = None
-    if _certified:
-        cert = _certified_pld(
-            mechanism.sampling_rate, mechanism.threshold, eps_l, n, CERTIFIED_STEP
-        ).epsilon_for_delta(d)
-        certified = Budget(max(cert, math.ulp(0.0)), d) if math.isfinite(cert) else None
+    event = threshold_pair_event(
+        mechanism.sampling_rate, mechanism.threshold, eps_l, level.delta, n, certified=_certified
+    )
+    rules = ("basic", "advanced", "pld_certified") if _certified else ("basic", "advanced", "pld")
+    acc = account(
+        event,
+        d,
+        rules=rules,
+        report=("pld",),
+        step=CERTIFIED_STEP,
+        value_discretization_interval=vdi,
+    )
+    basic = acc.bounds["basic"]
+    assert basic is not None  # the per-level deltas add up to at most d (checked above)
     return Composition(
         levels=n,
         level=level,
         sampling_rate=mechanism.sampling_rate,
         threshold=mechanism.threshold,
         delta=d,
-        basic=Budget(basic.epsilon, d),
-        advanced=advanced,
-        pld=pld_budget,
-        pld_certified=certified,
+        basic=basic,
+        advanced=acc.bounds["advanced"],
+        pld=acc.bounds["pld"],
+        pld_certified=acc.bounds.get("pld_certified"),
         certified=_certified,
+        method=acc.rule,
+        run_event=event,
     )
 
 

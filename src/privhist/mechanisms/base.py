@@ -145,6 +145,9 @@ class Mechanism(ABC):
         fn = self.function_name()
         self.epsilon: float = self.check_option("epsilon", epsilon)
         self.delta: float = self.check_option("delta", delta)
+        #: the delta the release spends: the requested one, unless the mechanism is pure DP (then
+        #: 0) or states its own (``self.delta`` always keeps what was asked for)
+        self.delta_spent = self.delta
         if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
             raise ValidationError("neighbouring", fn, "a Neighbouring", neighbouring)
         self.neighbouring = neighbouring or Neighbouring.add_remove()
@@ -188,7 +191,7 @@ class Mechanism(ABC):
 
     def guarantee(self) -> Budget:
         """The (epsilon, delta) guarantee for ``self.neighbouring``."""
-        return Budget(self.epsilon, self.delta)
+        return Budget(self.epsilon, self.delta_spent)
 
     def event(self) -> PrivacyEvent:
         """What the release does, for the accountant and the ledger
@@ -214,7 +217,7 @@ class Mechanism(ABC):
     def key_budget(self) -> Budget:
         """The per-key guarantee (see the module docstring)."""
         l0 = self.neighbouring.l0_sensitivity
-        return Budget(self.epsilon / l0, self.delta / l0)
+        return Budget(self.epsilon / l0, self.delta_spent / l0)
 
     @abstractmethod
     def parameters(self) -> dict[str, Any]:

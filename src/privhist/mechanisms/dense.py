@@ -45,14 +45,12 @@ GAUSSIAN_MARGIN = 1e-20
 
 def calibrate_discrete_gaussian_sigma(epsilon: float, delta: float, k: int, c: int) -> Fraction:
     """Smallest sigma (multiple of 2**-8) with delta(eps) <= delta for ``k`` coordinates changed
-    by at most ``c`` (PLD accounting through dp_accounting)."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
+    by at most ``c`` (the accountant's PLD of the discrete Gaussian event,
+    :func:`privhist.accounting.composition.pld_compose`)."""
+    from privhist.accounting.composition import DiscreteGaussianEvent, pld_compose
 
     def delta_at(sigma: float) -> float:
-        d = pld.from_discrete_gaussian_mechanism(sigma, sensitivity=c)
-        if k > 1:
-            d = d.self_compose(k)
-        return float(d.get_delta_for_epsilon(epsilon))
+        return pld_compose(DiscreteGaussianEvent(sigma, c, k)).delta_for_epsilon(epsilon)
 
     target = delta - GAUSSIAN_MARGIN
     if target <= 0:
@@ -108,7 +106,7 @@ class DenseHistogram(Mechanism):
         self.sigma2: Fraction | None = None
         if self.noise_kind == "laplace":
             self.laplace = LaplaceCountNoise(nb.l1_sensitivity, self.epsilon, fn)
-            self.delta = 0.0  # pure DP: a requested delta is not spent
+            self.delta_spent = 0.0  # pure DP: a requested delta is not spent
         else:
             if self.delta <= 0:
                 raise ValidationError("delta", fn, "> 0 for gaussian noise", self.delta)

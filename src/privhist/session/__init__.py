@@ -54,6 +54,8 @@ from typing import Any, TypeVar
 import numpy.typing as npt
 
 import privhist.mechanisms.registry as registry
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import ApproxDPEvent, composed
 from privhist.accounting.composition import PrivacyEvent as Event
 from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
 from privhist.core.budget import Budget
@@ -517,7 +519,7 @@ class Session:
             nb,
             lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
             out_format,
-            event=mech.event(),
+            event=mech.event() if self.charging else None,  # only the ledger keeps it
         )
 
     def _publish(
@@ -601,7 +603,18 @@ class Session:
         }
         name = next(iter(built.values())).name
         widest = Neighbouring.user(int(max(ks)), int(max(cs)))
-        cost = Budget(call.epsilon, max(m.guarantee().delta for m in built.values()))
+        # the spend: the DP caps (pure) and, whichever cap they choose, a release no worse than
+        # the candidate with the largest delta -- composed by the accountant (basic composition)
+        event = composed(
+            [
+                ApproxDPEvent(eps_cap, 0.0, count=auto_k + auto_c),
+                ApproxDPEvent(
+                    max(m.guarantee().epsilon for m in built.values()),
+                    max(m.guarantee().delta for m in built.values()),
+                ),
+            ]
+        )
+        cost = guarantee_of(event)
         out_format = None
         for m in built.values():
             out_format = self._check_output_for(m, call.output, call.output_format, [call.path], fn)
@@ -653,7 +666,9 @@ class Session:
             release.metadata["cap"] = cap
             return release
 
-        return self._publish(call, cost, f"{name} (auto cap)", widest, draw, out_format)
+        return self._publish(
+            call, cost, f"{name} (auto cap)", widest, draw, out_format, event=event
+        )
 
     def _weighted_histogram(self, call: _HistogramCall) -> Release | DryRun:
         """A weighted user-level selector (WGM, DP-SIPS; :mod:`privhist.mechanisms.user_level`):

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import ApproxDPEvent, PrivacyEvent, composed
 from privhist.core.budget import Budget
 from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, default_source
 from privhist.core.release import Release
-from privhist.core.validation import MAX_EPSILON
+from privhist.core.validation import MAX_EPSILON, float_down
 from privhist.io.integrity import seal_csv, seal_metadata
 from privhist.io.writers import encode_release
 
@@ -152,6 +154,9 @@ def heavy_hitters(
         level = mech if comp is None else SampleAndThreshold(comp.level.epsilon, comp.level.delta)
         return session._dry_run(level, cost, Neighbouring.add_remove(), {"one_shot": one_shot})
     session._check_budget(cost, None, seed, fn)
+    run_event = None
+    if session.charging:  # only the ledger keeps the event
+        run_event = mech.event() if hh is None else hh.composition.event()  # type: ignore[union-attr]
     rng = default_source(seed)
     counts = session.engine.count(
         source,
@@ -194,6 +199,7 @@ def heavy_hitters(
         draw,
         encode=lambda r: encode_release(r, out_format or "csv", function=fn),
         output=output,
+        event=run_event,
     )
     if hh is not None:
         dropped = int(found[0].diagnostics["dropped_for_alphabet"])
@@ -315,7 +321,7 @@ def quantiles(
         function=fn,
         **{k: v for k, v in options.items() if v is not None},
     )
-    cost = estimator.composition().basic
+    cost = estimator.guarantee()
     # fixed-size cohorts (cohort_size, clients) are analysed for substitution neighbours
     cohort = options.get("cohort_size") is not None
     relation = Neighbouring.replace() if cohort else Neighbouring.add_remove()
@@ -329,6 +335,7 @@ def quantiles(
         f"{fn} ({method})",
         None,
         lambda: answer_quantiles(estimator, values, qs, rng, clamp=clamp),
+        event=estimator.event(),
     )
     facts["clamped"] = result.diagnostics.get("clamped", 0)
     return result, facts
@@ -374,14 +381,18 @@ def range_counts(
             hh.hierarchy.snap(v, fn)
         if a > b:
             raise ValidationError("query", fn, "A <= B", f"{a:g} {b:g}")
-    cost = hh.composition().basic
+    cost = hh.guarantee()
     if dry_run:
         return session._dry_run(None, cost, Neighbouring.add_remove(), {"levels": levels})
     session._check_budget(cost, None, seed, fn)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)
     release = session.charged(
-        cost, f"{fn} (hierarchical)", None, lambda: hh.release(values, rng, clamp=clamp)
+        cost,
+        f"{fn} (hierarchical)",
+        None,
+        lambda: hh.release(values, rng, clamp=clamp),
+        event=hh.event(),
     )
     facts["clamped"] = release.diagnostics.get("clamped", 0)
     return release, [release.range(a, b) for a, b in queries], facts
@@ -399,6 +410,32 @@ class WeightedSample:
     sample_size: int
     clamped: int
     released: int = field(default=0)
+    #: what the release did (:func:`pws_sample_event`)
+    sample_event: PrivacyEvent | None = field(default=None)
+
+    def event(self) -> PrivacyEvent:
+        """The sample as a privacy event (element-level neighbours)."""
+        if self.sample_event is None:
+            raise ValidationError("sample_event", "WeightedSample.event", "an event", None)
+        return self.sample_event
+
+    def guarantee(self) -> Budget:
+        """The accountant's guarantee of :meth:`event`."""
+        return guarantee_of(self.event())
+
+
+def pws_sample_event(epsilon: float, delta: float, epsilon_total: float = 0.0) -> PrivacyEvent:
+    """A private weighted sample as a privacy event: the sanitiser is ``(epsilon, delta)``-DP
+    (the pws sanitisers, Algorithms 3 to 5 of Cohen et al.); with a sample size ``k``, the
+    private total drawn before it is ``epsilon_total``-DP (discrete Laplace), composed with it.
+
+    >>> guarantee_of(pws_sample_event(0.75, 1e-6, 0.25))
+    Budget(epsilon=1.0, delta=1e-06)
+    """
+    sample = ApproxDPEvent(epsilon, delta)
+    if not epsilon_total:
+        return sample
+    return composed([ApproxDPEvent(epsilon_total, 0.0), sample])
 
 
 def _read_weighted(
@@ -554,6 +591,8 @@ def weighted_sample(
             raise ValidationError("k_budget", fn, "a fraction in (0, 1)", k_budget)
         eps_total = eps * k_budget
         eps = eps - eps_total
+        # rounded so that the two parts never add up to more than the request
+        eps_total = min(eps_total, float_down(Fraction(epsilon) - Fraction(eps)))
     out_format: str | None = None
     if output is not None:
         out_path = Path(output)
@@ -562,7 +601,8 @@ def weighted_sample(
         if not out_path.parent.is_dir():
             raise ValidationError("output", fn, "a file in an existing directory", str(output))
         out_format = _output(session, output, out_path.suffix.lower()[1:], source, fn)
-    budget = Budget(epsilon, delta)
+    event = pws_sample_event(eps, delta, eps_total)
+    budget = guarantee_of(event)
     session.check_source(source, fn)
     if dry_run:
         return session._dry_run(None, budget, Neighbouring.add_remove(), {"scheme": scheme})
@@ -600,7 +640,7 @@ def weighted_sample(
         if rule == "max-separation":
             columns["sanitized_value"] = priv.values
         table = pl.DataFrame(columns)
-        guarantee = f"({epsilon}, {delta})-DP, element-level neighbours"
+        guarantee = f"({budget.epsilon}, {budget.delta})-DP, element-level neighbours"
         if k is not None:
             guarantee += f" (epsilon {eps_total:.6g} on the private total, {eps:.6g} on the sample)"
         meta: dict[str, Any] = {
@@ -616,7 +656,7 @@ def weighted_sample(
         }
         if not rng.private:
             meta["warning"] = "drawn from a seeded source: reproducible and NOT private"
-        return WeightedSample(table, meta, len(sample), clamped, len(priv))
+        return WeightedSample(table, meta, len(sample), clamped, len(priv), event)
 
     def encode(ws: WeightedSample) -> bytes:
         if out_format == "json":
@@ -629,7 +669,7 @@ def weighted_sample(
         return seal_csv(text if isinstance(text, str) else "").encode("utf-8")
 
     return session.charged(
-        budget, f"pws sample ({scheme})", None, draw, encode=encode, output=output
+        budget, f"pws sample ({scheme})", None, draw, encode=encode, output=output, event=event
     )
 
 

@@ -237,7 +237,7 @@ class CompactHistogram(Mechanism):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         eps = Fraction(self.epsilon)
-        self.delta = 0.0  # pure DP: a requested delta is not spent
+        self.delta_spent = 0.0  # pure DP: a requested delta is not spent
         self.universe_bits: int = self.check_option("universe_bits", universe_bits)
         self.max_keys: int = self.check_option("max_keys", max_keys)
         self.n: int = self.check_option("count_bound", count_bound)

@@ -275,7 +275,7 @@ class BasicHistogram(_FiniteHistogram):
         kind = self.check_option("counting", counting if noise is None else noise)
         self.check_option("fast_gamma", fast_gamma)
         self.noise_kind = kind
-        self.delta = 0.0  # pure DP: a requested delta is not spent
+        self.delta_spent = 0.0  # pure DP: a requested delta is not spent
         if kind == "geosample":
             self.sampler: CountingSampler = self._geo_sample()
         else:

@@ -432,7 +432,7 @@ class SparseHistogram(_FiniteHistogram):
                     "for)",
                     tv_delta,
                 )
-            self.delta = float_up(total)
+            self.delta_spent = float_up(total)
 
     # -- parameters -----------------------------------------------------------------------------
 
@@ -803,7 +803,7 @@ class PureSparseHistogram(SparseHistogram):
         )
 
     def _set_tv(self, tv_delta: Any, fn: str) -> None:
-        self.delta = 0.0
+        self.delta_spent = 0.0
         self._mixing = not self.fallback
         if self.fallback is not None:
             self.precision = None

@@ -56,6 +56,7 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.composition import PrivacyEvent
 from privhist.accounting.profile import NOT_RELEASED
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
@@ -407,6 +408,20 @@ class SampleAndThreshold(Mechanism):
                 else "one key per neighbouring step"
             ),
         }
+
+    def event(self) -> PrivacyEvent:
+        """Per key, the dominating pair of the certified profile with its calibrated point
+        (:func:`privhist.mechanisms.sampling.pair.threshold_pair_event`), on each of the ``l0``
+        keys a neighbour touches (each key's binomial is independent)."""
+        from privhist.mechanisms.sampling.pair import threshold_pair_event
+
+        return threshold_pair_event(
+            self.sampling_rate,
+            self.threshold,
+            float_up(self.epsilon_key),
+            float_up(self.certificate.value),
+            self.neighbouring.l0_sensitivity,
+        )
 
     @classmethod
     def test_instances(cls) -> list[Mechanism]:

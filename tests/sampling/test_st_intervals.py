@@ -56,3 +56,28 @@ def test_repeated_and_unsorted_values_map_back() -> None:
     lo1, hi1 = accuracy.count_interval([12, 40, 500], 0.1, 10, 0.95)
     assert lo.tolist() == [lo1[1], lo1[0], lo1[1], lo1[2]]
     assert hi.tolist() == [hi1[1], hi1[0], hi1[1], hi1[2]]
+
+
+def test_settling_at_the_guess_changes_no_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the one-evaluation shortcut at the guess gives the bounds of the full search, here over
+    # thousands of values and several (p, tau, confidence), including n beyond the shortcut's
+    # range; the shortcut settles most of those within its range (else this checks nothing)
+    rng = np.random.default_rng(4)
+    settled = []
+    real = accuracy._settle_at_guess
+
+    def counting(*args: object, **kwargs: object) -> object:
+        out = real(*args, **kwargs)  # type: ignore[arg-type]
+        settled.append(float(np.mean(out >= 0)))
+        return out
+
+    for p, tau, confidence in [(0.10535, 11, 0.95), (0.02, 25, 0.99), (0.9, 5, 0.8)]:
+        top = int(0.9e7 * p)  # n up to about 1e7, the shortcut's range
+        ys = np.unique(np.concatenate([np.arange(tau, tau + 200), rng.integers(tau, top, 1500)]))
+        ys = np.concatenate([ys, rng.integers(2 * top, 5 * top, 50)])  # and beyond it
+        monkeypatch.setattr(accuracy, "_settle_at_guess", counting)
+        fast = accuracy.count_interval(ys, p, tau, confidence)
+        monkeypatch.setattr(accuracy, "_settle_at_guess", lambda y, g, *a, **k: np.full_like(g, -1))
+        full = accuracy.count_interval(ys, p, tau, confidence)
+        assert (fast[0] == full[0]).all() and (fast[1] == full[1]).all(), (p, tau)
+    assert min(settled) > 0.8

@@ -68,7 +68,7 @@ def test_settling_at_the_guess_changes_no_bound(monkeypatch: pytest.MonkeyPatch)
 
     def counting(*args: object, **kwargs: object) -> object:
         out = real(*args, **kwargs)  # type: ignore[arg-type]
-        settled.append(float(np.mean(out >= 0)))
+        settled.append((int(np.sum(out[0] >= 0)), out[0].size))
         return out
 
     for p, tau, confidence in [(0.10535, 11, 0.95), (0.02, 25, 0.99), (0.9, 5, 0.8)]:
@@ -76,8 +76,24 @@ def test_settling_at_the_guess_changes_no_bound(monkeypatch: pytest.MonkeyPatch)
         ys = np.unique(np.concatenate([np.arange(tau, tau + 200), rng.integers(tau, top, 1500)]))
         ys = np.concatenate([ys, rng.integers(2 * top, 5 * top, 50)])  # and beyond it
         monkeypatch.setattr(accuracy, "_settle_at_guess", counting)
+        accuracy._near_threshold.cache_clear()  # the table of values near tau too
         fast = accuracy.count_interval(ys, p, tau, confidence)
-        monkeypatch.setattr(accuracy, "_settle_at_guess", lambda y, g, *a, **k: np.full_like(g, -1))
+        monkeypatch.setattr(
+            accuracy, "_settle_at_guess", lambda y, g, *a, **k: (np.full_like(g, -1), g)
+        )
+        accuracy._near_threshold.cache_clear()
         full = accuracy.count_interval(ys, p, tau, confidence)
+        accuracy._near_threshold.cache_clear()
         assert (fast[0] == full[0]).all() and (fast[1] == full[1]).all(), (p, tau)
-    assert min(settled) > 0.8
+    assert sum(a for a, _ in settled) > 0.8 * sum(b for _, b in settled)
+
+
+def test_values_near_the_threshold_come_from_the_searched_table() -> None:
+    # the table is the search's result for tau .. tau + NEAR_VALUES - 1, whatever else is asked
+    p, tau = 0.105, 11
+    accuracy._near_threshold.cache_clear()
+    ys = np.arange(tau, tau + accuracy.NEAR_VALUES + 5)
+    together = accuracy.count_interval(ys, p, tau, 0.95)
+    for y in (tau, tau + 1, tau + accuracy.NEAR_VALUES - 1, tau + accuracy.NEAR_VALUES):
+        i = int(y - tau)
+        assert (together[0][i], together[1][i]) == _scan(int(y), p, tau, 0.025), y

@@ -42,6 +42,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -188,7 +189,7 @@ _DERIVED_MAX_N = 10**7
 
 def _settle_at_guess(
     y: I64, g: I64, floor: I64, p: float, tau: int, half: float, upper: bool
-) -> I64:
+) -> tuple[I64, I64]:
     """The answer of :func:`_first_true` where it is ``g`` or ``g + 1``, from the tails at ``g``
     alone (``-1`` where not settled).
 
@@ -196,7 +197,9 @@ def _settle_at_guess(
     Its neighbours come from the one-trial identity ``Pr_(n+1)[Y >= k] = Pr_n[Y >= k] +
     p Pr_n[Y = k - 1]`` applied to both tails (the pmf by log-gamma), and decide only where the
     derived level is farther from ``half`` than its error allowance; elsewhere the search
-    evaluates them. So the answer is the one the definitions give, as for the search.
+    evaluates them. So the answer is the one the definitions give, as for the search. Also
+    returns a better guess for the search where not settled: one Newton step on the level,
+    whose slope in ``n`` is about ``p Pr_n[Y = k] / Pr_n[Y >= tau]``.
     """
     k = y if upper else y - 1  # the tail is Pr[Y > k]
     den = _selection_probability(g, p, tau)
@@ -225,21 +228,28 @@ def _settle_at_guess(
     pred_a = lev_a <= half if upper else lev_a > half
     next_up = ~pred & sure_a & pred_a
     out[next_up] = g[next_up] + 1
-    return out
+    slope = step_tail / np.maximum(den, 1e-300)
+    gap = (level - half) if upper else (half - level)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        move = np.where(slope > 0, gap / slope, 0.0)
+    move = np.clip(np.nan_to_num(move), -1e12, 1e12)
+    better = np.maximum(g + np.ceil(move).astype(np.int64), floor)
+    return out, better
 
 
 def _first_true_settled(
     pred: Callable[[I64, I64], Bools],
-    settle: Callable[[I64], I64],
+    settle: Callable[[I64], tuple[I64, I64]],
     floor: I64,
     guess: I64,
 ) -> I64:
     """:func:`_first_true`, first trying ``settle`` (answers ``g`` or ``g + 1`` from one
-    evaluation at the guess ``g``, ``-1`` elsewhere); the rest are searched."""
-    out = settle(np.maximum(guess, floor))
+    evaluation at the guess ``g``, ``-1`` elsewhere, and a better guess); the rest are searched
+    from the better guess (the answer does not depend on the guess)."""
+    out, better = settle(np.maximum(guess, floor))
     rest = np.flatnonzero(out < 0)
     if rest.size:
-        out[rest] = _first_true(lambda i, n: pred(rest[i], n), floor[rest], guess[rest])
+        out[rest] = _first_true(lambda i, n: pred(rest[i], n), floor[rest], better[rest])
     return out
 
 
@@ -307,7 +317,9 @@ def count_interval(values: Any, p: float, tau: int, confidence: float) -> tuple[
     module notes). Computed once per distinct value, by a search from a normal-approximation
     guess (:func:`_first_true`): the bounds are those of the definitions, whatever the guess.
     Where the answer is the guess or the next count, one evaluation of the tails at the guess
-    settles it (:func:`_settle_at_guess`); the others are searched.
+    settles it (:func:`_settle_at_guess`); the others are searched. The ``NEAR_VALUES`` values
+    just above ``tau``, whose searches are the long ones, come from a table searched once per
+    ``(p, tau, confidence)``.
 
     >>> lo, hi = count_interval([100], 0.1, 10, 0.95)
     >>> int(lo[0]) < 1000 < int(hi[0])
@@ -317,6 +329,33 @@ def count_interval(values: Any, p: float, tau: int, confidence: float) -> tuple[
     if vals.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     uniq, inverse = np.unique(vals, return_inverse=True)
+    lower, upper = np.zeros_like(uniq), np.zeros_like(uniq)
+    near = (uniq >= tau) & (uniq < tau + NEAR_VALUES)
+    if near.any():  # the values just above tau: searched once per (p, tau, confidence)
+        lo_near, hi_near = _near_threshold(p, tau, confidence)
+        lower[near], upper[near] = lo_near[uniq[near] - tau], hi_near[uniq[near] - tau]
+    rest = np.flatnonzero(~near)
+    if rest.size:
+        lower[rest], upper[rest] = _search_interval(uniq[rest], p, tau, confidence)
+    return lower[inverse], upper[inverse]
+
+
+#: values ``tau .. tau + NEAR_VALUES - 1`` get their intervals from a table built once per
+#: ``(p, tau, confidence)``: near the threshold the normal guess ignores the selection and the
+#: search takes a dozen rounds, the same ones at every release
+NEAR_VALUES = 128
+
+
+@lru_cache(maxsize=64)
+def _near_threshold(p: float, tau: int, confidence: float) -> tuple[I64, I64]:
+    lo, hi = _search_interval(np.arange(tau, tau + NEAR_VALUES, dtype=np.int64), p, tau, confidence)
+    lo.flags.writeable = False
+    hi.flags.writeable = False
+    return lo, hi
+
+
+def _search_interval(uniq: I64, p: float, tau: int, confidence: float) -> tuple[I64, I64]:
+    """:func:`count_interval` for distinct values, by the searches."""
     half = (1 - confidence) / 2
     z = float(statistics.NormalDist().inv_cdf(1 - half))
 
@@ -338,7 +377,7 @@ def count_interval(values: Any, p: float, tau: int, confidence: float) -> tuple[
         )
         - 1
     )
-    return lower[inverse], upper[inverse]
+    return lower, upper
 
 
 # --------------------------------------------------------------------------------------------

@@ -97,3 +97,17 @@ def test_values_near_the_threshold_come_from_the_searched_table() -> None:
     for y in (tau, tau + 1, tau + accuracy.NEAR_VALUES - 1, tau + accuracy.NEAR_VALUES):
         i = int(y - tau)
         assert (together[0][i], together[1][i]) == _scan(int(y), p, tau, 0.025), y
+
+
+def test_counts_beyond_two_to_the_31_get_intervals() -> None:
+    # scipy's bdtr/bdtrc return NaN once n reaches 2**31 (a C int); the tails there come from
+    # the incomplete beta function, so keys with billions of units still get their intervals
+    p, tau = 0.10535, 11
+    ys = [10**8, 3 * 10**8, 10**9, 10**12]
+    lo, hi = accuracy.count_interval(ys, p, tau, 0.95)
+    for y, a, b in zip(ys, lo.tolist(), hi.tolist(), strict=True):
+        sd = (y * (1 - p)) ** 0.5 / p
+        assert a < y / p < b and b - a < 5 * sd, y
+        # the definitions at both ends, by the incomplete beta function directly
+        g = stats.beta.cdf(p, y, np.array([a - 1, a]) - y + 1)  # Pr_n[Y >= y] at n = a - 1, a
+        assert g[1] > 0.025 >= g[0]

@@ -6,10 +6,11 @@ delta = 1e-8, alpha = 1/6: rate 0.105, exact threshold) through the public API
 the expected Geometric(1/sqrt(B)) histogram of ``n`` clients (the data of the paper's Figure 1),
 for ``n = 10**6`` (target <= 50 ms) and ``n = 10**9`` (target <= 1 s). The cost is the exact
 binomial draw of every key with at least ``tau`` units (a key with fewer is released with
-probability exactly 0 and is not drawn), about ``log2(u)`` exact Binomial(m, 1/2) draws per key,
-plus the selection-adjusted intervals of the released keys (a search from a normal-approximation
-guess, two or three tail evaluations per bound). The goal is a ratio PipelineDP / privhist of at
-least 1 at both sizes.
+probability exactly 0 and is not drawn: one rejection loop around the mode for the keys whose
+mode is at least 256, binary digits of ``p`` for the others), plus the selection-adjusted
+intervals of the released keys (one tail evaluation per bound where the normal-approximation
+guess or the count after it is the answer, a search otherwise). The goal is a ratio
+PipelineDP / privhist of at least 1 at both sizes.
 
 Peers on the same per-key counts, each doing what sample-and-threshold does (choose the keys to
 release, release a count for them) at epsilon = 1, delta = 1e-8:

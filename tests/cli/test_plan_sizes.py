@@ -135,8 +135,11 @@ def test_stability_geometric_uses_and_states_its_effective_epsilon(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     m = StabilityGeometricHistogram(0.9, 1e-6, count_bound=1000)
-    assert m.k == 0 < histogram_k(0.9, Neighbouring.add_remove())  # ln 2 <= 0.9: ratio 2
-    assert m.parameters()["epsilon_effective"] == pytest.approx(math.log(2))
+    # the coarse grid 1 + 2**-K gives ratio 2 (ln 2 <= 0.9, K = 0 < histogram_k); the finer grid
+    # 1 + s / 16 gives 39/16 (ln(39/16) = 0.891 <= 0.9 < ln(40/16))
+    assert histogram_k(0.9, Neighbouring.add_remove()) > 0
+    assert m.ratio == Fraction(39, 16)
+    assert m.parameters()["epsilon_effective"] == pytest.approx(math.log(39 / 16))
     assert (
         main(
             [
@@ -153,11 +156,11 @@ def test_stability_geometric_uses_and_states_its_effective_epsilon(
         == 0
     )
     report = json.loads(capsys.readouterr().out)
-    assert report["effective_epsilon"] == pytest.approx(math.log(2))
+    assert report["effective_epsilon"] == pytest.approx(math.log(39 / 16))
     assert (
         main(["plan", "stability-geometric", "--epsilon", "0.9", *D6, "--count-bound", "1000"]) == 0
     )
-    assert "effective     epsilon 0.693147 of the requested 0.9" in capsys.readouterr().out
+    assert "effective     epsilon 0.890973 of the requested 0.9" in capsys.readouterr().out
     # a mechanism spending all of its epsilon states nothing extra
     assert main(["plan", "stability", *ONE, *D6, "--json"]) == 0
     assert "effective_epsilon" not in json.loads(capsys.readouterr().out)
@@ -173,7 +176,7 @@ def test_release_summary_and_metadata_state_the_effective_epsilon(
     argv += ["--epsilon", "0.9", *D6, "--count-bound", "1000", "--seed", "1", "-o", str(out)]
     assert main(argv) == 0
     err = capsys.readouterr().err
-    assert "effective epsilon 0.693147 of the requested 0.9" in err
+    assert "effective epsilon 0.890973 of the requested 0.9" in err
     meta = json.loads(out.read_text())["metadata"]
-    assert meta["parameters"]["epsilon_effective"] == pytest.approx(math.log(2))
-    assert meta["parameters"]["K"] == 0
+    assert meta["parameters"]["epsilon_effective"] == pytest.approx(math.log(39 / 16))
+    assert meta["parameters"]["K"] == 4 and meta["parameters"]["ratio"] == "39/16"

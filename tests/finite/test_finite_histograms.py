@@ -222,7 +222,9 @@ def test_registered_and_buildable_with_options_as_the_command_line_does() -> Non
     s = build("stability-geometric", 1.0, 1e-8, count_bound=1000)
     report = plan(s, 100)
     assert report["count_at_half"] == s.threshold
-    assert report["parameters"]["ratio"] == "2/1"  # K = 0 for add/remove at epsilon 1
+    # the finer grid at epsilon 1 (add/remove): 43/16, ln(43/16) = 0.989 (the coarse K = 0: 2/1)
+    assert report["parameters"]["ratio"] == "43/16"
+    assert report["parameters"]["epsilon_effective"] == pytest.approx(math.log(43 / 16))
 
 
 def test_parameters_are_exact_and_consistent() -> None:

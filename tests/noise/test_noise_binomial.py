@@ -87,18 +87,20 @@ def test_binomial_billion_trials_mean() -> None:
 
 
 def test_popcount_masks_the_last_word() -> None:
+    # the digit loop with popcounts only (binomial itself finishes <= 32 trials one uniform each)
     ones = (1 << 64) - 1
+    pop = binomial_popcount
     # p = 1/2: one digit, successes = number of 1 bits among the first n bits
-    assert binomial(70, Fraction(1, 2), ScriptedRandom([ones, ones])).item() == 70
-    assert binomial(70, Fraction(1, 2), ScriptedRandom([0, (ones << 6) & ones])).item() == 0
-    assert binomial(70, Fraction(1, 2), ScriptedRandom([ones, 0b101])).item() == 66
-    assert binomial(3, Fraction(1, 2), ScriptedRandom([0b1011])).item() == 2
+    assert pop(70, Fraction(1, 2), ScriptedRandom([ones, ones])).item() == 70
+    assert pop(70, Fraction(1, 2), ScriptedRandom([0, (ones << 6) & ones])).item() == 0
+    assert pop(70, Fraction(1, 2), ScriptedRandom([ones, 0b101])).item() == 66
+    assert pop(3, Fraction(1, 2), ScriptedRandom([0b1011])).item() == 2
 
 
 def test_digit_splitting_by_hand() -> None:
     # p = 3/4 = 0.11: digit 1 -> ones succeed (popcount); digit 2 -> again among the rest
     rng = ScriptedRandom([0b0011, 0b01])  # 4 trials: 2 succeed, 2 undecided; then 1 of those
-    assert binomial(4, Fraction(3, 4), rng).item() == 3
+    assert binomial_popcount(4, Fraction(3, 4), rng).item() == 3
     assert rng.used == 2
 
 

@@ -17,8 +17,9 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
-from privhist.noise import _checks
+from privhist.noise import _binomial_direct, _checks
 from privhist.noise._binomial_large import binomial_half_large
+from privhist.noise._exact import WORD_BITS, LazyUniform, rational_oracle
 
 I64 = npt.NDArray[np.int64]
 
@@ -29,6 +30,9 @@ _BATCH_WORDS = 1 << 20
 _ALL_ONES = np.uint64((1 << 64) - 1)
 #: from this many trials on, Binomial(m, 1/2) is drawn by rejection instead of a popcount
 HALF_CUTOFF = 1 << 11  # about the break-even with SecureRandom (benchmarks/bench_binomial.py)
+
+#: entries with at most this many undecided trials finish with one uniform per trial
+FINISH_TRIALS = 32
 
 HalfSampler = Callable[[I64, RandomSource], I64]
 
@@ -65,7 +69,7 @@ def binomial(
     >>> int(binomial(10, 0, SeededRandom(0))), int(binomial(10, 1, SeededRandom(0)))
     (0, 10)
     """
-    return _split_digits(n, p, rng, size, "binomial", binomial_half)
+    return _split_digits(n, p, rng, size, "binomial", binomial_half, direct=True)
 
 
 def binomial_popcount(
@@ -83,9 +87,19 @@ def binomial_popcount(
 
 
 def _split_digits(
-    n: Any, p: Fraction | int, rng: RandomSource, size: Any, fn: str, half: HalfSampler
+    n: Any,
+    p: Fraction | int,
+    rng: RandomSource,
+    size: Any,
+    fn: str,
+    half: HalfSampler,
+    *,
+    direct: bool = False,
 ) -> I64:
-    """Validation and the digit loop of :func:`binomial`, with ``half`` for Bin(m, 1/2)."""
+    """Validation and the digit loop of :func:`binomial`, with ``half`` for Bin(m, 1/2); with
+    ``direct``, entries whose mode and ``n`` minus the mode are both at least
+    :data:`~privhist.noise._binomial_direct.MIN_MODE` are drawn whole by
+    :func:`~privhist.noise._binomial_direct.binomial_direct` instead (the same law)."""
     pf = _checks.probability(p, fn, "p")
     trials = _checks.int_array(n, fn, "n", minimum=0, maximum=MAX_TRIALS)
     if size is not None:
@@ -105,8 +119,21 @@ def _split_digits(
     successes = np.zeros(m.shape[0], dtype=np.int64)
     den = pf.denominator
     rem = pf.numerator
+    if direct:
+        whole = _binomial_direct.eligible(m, pf)
+        if whole.any():
+            successes[whole] = _binomial_direct.binomial_direct(m[whole], pf, rng)
+            m[whole] = 0
     active = np.flatnonzero(m > 0)
+    finishing: list[tuple[I64, int]] = []  # (entries, remainder) left to finish_trials
     while active.size:
+        if direct:
+            few = m[active] <= FINISH_TRIALS
+            if few.any():
+                finishing.append((active[few], rem))
+                active = active[~few]
+                if not active.size:
+                    break
         rem *= 2
         digit = rem >= den
         if digit:
@@ -120,7 +147,39 @@ def _split_digits(
         if rem == 0:
             break  # p's expansion ended: the undecided trials fail
         active = active[m[active] > 0]
+    if finishing:
+        successes += finish_trials(m, finishing, den, rng)
     return successes.reshape(shape)
+
+
+def finish_trials(m: I64, groups: list[tuple[I64, int]], den: int, rng: RandomSource) -> I64:
+    """Successes among the ``m[i]`` undecided trials of each entry ``i`` of ``groups``, one
+    uniform per trial.
+
+    Each group ``(entries, rem)`` left the digit loop when its trials agreed with the first
+    ``k`` digits of ``p`` and the remainder was ``rem``: a trial's remaining digits
+    ``U' = frac(2**k U)`` are uniform on ``[0, 1)``, independent of everything drawn so far,
+    and it succeeds iff ``U' < p' = rem / den`` (``U = p`` has probability 0). With the first
+    word ``W`` of ``U'`` and ``F = floor(p' 2**64)``: ``W < F`` proves success, ``W > F``
+    failure; on ``W == F`` (probability ``2**-64``) the same ``U'`` is continued exactly
+    (:class:`~privhist.noise._exact.LazyUniform` against the digits of ``rem / den``).
+    """
+    out = np.zeros(m.shape[0], dtype=np.int64)
+    idx = np.concatenate([g[0] for g in groups])
+    floors = np.concatenate(
+        [np.full(g[0].shape[0], (g[1] << WORD_BITS) // den, dtype=np.uint64) for g in groups]
+    )
+    rems = np.concatenate([np.full(g[0].shape[0], gi) for gi, g in enumerate(groups)])
+    per = m[idx]
+    owner = np.repeat(np.arange(idx.shape[0]), per)
+    words = rng.uint64(int(owner.shape[0]))
+    thresholds = floors[owner]
+    success = words < thresholds
+    for t in np.flatnonzero(words == thresholds).tolist():  # ties: continue the same U'
+        rem = groups[int(rems[owner[t]])][1]
+        success[t] = LazyUniform(rng, int(words[t])).less(rational_oracle(rem, den))
+    out[idx] = np.bincount(owner, weights=success, minlength=idx.shape[0]).astype(np.int64)
+    return out
 
 
 def binomial_half(m: I64, rng: RandomSource) -> I64:

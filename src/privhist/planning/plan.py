@@ -116,7 +116,8 @@ def plan(mechanism: Mechanism, max_count: int) -> dict[str, Any]:
 def effective_epsilon(mechanism: Mechanism) -> float | None:
     """The epsilon a mechanism's integer construction actually spends, when it is below the
     requested one (the finite-computer histograms round the per-record ratio down to
-    ``1 + 2**-K``: ``stability-geometric`` at epsilon 1 runs at ``ln 2``); None otherwise."""
+    ``1 + 2**-K``, ``stability-geometric`` to ``1 + s 2**-K``: at epsilon 1 it runs at
+    ``ln(43/16) = 0.989``); None otherwise."""
     value = mechanism.parameters().get("epsilon_effective")
     if value is None or value >= mechanism.epsilon * (1 - 1e-9):
         return None

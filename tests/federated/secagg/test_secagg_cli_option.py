@@ -30,7 +30,8 @@ def test_heavy_hitters_prints_the_ideal_release(
     f = tmp_path / "w.txt"
     f.write_text("ab " * 40 + "ba " * 30 + "a " * 3 + "\n")
     argv = ["heavy-hitters", str(f), "--text", "--epsilon", "6", "--delta", "0.01"]
-    argv += ["--levels", "3", "--level-epsilon", "2", "--alphabet", "ab", "--seed", "2"]
+    # "ab" (40 of 73 clients) is found in about two thirds of the seeds; seed 0 finds it
+    argv += ["--levels", "3", "--level-epsilon", "2", "--alphabet", "ab", "--seed", "0"]
     argv += ["--no-progress"]
     ideal = _out(capsys, argv)
     real = _out(capsys, [*argv, "--secure-sum", "secagg+"])
@@ -57,7 +58,8 @@ def test_a_round_with_one_participant_fails_in_one_line(
 ) -> None:
     argv = ["simulate", "sample-and-threshold", "--zipf", "2", "--support", "2"]
     argv += ["--epsilon", "2", "--delta", "0.05", "--sampling-rate", "0.5", "--threshold", "5"]
-    argv += ["--seed", "1", "--no-progress", "--secure-sum", "secagg"]
+    # a seed whose round samples exactly one of the two clients (probability 1/2 per seed)
+    argv += ["--seed", "6", "--no-progress", "--secure-sum", "secagg"]
     code = main(argv)
     _, err = capsys.readouterr()
     assert code != 0 and "at least 2 clients" in err and len(err.strip().splitlines()) == 1

@@ -31,6 +31,15 @@ So every probability of ``Z`` is an integer over ``d_W``: the scaled CDF is
 ``d_W`` for ``k >= W``, and ``d_W Pr[Z = k] = p**|k| q**(W - 1 - |k|)`` for ``|k| < W``,
 ``p**W`` for ``|k| = W``. :class:`BoundedGeometricNoise` implements ``Z``.
 
+Finer ratios (``step > 1``; our extension)
+------------------------------------------
+With ``q = p + s`` for an integer step ``s >= 1`` (``p = 2**K``), ``alpha = p / q`` and
+``Pr[G = k] = (q - p) / (q + p) alpha**|k|``: ``d_W = q**(W - 1) (p + q)`` still makes every
+probability an integer over it (``G(m) = p**m q**(W - m)`` as above, ``d_W Pr[Z = k] =
+s p**|k| q**(W - 1 - |k|)``), the inversion and the table are unchanged (``p`` is still a power of
+two), and counts one apart still differ by the factor ``q / p`` at most, so ``e^(eps~/2) = 1 + s
+2**-K`` on a grid ``2**-K`` as fine as wanted; ``d`` grows by ``log2 q`` bits per unit of width.
+
 GeoSample (Theorem 4.5)
 -----------------------
 ``GeometricMechanism_{n, eps~}(c) = clamp(c + G, 0, n)`` (Algorithm 2). Since ``0 <= c <= n``,
@@ -245,11 +254,12 @@ class _Table:
 
 class BoundedGeometricNoise:
     """``Z = clamp(G, -width, width)`` for the two-sided geometric ``G`` with
-    ``Pr[G = k] = alpha**|k| / (2p + 1)``, ``alpha = 2**K / (2**K + 1)``.
+    ``Pr[G = k] = (q - p) / (q + p) alpha**|k|``, ``p = 2**K``, ``q = p + step``,
+    ``alpha = p / q`` (``step = 1``: the paper's ``alpha = 2**K / (2**K + 1)``).
 
-    All probabilities are integers over ``d = (2**K + 1)**(width - 1) (2**(K + 1) + 1)`` (see the
-    module notes). ``K >= 0``; ``K = 0`` (ratio 2) is allowed for histogram budgets where the
-    per-count epsilon exceeds 1.
+    All probabilities are integers over ``d = q**(width - 1) (p + q)`` (see the module notes,
+    "Finer ratios" for ``step > 1``). ``K >= 0``; ``K = 0`` (ratio 2) is allowed for histogram
+    budgets where the per-count epsilon exceeds 1.
 
     >>> z = BoundedGeometricNoise(1, 2)  # p = 2, q = 3, d = 3 * 5
     >>> z.denominator, [z.scaled_cdf(k) for k in range(-3, 3)]
@@ -258,32 +268,33 @@ class BoundedGeometricNoise:
     [-2, -2, -2, -2, -1, -1, 0, 0, 0, 1, 1, 2, 2, 2, 2]
     """
 
-    def __init__(self, k: int, width: int) -> None:
+    def __init__(self, k: int, width: int, step: int = 1) -> None:
         self.k = _check_int(k, "BoundedGeometricNoise", "k", 0, 62)
         self.width = _check_int(width, "BoundedGeometricNoise", "width", 1, 1 << 62)
         self.p = 1 << self.k
-        self.q = self.p + 1
+        self.step = _check_int(step, "BoundedGeometricNoise", "step", 1, self.p << 6)
+        self.q = self.p + self.step
 
     # -- exact distribution ---------------------------------------------------------------------
 
     @property
     def alpha(self) -> Fraction:
-        """``e^(-eps~/2) = 2**K / (2**K + 1)``."""
+        """``e^(-eps~/2) = p / q`` (``2**K / (2**K + 1)`` for ``step = 1``)."""
         return Fraction(self.p, self.q)
 
     @property
     def ratio(self) -> Fraction:
-        """``e^(eps~/2) = 1 + 2**-K``: the largest probability ratio for counts one apart."""
+        """``e^(eps~/2) = 1 + step 2**-K``: the largest probability ratio for counts one apart."""
         return Fraction(self.q, self.p)
 
     @cached_property
     def denominator(self) -> int:
-        """``d = q**(width - 1) (2p + 1)`` (computed on first use; ``O(width K)`` bits)."""
-        return _denominator(self.k, self.width)
+        """``d = q**(width - 1) (p + q)`` (computed on first use; ``O(width log2 q)`` bits)."""
+        return _denominator(self.k, self.width, self.step)
 
     def log2_denominator(self) -> float:
         """``log2 d`` without forming ``d`` (float: for size checks and display)."""
-        return (self.width - 1) * math.log2(self.q) + math.log2(2 * self.p + 1)
+        return (self.width - 1) * math.log2(self.q) + math.log2(self.p + self.q)
 
     def denominator_bits(self) -> int:
         """Bit length of ``d`` without forming it, to within one bit (for size checks)."""
@@ -295,7 +306,7 @@ class BoundedGeometricNoise:
             raise ValidationError("m", "BoundedGeometricNoise.tail", "an integer >= 1", m)
         if m > self.width:
             return Fraction(0)
-        return Fraction(self.p**m, self.q ** (m - 1) * (2 * self.p + 1))
+        return Fraction(self.p**m, self.q ** (m - 1) * (self.p + self.q))
 
     def cdf(self, k: int) -> Fraction:
         """``Pr[Z <= k]`` exactly (small numbers: ``O(|k| K)`` bits)."""
@@ -314,7 +325,7 @@ class BoundedGeometricNoise:
             return Fraction(0)
         if a == self.width:
             return self.tail(a)
-        return Fraction(self.p**a, self.q**a * (2 * self.p + 1))
+        return Fraction(self.step * self.p**a, self.q**a * (self.p + self.q))
 
     def lumped(self, m: int) -> int:
         """``G(m) = d Pr[Z <= -m] = p**m q**(width - m)`` for ``1 <= m <= width`` (exact, big)."""
@@ -376,7 +387,7 @@ class BoundedGeometricNoise:
 
     @cached_property
     def _table(self) -> _Table:
-        return _table(self.k, self.width)
+        return _table(self.k, self.width, self.step)
 
     def sample(self, size: int, rng: RandomSource, *, strict: bool = False) -> I64:
         """``size`` independent draws of ``Z`` (see the module notes for the two paths)."""
@@ -440,9 +451,9 @@ class BoundedGeometricNoise:
 
 
 @lru_cache(maxsize=8)
-def _denominator(k: int, width: int) -> int:
-    q = (1 << k) + 1
-    return int(q ** (width - 1)) * (2 * (1 << k) + 1)
+def _denominator(k: int, width: int, step: int = 1) -> int:
+    q = (1 << k) + step
+    return int(q ** (width - 1)) * ((1 << k) + q)
 
 
 #: most floors kept per side of the table; beyond, draws use the exact ladder (see _table)
@@ -452,7 +463,7 @@ _WORK = 64
 
 
 @lru_cache(maxsize=8)
-def _table(k: int, width: int) -> _Table:
+def _table(k: int, width: int, step: int = 1) -> _Table:
     """Exact floors ``S(k) >> s`` of the central scaled-CDF values (``s = bit_length(d) - 64``).
 
     With ``D = d / 2**s`` and ``T_m = alpha**m / (1 + alpha)``, the floors are ``g_m = floor(D
@@ -464,8 +475,8 @@ def _table(k: int, width: int) -> _Table:
     :data:`TABLE_MAX` entries (then draws beyond the table, probability about
     ``alpha**TABLE_MAX``, take the exact ladder). Cost ``O(m0)`` operations on ~200-bit integers.
     """
-    p, q = 1 << k, (1 << k) + 1
-    d = _denominator(k, width)
+    p, q = 1 << k, (1 << k) + step
+    d = _denominator(k, width, step)
     shift = max(0, d.bit_length() - 64)
     top = (d - 1) >> shift
     # D 2**_WORK lies in [dh, dh + inexact]
@@ -473,8 +484,8 @@ def _table(k: int, width: int) -> _Table:
         dh, inexact = d >> (shift - _WORK), 1
     else:
         dh, inexact = d << (_WORK - shift), 0
-    lo = dh * p // (2 * p + 1)
-    hi = -(-(dh + inexact) * p // (2 * p + 1))
+    lo = dh * p // (p + q)
+    hi = -(-(dh + inexact) * p // (p + q))
     lows: list[int] = []
     highs: list[int] = []
     exact = 0
@@ -483,11 +494,11 @@ def _table(k: int, width: int) -> _Table:
         if g_hi == 0 and shift > 0:
             break
         if g_lo != g_hi:
-            g_lo = floor_scaled(d, p**m, q ** (m - 1) * (2 * p + 1), shift)[0]
+            g_lo = floor_scaled(d, p**m, q ** (m - 1) * (p + q), shift)[0]
             exact += 1
         h_lo, h_hi = (dh - hi) >> _WORK, (dh + inexact - lo) >> _WORK
         if h_lo != h_hi:
-            b = q ** (m - 1) * (2 * p + 1)
+            b = q ** (m - 1) * (p + q)
             h_lo = floor_scaled(d, b - p**m, b, shift)[0]
             exact += 1
         lows.append(g_lo)
@@ -522,8 +533,8 @@ class CountingSampler(ABC):
 
     @property
     def epsilon_tilde(self) -> float:
-        """``eps~ = 2 ln(1 + 2**-K)`` (float, for display)."""
-        return 2 * math.log1p(2.0**-self.k)
+        """``eps~ = 2 ln(1 + step 2**-K)`` (float, for display)."""
+        return 2 * math.log1p(self.noise.step / self.noise.p)
 
     @property
     @abstractmethod
@@ -644,21 +655,23 @@ class GeoSample(CountingSampler):
         self._setup(n, counting_k(epsilon, "GeoSample"))
 
     @classmethod
-    def from_k(cls, n: int, k: int) -> GeoSample:
-        """The sampler with ``e^(eps~/2) = 1 + 2**-k`` directly (``k >= 0``)."""
+    def from_k(cls, n: int, k: int, step: int = 1) -> GeoSample:
+        """The sampler with ``e^(eps~/2) = 1 + step 2**-k`` directly (``k >= 0``; ``step > 1``
+        is the finer grid of the module notes)."""
         obj = cls.__new__(cls)
-        obj._setup(n, _check_int(k, "GeoSample", "k", 0, 62))
+        obj._setup(n, _check_int(k, "GeoSample", "k", 0, 62), step)
         return obj
 
-    def _setup(self, n: int, k: int) -> None:
+    def _setup(self, n: int, k: int, step: int = 1) -> None:
         self.n = _check_n(n, "GeoSample", 1 << 62)
         self.k = k
-        self.noise = BoundedGeometricNoise(k, self.n)
+        self.noise = BoundedGeometricNoise(k, self.n, step)
         bits = self.noise.denominator_bits()
         if bits > MAX_DENOMINATOR_BITS:
             # the largest n the same bit count accepts (an estimate, then exact steps)
             def fits(m: int) -> bool:
-                return BoundedGeometricNoise(k, m).denominator_bits() <= MAX_DENOMINATOR_BITS
+                noise = BoundedGeometricNoise(k, m, step)
+                return noise.denominator_bits() <= MAX_DENOMINATOR_BITS
 
             biggest = max(1, int(MAX_DENOMINATOR_BITS / math.log2(self.noise.q)))
             while biggest > 1 and not fits(biggest):
@@ -703,7 +716,7 @@ class GeoSample(CountingSampler):
         return np.asarray(np.clip(c + z, 0, self.n), dtype=np.int64)
 
     def with_k(self, k: int) -> GeoSample:
-        return GeoSample.from_k(self.n, k)
+        return GeoSample.from_k(self.n, k, self.noise.step)
 
     def error_bound(self, a: int) -> Fraction:
         return 2 * self.noise.tail(a + 1)

@@ -164,6 +164,48 @@ def largest_ratio_k(epsilon: Any, neighbouring: Neighbouring, k_max: int) -> int
     return k_max
 
 
+#: stability-geometric's grid for the ratio: ``1 + s 2**-(K + FINE_BITS)`` (module notes of
+#: :mod:`privhist.mechanisms.finite.geometric`, "Finer ratios")
+FINE_BITS = 4
+
+
+def finest_ratio(
+    epsilon: Any, neighbouring: Neighbouring, k: int, bits: int = FINE_BITS
+) -> tuple[int, int]:
+    """``(K', s)`` with the largest per-record ratio ``1 + s 2**-K'`` on the grid
+    ``K' = k + bits`` whose spend ``l1 ln(1 + s 2**-K') <= epsilon``, decided exactly as
+    ``(2**K' + s)**l1 * b <= a * 2**(K' l1)`` for a rational ``a / b <= e**epsilon`` (binary
+    search over ``s``; the ratio ``1 + 2**-k`` of :func:`largest_ratio_k`, ``s = 2**bits``,
+    always qualifies). ``s`` is then reduced by common factors of two.
+
+    >>> finest_ratio(1.0, Neighbouring.add_remove(), 0)  # 43/16 = 2.6875 <= e
+    (4, 27)
+    """
+    from privhist.noise import exp_rational_bounds
+
+    l1 = neighbouring.l1_sensitivity
+    lower = exp_rational_bounds(Fraction(epsilon))[0]
+    a, b = lower.numerator, lower.denominator
+    fine = k + bits
+    p = 1 << fine
+
+    def spends_at_most(step: int) -> bool:
+        return bool((p + step) ** l1 * b <= a << (fine * l1))
+
+    lo, hi = 1 << bits, 1 << bits  # lo qualifies; find the first step that does not
+    if not spends_at_most(lo):
+        return k, 1
+    while spends_at_most(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if spends_at_most(mid) else (lo, mid)
+    step = lo
+    while fine > 0 and step % 2 == 0:
+        fine, step = fine - 1, step // 2
+    return fine, step
+
+
 class _FiniteHistogram(Mechanism):
     """Shared parts: the epsilon range, ``K``, the bound ``n`` and the strict-time switch."""
 
@@ -176,10 +218,10 @@ class _FiniteHistogram(Mechanism):
         self.strict_time: bool = self.check_option("strict_time", strict_time)
         self.k = histogram_k(self.epsilon, self.neighbouring, self.function_name())
 
-    def _geo_sample(self) -> GeoSample:
+    def _geo_sample(self, step: int = 1) -> GeoSample:
         """GeoSample at ``(n, K)``; a denominator too large is reported against ``count_bound``."""
         try:
-            return GeoSample.from_k(self.n, self.k)
+            return GeoSample.from_k(self.n, self.k, step)
         except ValidationError as err:
             raise ValidationError(
                 "count_bound", self.function_name(), err.expected, self.n
@@ -198,8 +240,8 @@ class _FiniteHistogram(Mechanism):
             "K": self.k,
             "ratio": fraction_str(self.ratio),
             "epsilon_tilde": self.sampler.epsilon_tilde,
-            # what the per-key ratio (1 + 2**-K)**c composes to over l0 keys (<= epsilon)
-            "epsilon_effective": l0 * c * math.log1p(2.0**-self.k),
+            # what the per-key ratio (1 + s 2**-K)**c composes to over l0 keys (<= epsilon)
+            "epsilon_effective": l0 * c * math.log1p(self.sampler.noise.step / 2.0**self.k),
             "log2_denominator": round(self.sampler.log2_denominator, 3),
             "strict_time": self.strict_time,
         }
@@ -348,19 +390,23 @@ class StabilityGeometricHistogram(_FiniteHistogram):
     + 1)``). ``T`` is the smallest integer ``> c`` with ``alpha**(T - c) / (1 + alpha) <= delta /
     l0``, found in exact rational arithmetic; ``T <= n`` is required.
 
-    Ratio. ``K`` is the smallest with ``l1 ln(1 + 2**-K) <= eps`` (:func:`largest_ratio_k`): the
-    largest per-record ratio of the form ``1 + 2**-K`` within the request. The epsilon it spends,
-    ``l1 ln(1 + 2**-K)``, is stated as ``epsilon_effective`` in the parameters (plan and release
-    metadata) and printed by the CLI when it is below the request: at ``eps = 1`` it is ``ln 2``,
-    the largest any ratio ``(p + 1) / p`` of this construction allows (the bounded geometric
-    closed forms of :mod:`privhist.mechanisms.finite.geometric` need ``q - p = 1``).
+    Ratio. ``K`` is the smallest with ``l1 ln(1 + 2**-K) <= eps`` (:func:`largest_ratio_k`), then
+    the ratio is refined on the grid ``1 + s 2**-(K + 4)`` (:func:`finest_ratio`; the bounded
+    geometric noise with ``q - p = s``, module notes of
+    :mod:`privhist.mechanisms.finite.geometric`, "Finer ratios"): the largest
+    ``1 + s 2**-(K + 4)`` with ``l1 ln(1 + s 2**-(K + 4)) <= eps``. Its denominator has about
+    ``K + 5`` bits per unit of ``count_bound`` instead of ``K + 1``; when that exceeds GeoSample's
+    limit the coarse ratio ``1 + 2**-K`` is kept. The epsilon spent, ``l1 ln(ratio)``, is stated as
+    ``epsilon_effective`` in the parameters (plan and release metadata) and printed by the CLI
+    when it is below the request: at ``eps = 1`` (add/remove) the ratio is ``43/16`` and the
+    spend ``ln(43/16) = 0.989`` (``ln 2`` with the coarse grid).
 
     Guarantee ``(eps, delta)`` (Theorem 1.3's argument; the proof of
     :mod:`privhist.mechanisms.stability` with the bounded geometric noise): per key, counts present
-    on both sides are ``(eps / l0, 0)``-DP (the noisy count's ratio is at most
-    ``(1 + 2**-K)**c``; thresholding is post-processing); a key present on one side only has
-    hockey-stick divergence at most its release probability, ``<= delta / l0`` in both
-    directions; basic composition over the ``l0`` touched keys.
+    on both sides are ``(eps / l0, 0)``-DP (the noisy count's ratio is at most ``ratio**c``;
+    thresholding is post-processing); a key present on one side only has hockey-stick
+    divergence at most its release probability, ``<= delta / l0`` in both directions; basic
+    composition over the ``l0`` touched keys.
 
     Accuracy: released counts are within :attr:`width` of the clamped true count with the stated
     confidence; keys with count at least ``T + width`` are released with at least that
@@ -368,8 +414,9 @@ class StabilityGeometricHistogram(_FiniteHistogram):
 
     >>> from privhist import SeededRandom
     >>> m = StabilityGeometricHistogram(0.5, 1e-6, count_bound=1000)
-    >>> m.parameters()["threshold"]  # smallest T with (2/3)**T / (5/3) <= 1e-6
-    34
+    >>> # threshold: 1 + the smallest m with (8/13)**m / (21/13) <= 1e-6
+    >>> m.parameters()["ratio"], m.parameters()["threshold"]
+    ('13/8', 29)
     >>> r = m.release(Counts.from_arrays(["a", "b"], [400, 1]), SeededRandom(1))
     >>> r.keys.tolist()
     ['a']
@@ -393,9 +440,17 @@ class StabilityGeometricHistogram(_FiniteHistogram):
         super().__init__(epsilon, delta, neighbouring, confidence=confidence)
         fn = self.function_name()
         self._setup(count_bound, strict_time)
-        # the largest per-record ratio 1 + 2**-K within the request (not only 2**-K <= eps / l1)
+        # the largest per-record ratio 1 + 2**-K within the request (not only 2**-K <= eps / l1),
+        # then the largest 1 + s 2**-(K + FINE_BITS); the finer one only if count_bound allows
+        # its larger denominator
         self.k = largest_ratio_k(self.epsilon, self.neighbouring, self.k)
-        self.sampler = self._geo_sample()
+        coarse = self.k
+        self.k, step = finest_ratio(self.epsilon, self.neighbouring, coarse)
+        try:
+            self.sampler = self._geo_sample(step)
+        except ValidationError:
+            self.k = coarse
+            self.sampler = self._geo_sample()
         self.delta_key = Fraction(self.delta) / self.neighbouring.l0_sensitivity
         self.threshold = self._threshold(fn)
         self.width = self._half_width()

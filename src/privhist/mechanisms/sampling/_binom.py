@@ -15,6 +15,10 @@ import numpy.typing as npt
 
 F64 = npt.NDArray[np.float64]
 
+#: scipy's bdtr/bdtrc take ``n`` as a C int; from here on the tails come from the regularised
+#: incomplete beta function directly (``Pr[Y > k] = I_p(k + 1, n - k)``)
+_BDTR_MAX_N = 1 << 31
+
 
 def _arrays(k: Any, n: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     kk, nn = np.broadcast_arrays(np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64))
@@ -31,6 +35,9 @@ def sf(k: Any, n: Any, p: float) -> F64:
     mid = (kk >= 0) & (kk < nn)
     if mid.any():
         out[mid] = special.bdtrc(kk[mid], nn[mid], p)
+        big = mid & (nn >= _BDTR_MAX_N)  # bdtrc's n is a C int: NaN from 2**31 on
+        if big.any():
+            out[big] = special.betainc(kk[big] + 1.0, (nn[big] - kk[big]).astype(np.float64), p)
     return out
 
 
@@ -44,6 +51,10 @@ def cdf(k: Any, n: Any, p: float) -> F64:
     mid = (kk >= 0) & (kk < nn)
     if mid.any():
         out[mid] = special.bdtr(kk[mid], nn[mid], p)
+        big = mid & (nn >= _BDTR_MAX_N)
+        if big.any():
+            n_k = (nn[big] - kk[big]).astype(np.float64)
+            out[big] = special.betainc(n_k, kk[big] + 1.0, 1.0 - p)
     return out
 
 

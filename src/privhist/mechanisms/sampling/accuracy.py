@@ -42,6 +42,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -152,23 +153,104 @@ def _selection_probability(n: I64, p: float, tau: int) -> F64:
     return out
 
 
+def _level(den: F64, tail: F64, upper: bool) -> F64:
+    """``G = Pr[Y >= y | Y >= tau]`` (``tail = Pr[Y >= y]``) or, with ``upper``,
+    ``H = Pr[Y <= y | Y >= tau]`` (``tail = Pr[Y > y]``), from ``den = Pr[Y >= tau]``; taken as 1
+    where the denominator underflows."""
+    ok = den > 1e-300
+    safe = np.where(ok, den, 1.0)
+    num = np.maximum(den - tail, 0.0) if upper else tail
+    return np.where(ok, np.minimum(num / safe, 1.0), 1.0)
+
+
 def _lower_tail_ok(y: I64, n: I64, p: float, tau: int, half: float) -> npt.NDArray[np.bool_]:
     """``G_n(y) = Pr_n[Y >= y | Y >= tau] > half`` (``G`` taken as 1 where the denominator
     underflows), with the two tails ``G`` needs."""
     den = _selection_probability(n, p, tau)
-    ok = den > 1e-300
-    g = np.where(ok, np.minimum(_binom.sf(y - 1, n, p) / np.where(ok, den, 1.0), 1.0), 1.0)
-    return np.asarray(g > half)
+    return np.asarray(_level(den, _binom.sf(y - 1, n, p), False) > half)
 
 
 def _upper_tail_low(y: I64, n: I64, p: float, tau: int, half: float) -> npt.NDArray[np.bool_]:
     """``H_n(y) = Pr_n[Y <= y | Y >= tau] <= half`` (``H`` taken as 1 where the denominator
     underflows), with the two tails ``H`` needs."""
     den = _selection_probability(n, p, tau)
-    ok = den > 1e-300
-    down = np.maximum(den - _binom.sf(y, n, p), 0.0)
-    h = np.where(ok, np.minimum(down / np.where(ok, den, 1.0), 1.0), 1.0)
-    return np.asarray(h <= half)
+    return np.asarray(_level(den, _binom.sf(y, n, p), True) <= half)
+
+
+#: a neighbour's level derived from the guess's tails decides only when it is farther from
+#: ``half`` than this times ``p`` times the pmf terms used (log-gamma loses relative accuracy
+#: in the pmf as ``n`` grows), plus the absolute part
+_DERIVED_REL = 1e-3
+_DERIVED_ABS = 1e-12
+#: above this ``n`` the neighbours are not derived (the search evaluates them): beyond about
+#: 5e7 scipy's own tails and the derived ones disagree at the last unit now and then
+_DERIVED_MAX_N = 10**7
+
+
+def _settle_at_guess(
+    y: I64, g: I64, floor: I64, p: float, tau: int, half: float, upper: bool
+) -> tuple[I64, I64]:
+    """The answer of :func:`_first_true` where it is ``g`` or ``g + 1``, from the tails at ``g``
+    alone (``-1`` where not settled).
+
+    The predicate at ``g`` is evaluated as in :func:`_lower_tail_ok` / :func:`_upper_tail_low`.
+    Its neighbours come from the one-trial identity ``Pr_(n+1)[Y >= k] = Pr_n[Y >= k] +
+    p Pr_n[Y = k - 1]`` applied to both tails (the pmf by log-gamma), and decide only where the
+    derived level is farther from ``half`` than its error allowance; elsewhere the search
+    evaluates them. So the answer is the one the definitions give, as for the search. Also
+    returns a better guess for the search where not settled: one Newton step on the level,
+    whose slope in ``n`` is about ``p Pr_n[Y = k] / Pr_n[Y >= tau]``.
+    """
+    k = y if upper else y - 1  # the tail is Pr[Y > k]
+    den = _selection_probability(g, p, tau)
+    tail = _binom.sf(k, g, p)
+    level = _level(den, tail, upper)
+    pred = level <= half if upper else level > half
+    out = np.full(g.shape, -1, dtype=np.int64)
+    usable = g <= _DERIVED_MAX_N
+    # below: g - 1 (only where g > floor), above: g + 1
+    below_m = np.maximum(g - 1, 0)
+    step_tail = p * _binom.pmf(k, below_m, p)
+    step_den = p * _binom.pmf(tau - 1, below_m, p)
+    den_b = den - step_den
+    lev_b = _level(den_b, tail - step_tail, upper)
+    err_b = (_DERIVED_REL * (step_tail + step_den) + _DERIVED_ABS) / np.maximum(den_b, 1e-300)
+    sure_b = usable & (den_b > 1e-290) & (np.abs(lev_b - half) > err_b)
+    pred_b = lev_b <= half if upper else lev_b > half
+    at_g = pred & ((g == floor) | (sure_b & ~pred_b))
+    out[at_g] = g[at_g]
+    step_tail = p * _binom.pmf(k, g, p)
+    step_den = p * _binom.pmf(tau - 1, g, p)
+    den_a = den + step_den
+    lev_a = _level(den_a, tail + step_tail, upper)
+    err_a = (_DERIVED_REL * (step_tail + step_den) + _DERIVED_ABS) / np.maximum(den_a, 1e-300)
+    sure_a = usable & (den > 1e-290) & (np.abs(lev_a - half) > err_a)
+    pred_a = lev_a <= half if upper else lev_a > half
+    next_up = ~pred & sure_a & pred_a
+    out[next_up] = g[next_up] + 1
+    slope = step_tail / np.maximum(den, 1e-300)
+    gap = (level - half) if upper else (half - level)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        move = np.where(slope > 0, gap / slope, 0.0)
+    move = np.clip(np.nan_to_num(move), -1e12, 1e12)
+    better = np.maximum(g + np.ceil(move).astype(np.int64), floor)
+    return out, better
+
+
+def _first_true_settled(
+    pred: Callable[[I64, I64], Bools],
+    settle: Callable[[I64], tuple[I64, I64]],
+    floor: I64,
+    guess: I64,
+) -> I64:
+    """:func:`_first_true`, first trying ``settle`` (answers ``g`` or ``g + 1`` from one
+    evaluation at the guess ``g``, ``-1`` elsewhere, and a better guess); the rest are searched
+    from the better guess (the answer does not depend on the guess)."""
+    out, better = settle(np.maximum(guess, floor))
+    rest = np.flatnonzero(out < 0)
+    if rest.size:
+        out[rest] = _first_true(lambda i, n: pred(rest[i], n), floor[rest], better[rest])
+    return out
 
 
 def _first_true(pred: Callable[[I64, I64], Bools], floor: I64, guess: I64) -> I64:
@@ -238,6 +320,10 @@ def selection_adjusted_interval(
     """Selection-adjusted exact interval for the true unit count of each released key (see the
     module notes). Computed once per distinct value, by a search from a normal-approximation
     guess (:func:`_first_true`): the bounds are those of the definitions, whatever the guess.
+    Where the answer is the guess or the next count, one evaluation of the tails at the guess
+    settles it (:func:`_settle_at_guess`); the others are searched. The ``NEAR_VALUES`` values
+    just above ``tau``, whose searches are the long ones, come from a table searched once per
+    ``(p, tau, confidence)``.
 
     >>> lo, hi = selection_adjusted_interval([100], 0.1, 10, 0.95)
     >>> int(lo[0]) < 1000 < int(hi[0])
@@ -247,26 +333,55 @@ def selection_adjusted_interval(
     if vals.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     uniq, inverse = np.unique(vals, return_inverse=True)
+    lower, upper = np.zeros_like(uniq), np.zeros_like(uniq)
+    near = (uniq >= tau) & (uniq < tau + NEAR_VALUES)
+    if near.any():  # the values just above tau: searched once per (p, tau, confidence)
+        lo_near, hi_near = _near_threshold(p, tau, confidence)
+        lower[near], upper[near] = lo_near[uniq[near] - tau], hi_near[uniq[near] - tau]
+    rest = np.flatnonzero(~near)
+    if rest.size:
+        lower[rest], upper[rest] = _search_interval(uniq[rest], p, tau, confidence)
+    return lower[inverse], upper[inverse]
+
+
+#: values ``tau .. tau + NEAR_VALUES - 1`` get their intervals from a table built once per
+#: ``(p, tau, confidence)``: near the threshold the normal guess ignores the selection and the
+#: search takes a dozen rounds, the same ones at every release
+NEAR_VALUES = 128
+
+
+@lru_cache(maxsize=64)
+def _near_threshold(p: float, tau: int, confidence: float) -> tuple[I64, I64]:
+    lo, hi = _search_interval(np.arange(tau, tau + NEAR_VALUES, dtype=np.int64), p, tau, confidence)
+    lo.flags.writeable = False
+    hi.flags.writeable = False
+    return lo, hi
+
+
+def _search_interval(uniq: I64, p: float, tau: int, confidence: float) -> tuple[I64, I64]:
+    """:func:`count_interval` for distinct values, by the searches."""
     half = (1 - confidence) / 2
     z = float(statistics.NormalDist().inv_cdf(1 - half))
 
     # lower: the smallest n >= y with G_n(y) > half (G non-decreasing in n)
-    lower = _first_true(
+    lower = _first_true_settled(
         lambda i, n: _lower_tail_ok(uniq[i], n, p, tau, half),
+        lambda g: _settle_at_guess(uniq, g, uniq, p, tau, half, upper=False),
         uniq,
         _normal_guess(uniq, p, -0.5, z),
     )
     # upper: the largest n with H_n(y) > half (H non-increasing in n; H_y(y) = 1), i.e. one
     # below the smallest n >= y with H_n(y) <= half
     upper = (
-        _first_true(
+        _first_true_settled(
             lambda i, n: _upper_tail_low(uniq[i], n, p, tau, half),
+            lambda g: _settle_at_guess(uniq, g, uniq, p, tau, half, upper=True),
             uniq,
             _normal_guess(uniq, p, 0.5, -z),
         )
         - 1
     )
-    return lower[inverse], upper[inverse]
+    return lower, upper
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
-from noise_gof import ScriptedRandom, assert_fits, assert_rejects, chi2_cells, chi2_integer
 from scipy import stats
+from tests.scripted_random import ScriptedRandom
+from tests.stats import assert_fits, assert_rejects, chi2_cells, chi2_integer
 
 from privhist.core.random import SecureRandom, SeededRandom
 from privhist.noise import Binomial, binomial

@@ -77,12 +77,12 @@ def test_settling_at_the_guess_changes_no_bound(monkeypatch: pytest.MonkeyPatch)
         ys = np.concatenate([ys, rng.integers(2 * top, 5 * top, 50)])  # and beyond it
         monkeypatch.setattr(accuracy, "_settle_at_guess", counting)
         accuracy._near_threshold.cache_clear()  # the table of values near tau too
-        fast = accuracy.count_interval(ys, p, tau, confidence)
+        fast = accuracy.selection_adjusted_interval(ys, p, tau, confidence)
         monkeypatch.setattr(
             accuracy, "_settle_at_guess", lambda y, g, *a, **k: (np.full_like(g, -1), g)
         )
         accuracy._near_threshold.cache_clear()
-        full = accuracy.count_interval(ys, p, tau, confidence)
+        full = accuracy.selection_adjusted_interval(ys, p, tau, confidence)
         accuracy._near_threshold.cache_clear()
         assert (fast[0] == full[0]).all() and (fast[1] == full[1]).all(), (p, tau)
     assert sum(a for a, _ in settled) > 0.8 * sum(b for _, b in settled)
@@ -93,7 +93,7 @@ def test_values_near_the_threshold_come_from_the_searched_table() -> None:
     p, tau = 0.105, 11
     accuracy._near_threshold.cache_clear()
     ys = np.arange(tau, tau + accuracy.NEAR_VALUES + 5)
-    together = accuracy.count_interval(ys, p, tau, 0.95)
+    together = accuracy.selection_adjusted_interval(ys, p, tau, 0.95)
     for y in (tau, tau + 1, tau + accuracy.NEAR_VALUES - 1, tau + accuracy.NEAR_VALUES):
         i = int(y - tau)
         assert (together[0][i], together[1][i]) == _scan(int(y), p, tau, 0.025), y
@@ -104,7 +104,7 @@ def test_counts_beyond_two_to_the_31_get_intervals() -> None:
     # the incomplete beta function, so keys with billions of units still get their intervals
     p, tau = 0.10535, 11
     ys = [10**8, 3 * 10**8, 10**9, 10**12]
-    lo, hi = accuracy.count_interval(ys, p, tau, 0.95)
+    lo, hi = accuracy.selection_adjusted_interval(ys, p, tau, 0.95)
     for y, a, b in zip(ys, lo.tolist(), hi.tolist(), strict=True):
         sd = (y * (1 - p)) ** 0.5 / p
         assert a < y / p < b and b - a < 5 * sd, y

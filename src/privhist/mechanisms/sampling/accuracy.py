@@ -359,7 +359,7 @@ def _near_threshold(p: float, tau: int, confidence: float) -> tuple[I64, I64]:
 
 
 def _search_interval(uniq: I64, p: float, tau: int, confidence: float) -> tuple[I64, I64]:
-    """:func:`count_interval` for distinct values, by the searches."""
+    """:func:`selection_adjusted_interval` for distinct values, by the searches."""
     half = (1 - confidence) / 2
     z = float(statistics.NormalDist().inv_cdf(1 - half))
 

@@ -186,12 +186,13 @@ class SampleAndThreshold(Mechanism):
         self.calibration = check("calibration", calibration) or "exact"
         self.alpha = check("alpha", alpha) or DEFAULT_ALPHA
         self.population: int | None = check("population", population)
-        check("sampling_rate", sampling_rate)
-        fixed_p = (
-            None
-            if sampling_rate is None
-            else check_sampling_rate(sampling_rate, self.epsilon_key, fn)
-        )
+        fixed_p: Fraction | None = None
+        if sampling_rate is not None:
+            if _finite_number(sampling_rate):
+                # a number out of range: the relational bound's message says why (1 - e^-eps)
+                check_sampling_rate(sampling_rate, self.epsilon_key, fn)
+            check("sampling_rate", sampling_rate)
+            fixed_p = check_sampling_rate(sampling_rate, self.epsilon_key, fn)
         fixed_t: int | None = check("threshold", threshold)
         self.rate_rule = "given" if fixed_p is not None else "alpha"
         self._optimised: accuracy.Optimised | None = None
@@ -431,3 +432,10 @@ class SampleAndThreshold(Mechanism):
             cls(1.0, 1e-3, Neighbouring.user(2, 2)),
             cls(0.5, 1e-3, sampling_rate=0.25),
         ]
+
+
+def _finite_number(value: Any) -> bool:
+    """A finite int, float or Fraction (not a bool)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int | Fraction) or (isinstance(value, float) and math.isfinite(value))

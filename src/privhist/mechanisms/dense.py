@@ -26,6 +26,7 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from privhist.core.budget import Budget
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
@@ -73,12 +74,13 @@ def calibrate_discrete_gaussian_sigma(epsilon: float, delta: float, k: int, c: i
 class DenseHistogram(Mechanism):
     """Noisy counts for every key of a public domain.
 
-    >>> from privhist import SeededRandom
-    >>> from privhist.core.data import Counts
-    >>> m = DenseHistogram(1.0, domain=["a", "b", "c"])
-    >>> r = m.release(Counts.from_arrays(["a", "z"], [10, 3]), SeededRandom(0))
-    >>> r.keys.tolist(), r.diagnostics["keys_outside_domain"]
-    (['a', 'b', 'c'], 1)
+        >>> from privhist import SeededRandom
+        >>> from privhist.core.budget import Budget
+    from privhist.core.data import Counts
+        >>> m = DenseHistogram(1.0, domain=["a", "b", "c"])
+        >>> r = m.release(Counts.from_arrays(["a", "z"], [10, 3]), SeededRandom(0))
+        >>> r.keys.tolist(), r.diagnostics["keys_outside_domain"]
+        (['a', 'b', 'c'], 1)
     """
 
     name = "dense"
@@ -145,8 +147,27 @@ class DenseHistogram(Mechanism):
         if self.laplace is not None:
             return DiscreteLaplaceEvent(float_down(self.laplace.scale), self.laplace.l1)
         assert self.sigma2 is not None
-        sigma = float_down(Fraction(math.sqrt(float(self.sigma2))) * (1 - Fraction(1, 2**50)))
+        sigma = math.sqrt(float(self.sigma2))
+        if Fraction(sigma) ** 2 != self.sigma2:  # the calibrated grid's sigma is a float: exact
+            sigma = float_down(Fraction(sigma) * (1 - Fraction(1, 2**50)))
         return DiscreteGaussianEvent(sigma, nb.linf_sensitivity, nb.l0_sensitivity)
+
+    def accounting_rules(self) -> tuple[str, ...] | None:
+        """Gaussian noise was calibrated by the PLD of its event
+        (:func:`calibrate_discrete_gaussian_sigma`), so the accountant's ``pld`` rule (the same
+        composition) is among the rules; its Renyi bound alone is looser."""
+        if self.laplace is not None:
+            return None
+        from privhist.accounting.accountant import DEFAULT_RULES
+
+        return (*DEFAULT_RULES, "pld")
+
+    def key_budget(self) -> Budget:
+        """:meth:`guarantee` over the ``l0`` keys (per-key composable noise only: Laplace, or
+        Gaussian with ``l0 = 1``, where the accountant's PLD epsilon is the one checked)."""
+        l0 = self.neighbouring.l0_sensitivity
+        g = self.guarantee()
+        return Budget(g.epsilon / l0, g.delta / l0)
 
     @property
     def per_key_composable(self) -> bool:

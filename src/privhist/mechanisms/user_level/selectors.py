@@ -79,11 +79,13 @@ import numpy as np
 import numpy.typing as npt
 
 import privhist
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.events import ZcdpThresholdEvent
 from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
-from privhist.core.validation import Constraint, delta_constraint
+from privhist.core.validation import Constraint, delta_constraint, float_up
 from privhist.core.weighted import WeightedSource
 from privhist.mechanisms.base import naming_the_class
 from privhist.mechanisms.registry import register_weighted
@@ -203,8 +205,23 @@ class WeightedSelector:
 
     # -- guarantee --------------------------------------------------------------------------
 
+    def event(self) -> ZcdpThresholdEvent:
+        """The release as a privacy event: :meth:`zcdp_rho` (rounds, counts and ``spent_rho``)
+        with the threshold failure :meth:`private_key_bound`, both rounded up, and the calibrated
+        point ``(epsilon, delta)`` (:mod:`privhist.accounting.zcdp`)."""
+        return ZcdpThresholdEvent(
+            float_up(self.zcdp_rho()),
+            float_up(Fraction(self.private_key_bound())),
+            epsilon=self.epsilon,
+            delta=self.delta,
+        )
+
     def guarantee(self) -> Budget:
-        return Budget(self.epsilon, self.delta)
+        """The accountant's guarantee of :meth:`event` at ``delta`` by basic composition of its
+        calibrated point, which the accountant's ``zcdp_threshold`` rule confirms
+        (:func:`privhist.accounting.accountant.threshold_delta` of the event at ``epsilon`` is
+        :meth:`certified_delta`, at most ``delta``; the tests check it)."""
+        return guarantee_of(self.event(), self.delta, rules=("basic",))
 
     def zcdp_rho(self) -> Fraction:
         """The zCDP parameter of the noise, from the rounded ``sigma2`` values."""

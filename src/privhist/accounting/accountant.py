@@ -251,14 +251,12 @@ def _pairs(leaves: list[tuple[PrivacyEvent, int]]) -> list[tuple[DominatingPairE
 def _pld_certified(
     pairs: list[tuple[DominatingPairEvent, int]], delta: float, step: Any
 ) -> Budget | None:
-    from privhist.accounting.certified import DEFAULT_STEP, CertifiedAccount
+    from privhist.accounting.certified import DEFAULT_STEP, CertifiedAccount, compose_accounts
 
     h = DEFAULT_STEP if step is None else step
-    total: CertifiedAccount | None = None
-    for pair, n in pairs:
-        one = CertifiedAccount.from_pair(pair.masses("p"), pair.masses("q"), h).self_compose(n)
-        total = one if total is None else total.compose(one)
-    assert total is not None
+    total = compose_accounts(
+        (CertifiedAccount.from_pair(pair.masses("p"), pair.masses("q"), h), n) for pair, n in pairs
+    )
     eps = total.epsilon_for_delta(delta)
     return Budget(max(eps, math.ulp(0.0)), delta) if math.isfinite(eps) else None
 

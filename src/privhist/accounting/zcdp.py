@@ -78,7 +78,7 @@ def zcdp_delta(rho: Fraction | float, epsilon: float) -> float:
         return min(1.0, float(val * (1 + _MARGIN)) * (1 + 1e-12))
 
 
-def certified_delta(rho: Fraction, epsilon: float, p_f: float) -> float:
+def certified_delta(rho: Fraction | float, epsilon: float, p_f: float) -> float:
     """``delta_z(epsilon + ln(1 - p_F)) + p_F`` (item 3): a proven bound on the delta achieved by
     noise of zCDP parameter ``rho`` and a threshold that releases a private key with probability
     at most ``p_F``."""

@@ -74,13 +74,12 @@ def calibrate_discrete_gaussian_sigma(epsilon: float, delta: float, k: int, c: i
 class DenseHistogram(Mechanism):
     """Noisy counts for every key of a public domain.
 
-        >>> from privhist import SeededRandom
-        >>> from privhist.core.budget import Budget
-    from privhist.core.data import Counts
-        >>> m = DenseHistogram(1.0, domain=["a", "b", "c"])
-        >>> r = m.release(Counts.from_arrays(["a", "z"], [10, 3]), SeededRandom(0))
-        >>> r.keys.tolist(), r.diagnostics["keys_outside_domain"]
-        (['a', 'b', 'c'], 1)
+    >>> from privhist import SeededRandom
+    >>> from privhist.core.data import Counts
+    >>> m = DenseHistogram(1.0, domain=["a", "b", "c"])
+    >>> r = m.release(Counts.from_arrays(["a", "z"], [10, 3]), SeededRandom(0))
+    >>> r.keys.tolist(), r.diagnostics["keys_outside_domain"]
+    (['a', 'b', 'c'], 1)
     """
 
     name = "dense"
@@ -134,18 +133,21 @@ class DenseHistogram(Mechanism):
         return out
 
     def event(self) -> PrivacyEvent:
-        """The noise itself: discrete Laplace of the calibrated scale on an L1 sensitivity, or
-        discrete Gaussian on each of the ``l0`` keys a neighbour changes (by ``c`` each), so the
-        accountant can use their Renyi curves (floats rounded towards less noise).
+        """Laplace noise: its calibrated pure point ``(epsilon, 0)`` (the rational scale makes
+        ``l1 / scale <= epsilon`` exact, which a float scale in a noise event cannot keep; the
+        accountant treats discrete Laplace noise as pure DP in every default rule anyway).
+        Gaussian noise: the discrete Gaussian on each of the ``l0`` keys a neighbour changes (by
+        ``c`` each), so the accountant can use its Renyi curve and PLD (the calibrated sigma is
+        a float; otherwise it is rounded towards less noise).
 
         >>> DenseHistogram(0.5, domain=[1, 2]).event()
-        DiscreteLaplaceEvent(scale=2.0, sensitivity=1, count=1)
+        ApproxDPEvent(epsilon=0.5, delta=0.0, count=1)
         """
-        from privhist.accounting.composition import DiscreteGaussianEvent, DiscreteLaplaceEvent
+        from privhist.accounting.composition import DiscreteGaussianEvent
 
         nb = self.neighbouring
         if self.laplace is not None:
-            return DiscreteLaplaceEvent(float_down(self.laplace.scale), self.laplace.l1)
+            return super().event()
         assert self.sigma2 is not None
         sigma = math.sqrt(float(self.sigma2))
         if Fraction(sigma) ** 2 != self.sigma2:  # the calibrated grid's sigma is a float: exact

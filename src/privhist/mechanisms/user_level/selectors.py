@@ -216,6 +216,17 @@ class WeightedSelector:
             delta=self.delta,
         )
 
+    def bound_event(self) -> ZcdpThresholdEvent:
+        """An event that bounds every selector of this ``(epsilon, delta, threshold_share)``,
+        whatever its ``max_keys`` and ``spent_rho``: the calibrated zCDP budget and threshold
+        failure target (:func:`~privhist.mechanisms.user_level._gauss.calibrate`), which the
+        rounded noise and thresholds never exceed. What the ledger records for a release whose
+        cap is chosen privately inside the spend (:func:`.caps.auto_selector`)."""
+        rho, p_f = calibrate(self.epsilon, self.delta, self.threshold_share)
+        return ZcdpThresholdEvent(
+            float_up(rho), float_up(Fraction(p_f)), epsilon=self.epsilon, delta=self.delta
+        )
+
     def guarantee(self) -> Budget:
         """The accountant's guarantee of :meth:`event` at ``delta`` by basic composition of its
         calibrated point, which the accountant's ``zcdp_threshold`` rule confirms

@@ -258,3 +258,29 @@ def test_session_records_the_selector_event(tmp_path: Path) -> None:
     assert events[1] == WGM(1.0, 1e-8, max_keys=2, counts=True).event()
     assert events[2] == DPSIPS(0.5, 1e-8, counts=True).bound_event()
     assert [sp.budget for sp in spends] == [Budget(1, 1e-8), Budget(1, 1e-8), Budget(0.5, 1e-8)]
+
+
+# --------------------------------------------------------------------------------------------
+# federated baselines
+
+
+@pytest.mark.parametrize("eps", [0.1, 1 / 3, 1.0, 2.5])
+def test_federated_baselines_state_the_accountants_guarantee(eps: float) -> None:
+    from privhist.federated.baselines.central import CentralGeometric
+    from privhist.federated.baselines.hadamard import HadamardResponse
+    from privhist.federated.baselines.shuffle import ShuffleBernoulli
+
+    hr = HadamardResponse(eps, 17)
+    assert hr.guarantee() == guarantee_of(hr.event()) == Budget(hr.local_epsilon, 0.0)
+    assert hr.local_epsilon <= eps
+    plain = CentralGeometric(eps, 0.0, 8, 0.3)
+    assert plain.guarantee() == guarantee_of(plain.event()) == Budget(plain.noise_epsilon, 0.0)
+    amp = CentralGeometric(eps, 0.0, 8, 0.3, amplify=True)
+    q_eps = math.log1p(0.3 * math.expm1(amp.noise_epsilon))  # Balle et al. 2018, Theorem 8
+    assert amp.guarantee() == guarantee_of(amp.event()) == Budget(q_eps, 0.0)
+    for nb in (Neighbouring.add_remove(), Neighbouring.replace()):
+        sh = ShuffleBernoulli(eps, 1e-6, 100_000, 6, neighbouring=nb)
+        l0 = nb.l0_sensitivity
+        assert sh.guarantee() == guarantee_of(sh.event())
+        assert sh.guarantee() == Budget(sh.bucket_epsilon * l0, sh.delta_exact * l0)
+        assert sh.guarantee().delta <= 1e-6 and sh.guarantee().epsilon <= eps * (1 + 1e-15)

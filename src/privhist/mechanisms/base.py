@@ -4,7 +4,8 @@ A mechanism is constructed from privacy parameters and public bounds only — ne
 then releases any number of :class:`~privhist.core.data.Counts` with
 :meth:`Mechanism.release`. Each mechanism also describes itself exactly:
 
-* :meth:`Mechanism.guarantee` — the (epsilon, delta) it satisfies for its neighbouring relation;
+* :meth:`Mechanism.guarantee` — the (epsilon, delta) it satisfies for its neighbouring relation:
+  the accountant's guarantee of :meth:`Mechanism.event`, never above the calibrated pair;
 * :meth:`Mechanism.key_budget` — what it guarantees for one key whose count changes by at most
   ``max_contributions_per_partition``: every built-in mechanism acts on keys independently, so the
   guarantee for a neighbouring step that touches ``l0`` keys is the basic composition of ``l0``
@@ -204,14 +205,16 @@ class Mechanism(ABC):
         of :meth:`event` (:func:`privhist.accounting.accountant.guarantee_of`) at the calibrated
         delta, never above :meth:`calibrated` (the tests check it for every registered
         mechanism). Computed once per instance."""
-        cached: Budget | None = self.__dict__.get("_guarantee")
-        if cached is not None and cached.delta == self.delta_spent:
-            return cached
+        c = self.calibrated()
+        cached: tuple[Budget, Budget] | None = self.__dict__.get("_guarantee")
+        if cached is not None and cached[0] == c:
+            return cached[1]
         from privhist.accounting.accountant import guarantee_of
 
-        d = self.calibrated().delta
-        g = guarantee_of(self.event(), d if d > 0 else None, rules=self.accounting_rules())
-        self.__dict__["_guarantee"] = g
+        g = guarantee_of(
+            self.event(), c.delta if c.delta > 0 else None, rules=self.accounting_rules()
+        )
+        self.__dict__["_guarantee"] = (c, g)
         return g
 
     def event(self) -> PrivacyEvent:

@@ -15,12 +15,20 @@ shows every bound it tried. The rules, each a theorem about the event's parts:
   the curves add (Mironov 2017, Proposition 1) and equation (8) of the federated frequency paper
   converts (:func:`privhist.accounting.renyi.rdp_to_dp`), at the orders of the event's curves
   (or :data:`privhist.accounting.renyi.DEFAULT_ORDERS`).
+* ``zcdp_threshold`` -- a weighted Gaussian selection
+  (:class:`~privhist.accounting.events.ZcdpThresholdEvent`) composed with it and other zCDP
+  parts: the rhos add and the threshold failure probabilities add, then
+  :func:`privhist.accounting.zcdp.certified_delta` is inverted
+  (:mod:`privhist.accounting.zcdp`; :func:`threshold_delta` gives the delta at an epsilon).
 * ``pld_certified`` -- every part is a dominating pair
   (:class:`~privhist.accounting.events.DominatingPairEvent`): the certified PLD of their
   composition (:mod:`privhist.accounting.certified`; adaptive composition of dominating pairs,
   Zhu, Dong and Wang 2022, Theorem 10), a proven upper bound.
-* ``pld`` -- the same with ``dp_accounting``'s float64 PLD: an estimate, computed only when asked
-  (reported beside the certified one, or used while searching a calibration), never a default.
+* ``pld`` -- the same with ``dp_accounting``'s float64 PLD, and for noise events (Laplace,
+  Gaussian, their discrete forms, approximate DP) the PLD of
+  :func:`~privhist.accounting.composition.pld_compose`: an estimate, computed only when asked
+  (reported beside the certified one, used while searching a calibration, or by a mechanism
+  calibrated by that very composition, such as the dense Gaussian histogram), never a default.
 
 With a target delta the guarantee is the smallest epsilon among the rules that apply (on a tie,
 a PLD rule, then the order above).
@@ -45,15 +53,20 @@ from typing import Any
 
 from privhist.accounting.composition import (
     ApproxDPEvent,
+    DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
+    GaussianEvent,
     LaplaceEvent,
     PrivacyEvent,
     advanced_composition,
     optimal_composition,
+    pld_compose,
 )
 from privhist.accounting.events import (
     DominatingPairEvent,
     RdpCurveEvent,
+    ZcdpEvent,
+    ZcdpThresholdEvent,
     event_rdp,
     pure_epsilon,
 )
@@ -70,12 +83,14 @@ __all__ = [
     "float_pld",
     "guarantee_of",
     "optimal_over_profile",
+    "threshold_delta",
+    "threshold_parts",
 ]
 
 #: every rule, in the order that breaks ties (after the PLD rules)
-RULES: tuple[str, ...] = ("basic", "advanced", "renyi", "pld_certified", "pld")
+RULES: tuple[str, ...] = ("basic", "advanced", "renyi", "zcdp_threshold", "pld_certified", "pld")
 #: the rules tried unless the caller names others (``pld`` is an estimate, never a default)
-DEFAULT_RULES: tuple[str, ...] = ("basic", "advanced", "renyi", "pld_certified")
+DEFAULT_RULES: tuple[str, ...] = ("basic", "advanced", "renyi", "zcdp_threshold", "pld_certified")
 
 
 @dataclass(frozen=True)
@@ -116,7 +131,7 @@ def _stated(leaf: PrivacyEvent) -> tuple[Fraction, Fraction] | None:
     if isinstance(leaf, (LaplaceEvent, DiscreteLaplaceEvent)):
         eps = pure_epsilon(leaf)
         return None if eps is None else (eps, Fraction(0))
-    if isinstance(leaf, DominatingPairEvent) and leaf.epsilon is not None:
+    if isinstance(leaf, (DominatingPairEvent, ZcdpThresholdEvent)) and leaf.epsilon is not None:
         return Fraction(leaf.epsilon), Fraction(leaf.delta or 0.0)
     return None
 
@@ -173,6 +188,56 @@ def _renyi(event: PrivacyEvent, leaves: list[tuple[PrivacyEvent, int]], delta: f
     return Budget(max(eps, math.ulp(0.0)), delta) if math.isfinite(eps) else None
 
 
+def threshold_parts(event: PrivacyEvent) -> tuple[Fraction, Fraction] | None:
+    """``(rho, failure)`` summed over the event's parts (exact), when it has a threshold part
+    (:class:`~privhist.accounting.events.ZcdpThresholdEvent`) and every other part is zCDP
+    (zCDP, Gaussian or discrete Gaussian noise); None otherwise (:mod:`privhist.accounting.zcdp`).
+
+    >>> from privhist.accounting.composition import composed
+    >>> threshold_parts(composed([ZcdpThresholdEvent(0.5, 0.25), GaussianEvent(2.0)]))
+    (Fraction(5, 8), Fraction(1, 4))
+    """
+    rho, failure, threshold = Fraction(0), Fraction(0), False
+    for leaf, n in event._leaves():
+        if isinstance(leaf, ZcdpThresholdEvent):
+            rho += n * Fraction(leaf.rho)
+            failure += n * Fraction(leaf.failure)
+            threshold = True
+        elif isinstance(leaf, ZcdpEvent):
+            rho += n * Fraction(leaf.rho)
+        elif isinstance(leaf, (GaussianEvent, DiscreteGaussianEvent)):
+            s, sigma = Fraction(leaf.sensitivity), Fraction(leaf.sigma)
+            rho += n * s * s / (2 * sigma * sigma)
+        else:
+            return None
+    return (rho, failure) if threshold else None
+
+
+def threshold_delta(event: PrivacyEvent, epsilon: float) -> float:
+    """The delta at ``epsilon`` of an event with a threshold part
+    (:func:`privhist.accounting.zcdp.certified_delta` of :func:`threshold_parts`).
+
+    Raises:
+        UnsupportedError: the event has no threshold part or a part that is not zCDP.
+    """
+    from privhist.accounting.zcdp import certified_delta
+
+    parts = threshold_parts(event)
+    if parts is None:
+        raise UnsupportedError(f"{event!r} is not a zCDP event with a threshold part")
+    return certified_delta(parts[0], epsilon, float_up(parts[1]))
+
+
+def _zcdp_threshold(event: PrivacyEvent, delta: float) -> Budget | None:
+    from privhist.accounting.zcdp import threshold_epsilon
+
+    parts = threshold_parts(event)
+    if parts is None:
+        return None
+    eps = threshold_epsilon(parts[0], float_up(parts[1]), delta)
+    return Budget(max(eps, math.ulp(0.0)), delta) if math.isfinite(eps) else None
+
+
 def _pairs(leaves: list[tuple[PrivacyEvent, int]]) -> list[tuple[DominatingPairEvent, int]] | None:
     """The pairs and how many times each runs (the leaves' counts include the pair's own)."""
     out = []
@@ -186,14 +251,12 @@ def _pairs(leaves: list[tuple[PrivacyEvent, int]]) -> list[tuple[DominatingPairE
 def _pld_certified(
     pairs: list[tuple[DominatingPairEvent, int]], delta: float, step: Any
 ) -> Budget | None:
-    from privhist.accounting.certified import DEFAULT_STEP, CertifiedAccount
+    from privhist.accounting.certified import DEFAULT_STEP, CertifiedAccount, compose_accounts
 
     h = DEFAULT_STEP if step is None else step
-    total: CertifiedAccount | None = None
-    for pair, n in pairs:
-        one = CertifiedAccount.from_pair(pair.masses("p"), pair.masses("q"), h).self_compose(n)
-        total = one if total is None else total.compose(one)
-    assert total is not None
+    total = compose_accounts(
+        (CertifiedAccount.from_pair(pair.masses("p"), pair.masses("q"), h), n) for pair, n in pairs
+    )
     eps = total.epsilon_for_delta(delta)
     return Budget(max(eps, math.ulp(0.0)), delta) if math.isfinite(eps) else None
 
@@ -221,7 +284,21 @@ def float_pld(event: PrivacyEvent, value_discretization_interval: float = 1e-4) 
     return total
 
 
+_NOISE = (LaplaceEvent, DiscreteLaplaceEvent, GaussianEvent, DiscreteGaussianEvent, ApproxDPEvent)
+
+
+def _pld_noise(event: PrivacyEvent, delta: float, vdi: float) -> Budget | None:
+    """``dp_accounting``'s PLD of noise events (:func:`~privhist.accounting.composition.
+    pld_compose`, with its margin for the truncated discrete Gaussian), inverted at ``delta``."""
+    eps = pld_compose(event, value_discretization_interval=vdi).epsilon_for_delta(delta)
+    return Budget(max(eps, math.ulp(0.0)), delta) if math.isfinite(eps) else None
+
+
 def _pld_float(event: PrivacyEvent, delta: float, vdi: float) -> Budget | None:
+    if all(isinstance(leaf, _NOISE) for leaf, _ in _leaves(event)):
+        return _pld_noise(event, delta, vdi)
+    if _pairs(_leaves(event)) is None:
+        return None
     total = float_pld(event, vdi)
     eps = float(total.get_epsilon_for_delta(delta))
     step = 1e-12
@@ -279,14 +356,13 @@ def account(
             bounds[r] = _advanced(leaves, d)
         elif r == "renyi":
             bounds[r] = _renyi(event, leaves, d)
+        elif r == "zcdp_threshold":
+            bounds[r] = _zcdp_threshold(event, d)
+        elif r == "pld":
+            bounds[r] = _pld_float(event, d, value_discretization_interval)
         else:
             pairs = _pairs(leaves)
-            if pairs is None:
-                bounds[r] = None
-            elif r == "pld_certified":
-                bounds[r] = _pld_certified(pairs, d, step)
-            else:
-                bounds[r] = _pld_float(event, d, value_discretization_interval)
+            bounds[r] = None if pairs is None else _pld_certified(pairs, d, step)
     found = [r for r in chosen if bounds.get(r) is not None]
     if not found:
         raise UnsupportedError(

@@ -9,6 +9,8 @@ than a noise distribution:
   paper);
 * :class:`ZcdpEvent` -- ``rho``-zCDP (Bun and Steinke 2016, Definition 1.1):
   ``rho(alpha) = alpha rho`` at every order;
+* :class:`ZcdpThresholdEvent` -- ``rho``-zCDP but for a threshold failure probability (the
+  weighted Gaussian selectors; :mod:`privhist.accounting.zcdp`), without a Renyi curve;
 * :class:`DominatingPairEvent` -- a dominating pair of distributions (e.g. TrieHH++'s per-level
   pair), composed by the certified PLD.
 
@@ -70,6 +72,7 @@ __all__ = [
     "DominatingPairEvent",
     "RdpCurveEvent",
     "ZcdpEvent",
+    "ZcdpThresholdEvent",
     "event_from_dict",
     "event_from_json",
     "event_rdp",
@@ -157,6 +160,52 @@ class ZcdpEvent(PrivacyEvent):
 
 
 @dataclass(frozen=True)
+class ZcdpThresholdEvent(PrivacyEvent):
+    """``rho``-zCDP except that, with probability at most ``failure``, a key only the added user
+    holds is released: a weighted Gaussian selection (WGM, DP-SIPS, with or without counts;
+    :mod:`privhist.accounting.zcdp`), run ``count`` times. ``epsilon`` and ``delta``, when
+    given, state the calibrated point each run is ``(epsilon, delta)``-DP at (basic and advanced
+    composition use it; the ``zcdp_threshold`` rule recomputes it). With ``failure > 0`` there is
+    no Renyi curve.
+
+    >>> e = ZcdpThresholdEvent(0.01, 1e-9)
+    >>> event_from_json(event_to_json(e)) == e
+    True
+    """
+
+    rho: float
+    failure: float
+    count: int = 1
+    epsilon: float | None = None
+    delta: float | None = None
+
+    def __post_init__(self) -> None:
+        name = "ZcdpThresholdEvent"
+        if not (isinstance(self.rho, (int, float)) and math.isfinite(self.rho) and self.rho >= 0):
+            raise ValidationError("rho", name, "a finite number >= 0", self.rho)
+        f = self.failure
+        if not (isinstance(f, (int, float)) and 0 <= f < 1):
+            raise ValidationError("failure", name, "a probability in [0, 1)", f)
+        if self.epsilon is not None or self.delta is not None:
+            e, d = self.epsilon, self.delta
+            if not (isinstance(e, (int, float)) and math.isfinite(e) and e >= 0):
+                raise ValidationError("epsilon", name, "a finite number >= 0 (or None)", e)
+            if not (isinstance(d, (int, float)) and 0 <= d < 1):
+                raise ValidationError("delta", name, "a number in [0, 1) with epsilon", d)
+            object.__setattr__(self, "epsilon", float(e))
+            object.__setattr__(self, "delta", float(d))
+        object.__setattr__(self, "rho", float(self.rho))
+        object.__setattr__(self, "failure", float(f))
+        object.__setattr__(self, "count", check_positive_int(self.count, name, "count"))
+
+    def to_dp_accounting(self) -> Any:
+        raise UnsupportedError(f"{self!r} has no dp_accounting DpEvent")
+
+    def _leaves(self) -> Any:
+        yield self, self.count
+
+
+@dataclass(frozen=True)
 class DominatingPairEvent(PrivacyEvent):
     """A mechanism dominated by the pair of distributions ``(p, q)`` on the same atoms (index
     ``i`` has probability ``p[i]`` under one neighbour and ``q[i]`` under the other) in both
@@ -231,6 +280,10 @@ _KINDS: dict[str, tuple[type[PrivacyEvent], tuple[str, ...]]] = {
     "approx_dp": (ApproxDPEvent, ("epsilon", "delta", "count")),
     "rdp_curve": (RdpCurveEvent, ("orders", "values", "count")),
     "zcdp": (ZcdpEvent, ("rho", "count")),
+    "zcdp_threshold": (
+        ZcdpThresholdEvent,
+        ("rho", "failure", "count", "epsilon", "delta"),
+    ),
     "dominating_pair": (DominatingPairEvent, ("p", "q", "count", "epsilon", "delta")),
 }
 
@@ -323,6 +376,8 @@ def _leaf_rdp(leaf: PrivacyEvent, order: Fraction) -> Fraction | None:
         return a * s * s / (2 * sigma * sigma)
     if isinstance(leaf, ZcdpEvent):
         return a * Fraction(leaf.rho)
+    if isinstance(leaf, ZcdpThresholdEvent):
+        return a * Fraction(leaf.rho) if leaf.failure == 0 else None
     if isinstance(leaf, RdpCurveEvent):
         for o, v in zip(leaf.orders, leaf.values, strict=True):
             if Fraction(o) >= a:  # RDP is non-decreasing in the order (Mironov 2017, Prop. 9)

@@ -16,7 +16,7 @@ in float64 (:func:`rdp_to_dp`) and in interval arithmetic (:func:`certified_rdp_
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -30,11 +30,13 @@ from privhist.core.validation import check_delta, check_positive_int
 __all__ = [
     "DEFAULT_ORDERS",
     "RdpCurve",
+    "certified_epsilon",
     "certified_rdp_to_dp",
     "check_orders",
     "compose",
     "parallel_compose",
     "rdp_to_dp",
+    "sequential_exact",
 ]
 
 #: Renyi orders used unless the caller gives others
@@ -129,8 +131,27 @@ class RdpCurve:
         return RdpCurve(self.orders, tuple(k * v for v in self.rdp))
 
     def epsilon(self, delta: float) -> float:
-        """Epsilon at ``delta`` by equation (8) (:func:`rdp_to_dp`)."""
-        return rdp_to_dp(self, delta)[0]
+        """Epsilon at ``delta``: the accountant's ``renyi`` rule on the curve's event (equation
+        (8), :func:`rdp_to_dp`, at the curve's orders); ``math.inf`` when every value is.
+
+        >>> RdpCurve((2.0,), (0.5,)).epsilon(0.01) == rdp_to_dp(RdpCurve((2.0,), (0.5,)), 0.01)[0]
+        True
+        """
+        from privhist.accounting.accountant import account
+        from privhist.accounting.events import RdpCurveEvent
+
+        check_delta(delta, "RdpCurve.epsilon", positive=True)
+        kept = sorted(
+            (o, v) for o, v in zip(self.orders, self.rdp, strict=True) if math.isfinite(v)
+        )
+        if not kept:
+            return math.inf
+        event = RdpCurveEvent(tuple(o for o, _ in kept), tuple(v for _, v in kept))
+        bound = account(event, delta, rules=("renyi",)).bounds["renyi"]
+        if bound is None:
+            return math.inf
+        # the accountant states at least the smallest positive float; equation (8) may reach 0
+        return 0.0 if bound.epsilon <= math.ulp(0.0) else bound.epsilon
 
     def best_order(self, delta: float) -> float:
         """The order at which equation (8) is smallest."""
@@ -208,6 +229,35 @@ def rdp_to_dp(curve: RdpCurve, delta: float) -> tuple[float, float]:
         if eps < best[0]:
             best = (eps, lam)
     return max(best[0], 0.0), best[1]
+
+
+def sequential_exact(parts: Iterable[tuple[int, Fraction]]) -> Fraction:
+    """Sequential composition of exact Renyi values at one order: ``sum n_i rho_i`` for
+    ``n_i`` runs of a mechanism with value ``rho_i`` (Mironov 2017, Proposition 1).
+
+    >>> sequential_exact([(2, Fraction(1, 4)), (1, Fraction(1, 2))])
+    Fraction(1, 1)
+    """
+    return sum((n * Fraction(v) for n, v in parts), Fraction(0))
+
+
+def certified_epsilon(
+    rdp_at: Callable[[float], Fraction], orders: Sequence[float], delta: float
+) -> tuple[float, float]:
+    """The smallest :func:`certified_rdp_to_dp` (rounded up to a float) over ``orders`` of the
+    exact Renyi values ``rdp_at(order)``, and the order attaining it (the first on a tie).
+
+    >>> certified_epsilon(lambda o: Fraction(1, 2), [2.0], 0.01)[1]
+    2.0
+    """
+    from privhist.core.validation import float_up
+
+    best = (math.inf, orders[0])
+    for lam in orders:
+        eps = float_up(certified_rdp_to_dp(rdp_at(lam), lam, delta))
+        if eps < best[0]:
+            best = (eps, lam)
+    return best
 
 
 def certified_rdp_to_dp(rdp: Fraction, order: float, delta: float) -> Fraction:

@@ -57,17 +57,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.certified import compose_accounts
 from privhist.accounting.events import RdpCurveEvent
-from privhist.accounting.renyi import RdpCurve, certified_rdp_to_dp, compose, parallel_compose
+from privhist.accounting.renyi import (
+    RdpCurve,
+    certified_epsilon,
+    compose,
+    parallel_compose,
+    sequential_exact,
+)
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
-from privhist.core.validation import check_delta, check_epsilon, check_positive_int, float_up
+from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.federated.cpbm import Cpbm, check_clip, cpbm_decode, secure_sum_modulus
 from privhist.federated.cpbm_accounting import (
     calibrate_m,
@@ -427,7 +435,8 @@ def certified_guarantee(
     Each round composes ``m D`` frequency trials at ``theta`` and ``m' D'`` quantile trials at
     ``theta_quantile`` on the same users; rounds are disjoint, so the worst round bounds the run
     (Appendix D). RDP: Lemma 2 per part (:func:`certified_log_pi`), added exactly, the maximum
-    over the distinct round sizes, then equation (8) (:func:`certified_rdp_to_dp`), at the three
+    over the distinct round sizes, then equation (8) (the accountant's
+    :func:`~privhist.accounting.renyi.certified_epsilon`), at the three
     orders around the float optimum. PLD: the worst-case pair of the smallest round
     (:func:`worst_case_account`; a larger round adds independent users' sums, post-processing)
     composed ``m D`` and ``m' D'`` times with :mod:`privhist.accounting.certified`, when there
@@ -454,23 +463,32 @@ def certified_guarantee(
     float_eps = curve.epsilon(d)
     orders = curve.orders
     best = orders.index(curve.best_order(d))
-    rdp_best = (math.inf, orders[best])
-    for lam in orders[max(best - 1, 0) : best + 2]:
-        value = max(
-            m * dim * certified_log_pi(s, theta, lam) + mq * qdim * certified_log_pi(s, tq, lam)
+
+    def rdp_at(lam: float) -> Fraction:
+        # the rounds are disjoint (parallel: the largest); within one, the parts add
+        return max(
+            sequential_exact(
+                [
+                    (m * dim, certified_log_pi(s, theta, lam)),
+                    (mq * qdim, certified_log_pi(s, tq, lam)),
+                ]
+            )
             for s in sizes
         )
-        eps = float_up(certified_rdp_to_dp(value, lam, d))
-        if eps < rdp_best[0]:
-            rdp_best = (eps, lam)
+
+    rdp_best = certified_epsilon(rdp_at, orders[max(best - 1, 0) : best + 2], d)
     count = m * dim + mq * qdim
     pld_eps: float | None = None
     if count > pld_max_compositions:
         note = f"not computed: {count} compositions exceed {pld_max_compositions}"
     else:
         try:
-            account = worst_case_account(sizes[0], theta).self_compose(m * dim)
-            account = account.compose(worst_case_account(sizes[0], tq).self_compose(mq * qdim))
+            account = compose_accounts(
+                [
+                    (worst_case_account(sizes[0], theta), m * dim),
+                    (worst_case_account(sizes[0], tq), mq * qdim),
+                ]
+            )
             pld_eps = account.epsilon_for_delta(d)
             note = f"{count} compositions of the worst-case pair of a round of {sizes[0]}"
         except ValidationError as exc:

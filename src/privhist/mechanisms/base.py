@@ -4,7 +4,8 @@ A mechanism is constructed from privacy parameters and public bounds only — ne
 then releases any number of :class:`~privhist.core.data.Counts` with
 :meth:`Mechanism.release`. Each mechanism also describes itself exactly:
 
-* :meth:`Mechanism.guarantee` — the (epsilon, delta) it satisfies for its neighbouring relation;
+* :meth:`Mechanism.guarantee` — the (epsilon, delta) it satisfies for its neighbouring relation:
+  the accountant's guarantee of :meth:`Mechanism.event`, never above the calibrated pair;
 * :meth:`Mechanism.key_budget` — what it guarantees for one key whose count changes by at most
   ``max_contributions_per_partition``: every built-in mechanism acts on keys independently, so the
   guarantee for a neighbouring step that touches ``l0`` keys is the basic composition of ``l0``
@@ -189,14 +190,38 @@ class Mechanism(ABC):
 
     # -- what the mechanism promises ------------------------------------------------------------
 
-    def guarantee(self) -> Budget:
-        """The (epsilon, delta) guarantee for ``self.neighbouring``."""
+    def calibrated(self) -> Budget:
+        """The (epsilon, delta) the parameters were calibrated to (``delta`` the one spent)."""
         return Budget(self.epsilon, self.delta_spent)
+
+    def accounting_rules(self) -> tuple[str, ...] | None:
+        """The accountant's rules the guarantee is chosen from (None: its defaults,
+        :data:`privhist.accounting.accountant.DEFAULT_RULES`); a mechanism calibrated by another
+        rule names it so that the accountant reproduces the calibration."""
+        return None
+
+    def guarantee(self) -> Budget:
+        """The (epsilon, delta) guarantee for ``self.neighbouring``: the accountant's guarantee
+        of :meth:`event` (:func:`privhist.accounting.accountant.guarantee_of`) at the calibrated
+        delta, never above :meth:`calibrated` (the tests check it for every registered
+        mechanism). Computed once per instance."""
+        c = self.calibrated()
+        cached: tuple[Budget, Budget] | None = self.__dict__.get("_guarantee")
+        if cached is not None and cached[0] == c:
+            return cached[1]
+        from privhist.accounting.accountant import guarantee_of
+
+        g = guarantee_of(
+            self.event(), c.delta if c.delta > 0 else None, rules=self.accounting_rules()
+        )
+        self.__dict__["_guarantee"] = (c, g)
+        return g
 
     def event(self) -> PrivacyEvent:
         """What the release does, for the accountant and the ledger
-        (:mod:`privhist.accounting.events`): by default its (epsilon, delta) guarantee;
-        mechanisms whose noise has a Renyi curve may say more.
+        (:mod:`privhist.accounting.events`): by default its calibrated (epsilon, delta)
+        (:meth:`calibrated`); mechanisms whose noise has a Renyi curve or a dominating pair may
+        say more.
 
         >>> from privhist.mechanisms.registry import get
         >>> get("stability")(1.0, 1e-6).event()
@@ -204,7 +229,7 @@ class Mechanism(ABC):
         """
         from privhist.accounting.composition import ApproxDPEvent
 
-        return ApproxDPEvent.from_budget(self.guarantee())
+        return ApproxDPEvent.from_budget(self.calibrated())
 
     @property
     def per_key_composable(self) -> bool:

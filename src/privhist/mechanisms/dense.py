@@ -26,6 +26,7 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from privhist.core.budget import Budget
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
@@ -132,21 +133,43 @@ class DenseHistogram(Mechanism):
         return out
 
     def event(self) -> PrivacyEvent:
-        """The noise itself: discrete Laplace of the calibrated scale on an L1 sensitivity, or
-        discrete Gaussian on each of the ``l0`` keys a neighbour changes (by ``c`` each), so the
-        accountant can use their Renyi curves (floats rounded towards less noise).
+        """Laplace noise: its calibrated pure point ``(epsilon, 0)`` (the rational scale makes
+        ``l1 / scale <= epsilon`` exact, which a float scale in a noise event cannot keep; the
+        accountant treats discrete Laplace noise as pure DP in every default rule anyway).
+        Gaussian noise: the discrete Gaussian on each of the ``l0`` keys a neighbour changes (by
+        ``c`` each), so the accountant can use its Renyi curve and PLD (the calibrated sigma is
+        a float; otherwise it is rounded towards less noise).
 
         >>> DenseHistogram(0.5, domain=[1, 2]).event()
-        DiscreteLaplaceEvent(scale=2.0, sensitivity=1, count=1)
+        ApproxDPEvent(epsilon=0.5, delta=0.0, count=1)
         """
-        from privhist.accounting.composition import DiscreteGaussianEvent, DiscreteLaplaceEvent
+        from privhist.accounting.composition import DiscreteGaussianEvent
 
         nb = self.neighbouring
         if self.laplace is not None:
-            return DiscreteLaplaceEvent(float_down(self.laplace.scale), self.laplace.l1)
+            return super().event()
         assert self.sigma2 is not None
-        sigma = float_down(Fraction(math.sqrt(float(self.sigma2))) * (1 - Fraction(1, 2**50)))
+        sigma = math.sqrt(float(self.sigma2))
+        if Fraction(sigma) ** 2 != self.sigma2:  # the calibrated grid's sigma is a float: exact
+            sigma = float_down(Fraction(sigma) * (1 - Fraction(1, 2**50)))
         return DiscreteGaussianEvent(sigma, nb.linf_sensitivity, nb.l0_sensitivity)
+
+    def accounting_rules(self) -> tuple[str, ...] | None:
+        """Gaussian noise was calibrated by the PLD of its event
+        (:func:`calibrate_discrete_gaussian_sigma`), so the accountant's ``pld`` rule (the same
+        composition) is among the rules; its Renyi bound alone is looser."""
+        if self.laplace is not None:
+            return None
+        from privhist.accounting.accountant import DEFAULT_RULES
+
+        return (*DEFAULT_RULES, "pld")
+
+    def key_budget(self) -> Budget:
+        """:meth:`guarantee` over the ``l0`` keys (per-key composable noise only: Laplace, or
+        Gaussian with ``l0 = 1``, where the accountant's PLD epsilon is the one checked)."""
+        l0 = self.neighbouring.l0_sensitivity
+        g = self.guarantee()
+        return Budget(g.epsilon / l0, g.delta / l0)
 
     @property
     def per_key_composable(self) -> bool:

@@ -757,7 +757,11 @@ class Session:
             }
             return release
 
-        return self._publish(call, cost, call.mechanism, nb, draw, out_format)
+        # the ledger keeps the release's event (with "auto", one bounding every cap)
+        event = None
+        if self.charging:
+            event = selector.bound_event() if auto else selector.event()
+        return self._publish(call, cost, call.mechanism, nb, draw, out_format, event=event)
 
     def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:
         """TrieHH++ heavy hitters (or ``one_shot=True``: one sample-and-threshold histogram of

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import ApproxDPEvent
 from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
@@ -115,15 +117,21 @@ class CentralGeometric:
         return self._noise.effective_epsilon
 
     def guarantee(self) -> Budget:
-        """The guarantee the mechanism is built for.
+        """The guarantee the mechanism is built for: the accountant's guarantee of
+        :meth:`event`.
 
         With ``amplify=False`` it holds with respect to the sampled clients (and a fortiori the
         population); with ``amplify=True`` with respect to the population, the sampling at rate
         ``sampling_rate`` being part of the mechanism.
         """
+        return guarantee_of(self.event())
+
+    def event(self) -> ApproxDPEvent:
+        """The release as a privacy event: the pure epsilon of :meth:`guarantee` (the noise's
+        own, or its amplification by the sampling), for the accountant and a ledger."""
         if self.amplify:
-            return self.population_guarantee()
-        return Budget(self.noise_epsilon, 0.0)
+            return ApproxDPEvent.from_budget(self.population_guarantee())
+        return ApproxDPEvent(self.noise_epsilon, 0.0)
 
     def population_guarantee(self) -> Budget:
         """``(ln(1 + q (e^eps_noise - 1)), 0)``: the guarantee of sampling at rate ``q`` followed

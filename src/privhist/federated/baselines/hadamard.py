@@ -54,6 +54,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import ApproxDPEvent
 from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
@@ -140,8 +142,13 @@ class HadamardResponse:
     def guarantee(self) -> Budget:
         """``(ln L, 0)``: local DP of every report, hence of the collection, for replace-one
         neighbours; for add/remove neighbours when abstaining contacted clients send dummy
-        reports (``encode(..., abstaining=k)``; module notes)."""
-        return Budget(self.local_epsilon, 0.0)
+        reports (``encode(..., abstaining=k)``; module notes). The accountant's guarantee of
+        :meth:`event`."""
+        return guarantee_of(self.event())
+
+    def event(self) -> ApproxDPEvent:
+        """The collection as a privacy event: pure ``ln L`` (:attr:`local_epsilon`)."""
+        return ApproxDPEvent(self.local_epsilon, 0.0)
 
     def dummy_distribution(self) -> dict[int, Fraction]:
         """The exact law of an abstaining client's dummy report: uniform on ``[0, width)``."""

@@ -71,6 +71,8 @@ import numpy as np
 import numpy.typing as npt
 from mpmath import libmp
 
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.composition import ApproxDPEvent
 from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
@@ -345,8 +347,15 @@ class ShuffleBernoulli:
     def guarantee(self) -> Budget:
         """``(eps, delta)``: per bucket ``(eps_b, delta_exact)``, composed over the ``l0`` buckets
         one neighbouring step moves."""
-        l0 = self.neighbouring.l0_sensitivity
-        return Budget(self.bucket_epsilon * l0, min(self.delta, self.delta_exact * l0))
+        return guarantee_of(self.event())
+
+    def event(self) -> ApproxDPEvent:
+        """Per bucket ``(eps_b, delta_exact)``, on each of the ``l0`` buckets one neighbouring
+        step moves (basic composition of them is the guarantee; the accountant may find more at
+        another delta)."""
+        return ApproxDPEvent(
+            self.bucket_epsilon, self.delta_exact, self.neighbouring.l0_sensitivity
+        )
 
     def shuffled_counts(self, items: Any, rng: RandomSource) -> I64:
         """Per-bucket message counts the analyst sees: ``c_j + Binomial(n_clients, q)``."""

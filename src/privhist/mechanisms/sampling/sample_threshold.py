@@ -424,6 +424,12 @@ class SampleAndThreshold(Mechanism):
             self.neighbouring.l0_sensitivity,
         )
 
+    def accounting_rules(self) -> tuple[str, ...] | None:
+        """Basic composition of the per-key calibrated points: the calibration's own rule. (The
+        certified PLD of the same pairs is often much tighter, but the per-key contract,
+        ``key_budget() * l0 == guarantee()``, is stated for basic composition.)"""
+        return ("basic",)
+
     @classmethod
     def test_instances(cls) -> list[Mechanism]:
         return [

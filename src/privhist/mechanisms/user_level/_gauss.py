@@ -17,8 +17,8 @@ never by the continuous analytic-Gaussian formula:
    ``delta_z = exp((alpha - 1)(alpha rho - epsilon)) (1 - 1/alpha)**(alpha - 1) / alpha`` for
    *every* ``alpha > 1`` (CKS, Proposition 12 of arXiv:2004.00010v4 for Renyi DP, Corollary 13
    for zCDP; the same bound ``dp_accounting``'s RDP accountant uses in ``compute_delta``).
-   :func:`zcdp_delta` evaluates it at one numerically optimised ``alpha`` in 60-digit
-   arithmetic and rounds up.
+   :func:`~privhist.accounting.zcdp.zcdp_delta` (the accountant's) evaluates it at one
+   numerically optimised ``alpha`` in 60-digit arithmetic and rounds up.
 3. **Keys only one user holds (threshold).** Call a key of the added user ``u`` *private* in a
    round when no other user kept it in that round (its aggregate without ``u`` is zero, so the
    run without ``u`` never considers it; in particular every key only ``u`` holds). ``u`` keeps
@@ -59,6 +59,8 @@ from functools import lru_cache
 
 import mpmath
 
+from privhist.accounting.zcdp import certified_delta as certified_delta  # re-exported
+from privhist.accounting.zcdp import zcdp_delta
 from privhist.core.errors import ValidationError
 from privhist.noise import rational_at_least
 
@@ -75,40 +77,6 @@ SIGMA2_DENOMINATOR = 2**20
 def _mp(x: Fraction | float | int) -> mpmath.mpf:
     f = Fraction(x)
     return mpmath.mpf(f.numerator) / f.denominator
-
-
-def zcdp_delta(rho: Fraction | float, epsilon: float) -> float:
-    """An upper bound on ``delta(epsilon)`` for a ``rho``-zCDP mechanism (CKS Corollary 13).
-
-    >>> round(zcdp_delta(0.5, 1.0), 4) < 0.5
-    True
-    """
-    r = float(rho)
-    if r <= 0:
-        return 0.0
-
-    def log_delta(a: float) -> float:
-        return (a - 1) * (a * r - epsilon + math.log1p(-1 / a)) - math.log(a)
-
-    # unimodal in log(alpha - 1): golden-section search in floats, then one exact-ish evaluation
-    lo, hi = math.log(1e-6), math.log(1e7)
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = log_delta(1 + math.exp(a)), log_delta(1 + math.exp(b))
-    for _ in range(200):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = log_delta(1 + math.exp(a))
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = log_delta(1 + math.exp(b))
-    alpha = Fraction(1 + math.exp((lo + hi) / 2))
-    with mpmath.workdps(_DPS):
-        al, rr, ee = _mp(alpha), _mp(Fraction(rho)), _mp(Fraction(epsilon))
-        val = mpmath.exp((al - 1) * (al * rr - ee + mpmath.log(1 - 1 / al)) - mpmath.log(al))
-        return min(1.0, float(val * (1 + _MARGIN)) * (1 + 1e-12))
 
 
 def calibrate_rho(epsilon: float, delta_z: float) -> Fraction:
@@ -210,18 +178,6 @@ def unit_weights(scale: int, max_keys: int) -> list[int]:
     """``w_t = floor(scale / sqrt(t))`` for ``t = 1..max_keys``: the integer weight each of a
     user's ``t`` kept keys receives (``t w_t**2 <= scale**2``: L2 norm at most one unit)."""
     return [math.isqrt(scale * scale // t) for t in range(1, max_keys + 1)]
-
-
-def certified_delta(rho: Fraction, epsilon: float, p_f: float) -> float:
-    """``delta_z(epsilon + ln(1 - p_F)) + p_F`` (item 3): a proven bound on the delta achieved by
-    noise of zCDP parameter ``rho`` and a threshold that releases a private key with probability
-    at most ``p_F``."""
-    if p_f >= 1:
-        return 1.0
-    eps_z = epsilon + math.log1p(-p_f) * (1 + 1e-12)
-    if eps_z <= 0:
-        return 1.0
-    return min(1.0, zcdp_delta(rho, eps_z) + p_f * (1 + 1e-12))
 
 
 def calibrate(epsilon: float, delta: float, threshold_share: float) -> tuple[Fraction, float]:

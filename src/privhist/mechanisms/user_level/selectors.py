@@ -79,11 +79,13 @@ import numpy as np
 import numpy.typing as npt
 
 import privhist
+from privhist.accounting.accountant import guarantee_of
+from privhist.accounting.events import ZcdpThresholdEvent
 from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
-from privhist.core.validation import Constraint, delta_constraint
+from privhist.core.validation import Constraint, delta_constraint, float_up
 from privhist.core.weighted import WeightedSource
 from privhist.mechanisms.base import naming_the_class
 from privhist.mechanisms.registry import register_weighted
@@ -203,8 +205,34 @@ class WeightedSelector:
 
     # -- guarantee --------------------------------------------------------------------------
 
+    def event(self) -> ZcdpThresholdEvent:
+        """The release as a privacy event: :meth:`zcdp_rho` (rounds, counts and ``spent_rho``)
+        with the threshold failure :meth:`private_key_bound`, both rounded up, and the calibrated
+        point ``(epsilon, delta)`` (:mod:`privhist.accounting.zcdp`)."""
+        return ZcdpThresholdEvent(
+            float_up(self.zcdp_rho()),
+            float_up(Fraction(self.private_key_bound())),
+            epsilon=self.epsilon,
+            delta=self.delta,
+        )
+
+    def bound_event(self) -> ZcdpThresholdEvent:
+        """An event that bounds every selector of this ``(epsilon, delta, threshold_share)``,
+        whatever its ``max_keys`` and ``spent_rho``: the calibrated zCDP budget and threshold
+        failure target (:func:`~privhist.mechanisms.user_level._gauss.calibrate`), which the
+        rounded noise and thresholds never exceed. What the ledger records for a release whose
+        cap is chosen privately inside the spend (:func:`.caps.auto_selector`)."""
+        rho, p_f = calibrate(self.epsilon, self.delta, self.threshold_share)
+        return ZcdpThresholdEvent(
+            float_up(rho), float_up(Fraction(p_f)), epsilon=self.epsilon, delta=self.delta
+        )
+
     def guarantee(self) -> Budget:
-        return Budget(self.epsilon, self.delta)
+        """The accountant's guarantee of :meth:`event` at ``delta`` by basic composition of its
+        calibrated point, which the accountant's ``zcdp_threshold`` rule confirms
+        (:func:`privhist.accounting.accountant.threshold_delta` of the event at ``epsilon`` is
+        :meth:`certified_delta`, at most ``delta``; the tests check it)."""
+        return guarantee_of(self.event(), self.delta, rules=("basic",))
 
     def zcdp_rho(self) -> Fraction:
         """The zCDP parameter of the noise, from the rounded ``sigma2`` values."""

@@ -295,7 +295,8 @@ class LedgerStatus:
             raise PrivacyUnitMismatchError(self.dataset, self.unit, neighbouring)
         admission = self.admission(budget, event)
         if not admission.admitted:
-            raise BudgetExceededError(self.dataset, budget, self.remaining)
+            reason = admission.detail if self.regime == "renyi" else None
+            raise BudgetExceededError(self.dataset, budget, self.remaining, reason)
         return admission
 
 

@@ -38,17 +38,24 @@ class InputDataError(PrivhistError, ValueError):
 class BudgetExceededError(PrivhistError):
     """A release would spend more than the dataset's remaining budget."""
 
-    def __init__(self, dataset: str, requested: Any, remaining: Any) -> None:
+    def __init__(
+        self, dataset: str, requested: Any, remaining: Any, reason: str | None = None
+    ) -> None:
         self.dataset = dataset
         self.requested = requested
         self.remaining = remaining
-        super().__init__(
-            f"release refused for dataset '{dataset}': it requests {requested} "
-            f"but only {remaining} remains"
-        )
+        #: why the dataset's filter refused, where that is more than "it does not fit what
+        #: remains" (the Renyi regime: no Renyi guarantee, or over the Renyi budget)
+        self.reason = reason
+        message = f"release refused for dataset '{dataset}': it requests {requested} "
+        if reason is None:
+            message += f"but only {remaining} remains"
+        else:
+            message += f"and the dataset's Renyi regime refuses it: {reason}"
+        super().__init__(message)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.dataset, self.requested, self.remaining))
+        return (type(self), (self.dataset, self.requested, self.remaining, self.reason))
 
 
 class LedgerError(PrivhistError):

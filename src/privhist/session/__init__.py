@@ -280,10 +280,17 @@ class Session:
         return self.ledger is not None and self.dataset is not None
 
     def _check_budget(
-        self, cost: Budget, neighbouring: Neighbouring | None, seed: int | None, function: str
+        self,
+        cost: Budget,
+        neighbouring: Neighbouring | None,
+        seed: int | None,
+        function: str,
+        event: Event | None = None,
     ) -> None:
         """Before any data is read: seeded output is never charged, and the budget must allow
-        the release (re-checked atomically when it is spent)."""
+        the release (re-checked atomically when it is spent). ``event`` is the one the spend
+        records: the dataset's filter judges it (a Renyi-regime dataset admits a release by its
+        Renyi curves, which ``cost`` alone does not carry)."""
         if not self.charging:
             return
         if seed is not None:
@@ -295,9 +302,11 @@ class Session:
             )
         st = self.status()
         assert st is not None and self.dataset is not None
-        if not st.allows(cost):
-            raise BudgetExceededError(self.dataset, cost, st.remaining)
-        st.check(cost, neighbouring)
+        admission = st.admission(cost, event)
+        if not admission.admitted:
+            reason = admission.detail if st.regime == "renyi" else None
+            raise BudgetExceededError(self.dataset, cost, st.remaining, reason)
+        st.check(cost, neighbouring, event)
 
     def _dry_run(
         self,
@@ -305,11 +314,12 @@ class Session:
         cost: Budget,
         neighbouring: Neighbouring,
         details: dict[str, Any] | None = None,
+        event: Event | None = None,
     ) -> DryRun:
         st = self.status()
         allowed = True
         if st is not None:
-            allowed = st.allows(cost) and st.admits(neighbouring)
+            allowed = st.allows(cost, event) and st.admits(neighbouring)
         return DryRun(
             mechanism=mechanism,
             cost=cost,
@@ -497,9 +507,11 @@ class Session:
         mech = _build(mechanism, epsilon, delta, nb, dom, confidence, dict(options or {}))
         cost = mech.guarantee()
         out_format = self._check_output_for(mech, output, output_format, [path], fn)
+        # the event the ledger judges and keeps (built only for a charged dataset)
+        event = mech.event() if self.charging else None
         if dry_run:
-            return self._dry_run(mech, cost, nb)
-        self._check_budget(cost, nb, seed, fn)
+            return self._dry_run(mech, cost, nb, event=event)
+        self._check_budget(cost, nb, seed, fn, event)
         rng = default_source(seed)
         bounds = (
             (nb.max_partitions_contributed, nb.max_contributions_per_partition)
@@ -510,7 +522,7 @@ class Session:
         if prepare is not None:
             # the engine counts now and draws inside the transaction (e.g. on Spark executors)
             draw = prepare(source, call.request(*bounds), mech, rng, progress=self.progress)
-            return self._publish(call, cost, mech.name, nb, draw, out_format)
+            return self._publish(call, cost, mech.name, nb, draw, out_format, event=event)
         counts = self.engine.count(source, call.request(*bounds), rng, progress=self.progress)
         return self._publish(
             call,
@@ -519,7 +531,7 @@ class Session:
             nb,
             lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
             out_format,
-            event=mech.event() if self.charging else None,  # only the ledger keeps it
+            event=event,
         )
 
     def _publish(
@@ -621,8 +633,8 @@ class Session:
         if call.dry_run:
             details = {"mechanism": name, "max_partitions": call.max_partitions}
             details["max_per_partition"] = call.max_per_partition
-            return self._dry_run(None, cost, widest, details)
-        self._check_budget(cost, widest, call.seed, fn)
+            return self._dry_run(None, cost, widest, details, event=event)
+        self._check_budget(cost, widest, call.seed, fn, event)
         rng = default_source(call.seed)
         weighted_source = getattr(self.engine, "weighted_source", None)
         if weighted_source is None or not getattr(self.engine, "weighted", False):
@@ -723,6 +735,10 @@ class Session:
             out_format = check_output(
                 call.output, call.output_format, [call.path], self.ledger_path, fn
             )
+        # the ledger judges and keeps the release's event (with "auto", one bounding every cap)
+        event = None
+        if self.charging:
+            event = selector.bound_event() if auto else selector.event()
         if call.dry_run:
             details = (
                 {"mechanism": call.mechanism, "max_partitions": "auto"}
@@ -732,8 +748,8 @@ class Session:
                     **selector.parameters(),
                 }
             )
-            return self._dry_run(None, cost, nb, details)
-        self._check_budget(cost, nb, call.seed, fn)
+            return self._dry_run(None, cost, nb, details, event=event)
+        self._check_budget(cost, nb, call.seed, fn, event)
         rng = default_source(call.seed)
         request = call.request(None, None)
         weighted_source = getattr(self.engine, "weighted_source", None)
@@ -757,10 +773,6 @@ class Session:
             }
             return release
 
-        # the ledger keeps the release's event (with "auto", one bounding every cap)
-        event = None
-        if self.charging:
-            event = selector.bound_event() if auto else selector.event()
         return self._publish(call, cost, call.mechanism, nb, draw, out_format, event=event)
 
     def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:

@@ -153,10 +153,10 @@ def heavy_hitters(
         comp = None if hh is None else hh.composition
         level = mech if comp is None else SampleAndThreshold(comp.level.epsilon, comp.level.delta)
         return session._dry_run(level, cost, Neighbouring.add_remove(), {"one_shot": one_shot})
-    session._check_budget(cost, None, seed, fn)
     run_event = None
-    if session.charging:  # only the ledger keeps the event
+    if session.charging:  # only the ledger judges and keeps the event
         run_event = mech.event() if hh is None else hh.composition.event()  # type: ignore[union-attr]
+    session._check_budget(cost, None, seed, fn, run_event)
     rng = default_source(seed)
     counts = session.engine.count(
         source,
@@ -327,7 +327,8 @@ def quantiles(
     relation = Neighbouring.replace() if cohort else Neighbouring.add_remove()
     if dry_run:
         return session._dry_run(None, cost, relation, {"method": method})
-    session._check_budget(cost, None, seed, fn)
+    run_event = estimator.event() if session.charging else None  # only the ledger uses it
+    session._check_budget(cost, None, seed, fn, run_event)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)
     result = session.charged(
@@ -335,7 +336,7 @@ def quantiles(
         f"{fn} ({method})",
         None,
         lambda: answer_quantiles(estimator, values, qs, rng, clamp=clamp),
-        event=estimator.event(),
+        event=run_event,
     )
     facts["clamped"] = result.diagnostics.get("clamped", 0)
     return result, facts
@@ -384,7 +385,8 @@ def range_counts(
     cost = hh.guarantee()
     if dry_run:
         return session._dry_run(None, cost, Neighbouring.add_remove(), {"levels": levels})
-    session._check_budget(cost, None, seed, fn)
+    run_event = hh.event() if session.charging else None  # only the ledger uses it
+    session._check_budget(cost, None, seed, fn, run_event)
     rng = default_source(seed)
     values, facts = read_values(session, source, column, input_format, fn)
     release = session.charged(
@@ -392,7 +394,7 @@ def range_counts(
         f"{fn} (hierarchical)",
         None,
         lambda: hh.release(values, rng, clamp=clamp),
-        event=hh.event(),
+        event=run_event,
     )
     facts["clamped"] = release.diagnostics.get("clamped", 0)
     return release, [release.range(a, b) for a, b in queries], facts
@@ -606,7 +608,7 @@ def weighted_sample(
     session.check_source(source, fn)
     if dry_run:
         return session._dry_run(None, budget, Neighbouring.add_remove(), {"scheme": scheme})
-    session._check_budget(budget, None, seed, fn)
+    session._check_budget(budget, None, seed, fn, event)
     keys, weights = _read_weighted(source, key, weight, fn)
     if weights is None:
         uniq, cnt = np.unique(keys, return_counts=True)

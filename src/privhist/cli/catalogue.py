@@ -56,6 +56,11 @@ _COUNT_BOUND = Spec(
         1, 1 << 62, open_high=True, note=" (with n = 0 every count is 0: nothing to release)"
     ),
 )
+_ROWS = _COUNT_BOUND._replace(
+    default=1000,
+    help="public number of rows n: outputs lie in [0, n] (larger counts are clamped to n), "
+    "at most n bins are released",
+)
 _COUNTING = Spec(
     "counting",
     str,
@@ -165,7 +170,7 @@ MECHANISMS: dict[str, Entry] = {
             _TV_DELTA,
             _COUNTING,
             _FAST_GAMMA,
-            _COUNT_BOUND,
+            _ROWS,
             _STRICT,
         ),
     ),
@@ -173,7 +178,7 @@ MECHANISMS: dict[str, Entry] = {
         "``KH'_M`` (Algorithm 5, Proposition 6.2): KeepHeavy (Algorithm 4) with the empty bins",
         needs_domain=False,
         takes_domain=True,
-        options=(_UNIVERSE_BITS, _TV_DELTA, _COUNTING, _FAST_GAMMA, _COUNT_BOUND, _STRICT),
+        options=(_UNIVERSE_BITS, _TV_DELTA, _COUNTING, _FAST_GAMMA, _ROWS, _STRICT),
     ),
     "pure-sparse": Entry(
         "``PureSparseHistogram_{M, eps, beta1, beta2}`` (Algorithm 8, Theorem 6.6): pure",
@@ -192,7 +197,7 @@ MECHANISMS: dict[str, Entry] = {
             ),
             _COUNTING,
             _FAST_GAMMA,
-            _COUNT_BOUND,
+            _ROWS,
             _STRICT,
         ),
     ),

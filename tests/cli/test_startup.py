@@ -97,7 +97,18 @@ def test_catalogue_equals_the_registry() -> None:
     assert set(catalogue.MECHANISMS) == set(live), "catalogue lists an unregistered mechanism"
     # registration order decides which mechanism names a shared option in --help
     assert list(catalogue.MECHANISMS) == list(live)
-    assert catalogue.WEIGHTED == tuple(sorted(registry.weighted_registry()))
+    weighted = {
+        name: catalogue.Selector(
+            (cls.__doc__ or name).strip().splitlines()[0], tuple(cls.constraints().items())
+        )
+        for name, cls in sorted(registry.weighted_registry().items())
+    }
+    for name, selector in weighted.items():
+        assert catalogue.WEIGHTED.get(name) == selector, (
+            f"src/privhist/cli/catalogue.py is out of date for {name!r}; its entry is:\n"
+            f"    {name!r}: {selector!r},"
+        )
+    assert list(catalogue.WEIGHTED) == list(weighted), "catalogue lists an unregistered selector"
 
 
 def _sub(parser: argparse.ArgumentParser) -> Any:

@@ -69,7 +69,7 @@ from privhist.core.faults import checkpoint
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import default_source
 from privhist.core.release import Release
-from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon, check_positive_int
+from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
 from privhist.engines.base import CountRequest, Engine
 from privhist.io.writers import encode_release, write_bytes_atomic
 from privhist.mechanisms.base import Mechanism
@@ -708,7 +708,8 @@ class Session:
         auto = call.max_partitions == "auto"
         if call.max_partitions is not None and not auto:
             # the selectors call it max_keys; the message names what the caller gave
-            kwargs["max_keys"] = check_positive_int(call.max_partitions, fn, "max_partitions")
+            declared = cls.constraints()["max_keys"]
+            kwargs["max_keys"] = declared.check(call.max_partitions, "max_partitions", fn)
         # with "auto" the cap comes from the data, but parameters are checked (and the cost,
         # the whole (call.epsilon, call.delta), is known) before anything is read
         selector = cls(call.epsilon, call.delta, **kwargs)

@@ -79,6 +79,7 @@ from privhist.session._support import (
     _is_fimi,
     _with_counts_info,
     check_output,
+    naming_the_method,
     read_domain,
 )
 
@@ -364,6 +365,7 @@ class Session:
 
     # -- releases ----------------------------------------------------------------------------
 
+    @naming_the_method("histogram")
     def histogram(
         self,
         source: Any,
@@ -760,6 +762,7 @@ class Session:
 
         return self._publish(call, cost, call.mechanism, nb, draw, out_format)
 
+    @naming_the_method("heavy-hitters")
     def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:
         """TrieHH++ heavy hitters (or ``one_shot=True``: one sample-and-threshold histogram of
         whole items) over one item per client; see :func:`privhist.session.analyses.heavy_hitters`
@@ -768,6 +771,7 @@ class Session:
 
         return heavy_hitters(self, source, **kwargs)
 
+    @naming_the_method("quantiles")
     def quantiles(self, source: Any, **kwargs: Any) -> Any:
         """Private quantiles of a numeric column; see
         :func:`privhist.session.analyses.quantiles`."""
@@ -775,6 +779,7 @@ class Session:
 
         return quantiles(self, source, **kwargs)
 
+    @naming_the_method("range")
     def range_counts(self, source: Any, **kwargs: Any) -> Any:
         """Private range counts of a numeric column; see
         :func:`privhist.session.analyses.range_counts`."""
@@ -782,12 +787,14 @@ class Session:
 
         return range_counts(self, source, **kwargs)
 
+    @naming_the_method("sample")
     def weighted_sample(self, source: Any, **kwargs: Any) -> Any:
         """A private weighted sample; see :func:`privhist.session.analyses.weighted_sample`."""
         from privhist.session.analyses import weighted_sample
 
         return weighted_sample(self, source, **kwargs)
 
+    @naming_the_method("federated-frequency")
     def federated_frequency(self, source: Any, **kwargs: Any) -> Any:
         """User-level federated frequency estimation (TFFE/MFFE); see
         :func:`privhist.session.analyses.federated_frequency`."""

@@ -80,12 +80,12 @@ import numpy.typing as npt
 
 import privhist
 from privhist.core.budget import Budget
+from privhist.core.constraints import naming_the_class
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
 from privhist.core.validation import Constraint, delta_constraint
 from privhist.core.weighted import WeightedSource
-from privhist.mechanisms.base import naming_the_class
 from privhist.mechanisms.registry import register_weighted
 from privhist.mechanisms.user_level._gauss import (
     calibrate,

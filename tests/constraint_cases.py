@@ -4,7 +4,8 @@ Shared by the mechanism contract (``tests/mechanisms/test_contract.py``), the we
 selectors' tests and those of the analytics and federated classes that declare their parameters
 (:class:`~privhist.core.constraints.Declared`): for every declared
 :class:`~privhist.core.validation.Constraint` of a class, each generated value must be refused
-with a ValidationError naming the parameter and the class. The generator reads only the declared fields, never :meth:`Constraint.check`.
+with a ValidationError naming the parameter and the class. The generator reads only the declared
+fields, never :meth:`Constraint.check`.
 """
 
 from __future__ import annotations

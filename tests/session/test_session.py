@@ -527,8 +527,10 @@ def test_session_errors_name_the_method_the_user_called(tmp_path: Path, capsys: 
     csv = tmp_path / "k.csv"
     frame.write_csv(csv)
     code = main(
-        ["histogram", str(csv), "--key", "k", "--epsilon", "1", "--delta", "1e-6"]
-        + ["--mechanism", "optimal-selection", "--selection-fraction", "2"]
+        [
+            *("histogram", str(csv), "--key", "k", "--epsilon", "1", "--delta", "1e-6"),
+            *("--mechanism", "optimal-selection", "--selection-fraction", "2"),
+        ]
     )
     err = capsys.readouterr().err
     assert code == 2 and "of histogram --mechanism optimal-selection must be" in err, err

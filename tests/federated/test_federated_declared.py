@@ -53,3 +53,27 @@ def test_the_generated_check_catches_an_unenforced_declaration() -> None:
     failures = constraint_failures(_Unchecked, BASELINES[Cpbm])
     assert any("theta=0.25000000000000006 accepted" in f for f in failures), failures
     assert any("clip=" in f for f in failures), failures
+
+
+def test_the_simulation_errors_name_the_class_the_user_called() -> None:
+    # the Simulation builds a Server and an Aggregator: their checks are reported as its own
+    from fractions import Fraction
+
+    from privhist import ValidationError
+    from privhist.federated.population import Population
+    from privhist.federated.sample_threshold import Aggregator, Server, Simulation
+    from privhist.mechanisms.sampling.cohort import FixedSizeCohort
+    from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
+
+    pop = Population.from_counts(["a"], [5])
+    mech = SampleAndThreshold(1.0, 1e-3, sampling_rate=0.25)
+    wrong_rate = FixedSizeCohort(100, Fraction(1, 5))
+    for make, fn in (
+        (lambda: Simulation(pop, "not a mechanism"), "Simulation"),  # type: ignore[arg-type]
+        (lambda: Simulation(pop, mech, wrong_rate), "Simulation"),
+        (lambda: Server(mech, wrong_rate), "Server"),
+        (lambda: Aggregator(mech, wrong_rate), "Aggregator"),
+    ):
+        with pytest.raises(ValidationError) as info:
+            make()
+        assert info.value.function == fn, str(info.value)

@@ -1,9 +1,11 @@
 """Invalid values generated from declared constraints, and the check that a class refuses them.
 
-Shared by the mechanism contract (``tests/mechanisms/test_contract.py``) and the weighted
-selectors' tests: for every declared :class:`~privhist.core.validation.Constraint` of a class,
-each generated value must be refused with a ValidationError naming the parameter and the class.
-The generator reads only the declared fields, never :meth:`Constraint.check`.
+Shared by the mechanism contract (``tests/mechanisms/test_contract.py``), the weighted
+selectors' tests and those of the analytics and federated classes that declare their parameters
+(:class:`~privhist.core.constraints.Declared`): for every declared
+:class:`~privhist.core.validation.Constraint` of a class, each generated value must be refused
+with a ValidationError naming the parameter and the class. The generator reads only the declared
+fields, never :meth:`Constraint.check`.
 """
 
 from __future__ import annotations
@@ -66,18 +68,22 @@ def invalid_values(c: Constraint) -> list[Any]:
     return out
 
 
-def constraint_failures(cls: Any, baseline: dict[str, Any]) -> list[str]:
+def constraint_failures(
+    cls: Any, baseline: dict[str, Any], undeclared: dict[str, str] | None = None
+) -> list[str]:
     """What is wrong with ``cls``'s declared constraints: a public parameter without one, or a
     generated invalid value (also of the structured parameters, :data:`STRUCTURED`) that is
-    accepted or refused without a ValidationError naming the parameter and the class."""
+    accepted or refused without a ValidationError naming the parameter and the class.
+    ``undeclared`` adds the class's own non-scalar parameters (name: what checks them)."""
     failures = []
+    skipped = {**UNDECLARED, **(undeclared or {})}
     try:
         constraints = cls.constraints()
     except TypeError as err:  # an option declares no constraint
         return [str(err)]
     signature = inspect.signature(cls.__init__).parameters
     for name in signature:
-        if name not in constraints and name not in UNDECLARED:
+        if name not in constraints and name not in skipped:
             failures.append(f"{cls.__name__}: parameter {name!r} declares no constraint")
     cls(**baseline)  # the baseline itself is valid
     cases = [(name, bad) for name, c in constraints.items() for bad in invalid_values(c)]

@@ -97,7 +97,18 @@ def test_catalogue_equals_the_registry() -> None:
     assert set(catalogue.MECHANISMS) == set(live), "catalogue lists an unregistered mechanism"
     # registration order decides which mechanism names a shared option in --help
     assert list(catalogue.MECHANISMS) == list(live)
-    assert catalogue.WEIGHTED == tuple(sorted(registry.weighted_registry()))
+    weighted = {
+        name: catalogue.Selector(
+            (cls.__doc__ or name).strip().splitlines()[0], tuple(cls.constraints().items())
+        )
+        for name, cls in sorted(registry.weighted_registry().items())
+    }
+    for name, selector in weighted.items():
+        assert catalogue.WEIGHTED.get(name) == selector, (
+            f"src/privhist/cli/catalogue.py is out of date for {name!r}; its entry is:\n"
+            f"    {name!r}: {selector!r},"
+        )
+    assert list(catalogue.WEIGHTED) == list(weighted), "catalogue lists an unregistered selector"
 
 
 def _sub(parser: argparse.ArgumentParser) -> Any:
@@ -119,3 +130,45 @@ def test_the_selected_command_is_built_in_full() -> None:
         assert built.format_help() == full.format_help()
         stub = _sub(_parser(None)).choices[name]
         assert stub.format_help() != full.format_help()  # the stub has no options
+
+
+def _constructor_default(cls: Any, name: str) -> Any:
+    """The default of keyword ``name`` in the first ``__init__`` along the MRO that names it
+    (keep-heavy passes the basic histogram's keywords on through ``**kwargs``)."""
+    import inspect
+
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        found = inspect.signature(init).parameters.get(name)
+        if found is not None:
+            return found.default
+    raise AssertionError(f"no constructor of {cls.__name__} takes {name!r}")
+
+
+def _default_mismatches(table: dict[str, catalogue.Entry], classes: dict[str, Any]) -> list[str]:
+    out = []
+    for name, entry in table.items():
+        for spec in entry.options:
+            built = _constructor_default(classes[name], spec.name)
+            if built != spec.default or type(built) is not type(spec.default):
+                out.append(f"{name}.{spec.name}: catalogue {spec.default!r}, constructor {built!r}")
+    return out
+
+
+def test_catalogue_defaults_are_the_constructor_defaults() -> None:
+    # what --help and the docs state as a default is what the constructor uses when not given
+    classes = registry.registry()
+    assert _default_mismatches(catalogue.MECHANISMS, classes) == []
+    # power check: the count bound of the basic histograms (2**20) listed for sparse is caught
+    wrong = dict(catalogue.MECHANISMS)
+    wrong["sparse"] = wrong["sparse"]._replace(
+        options=tuple(
+            s._replace(default=1 << 20) if s.name == "count_bound" else s
+            for s in wrong["sparse"].options
+        )
+    )
+    assert _default_mismatches(wrong, classes) == [
+        "sparse.count_bound: catalogue 1048576, constructor 1000"
+    ]

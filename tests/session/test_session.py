@@ -486,3 +486,52 @@ def test_max_partitions_auto_for_per_key_mechanisms(mechanism: str) -> None:
         assert cap["total"] == {"epsilon": 1.0, "delta": 1e-6}
         st = s.status()
         assert st is not None and len(st.spends) == 1 and st.remaining.epsilon == 0
+
+
+def _session_error(call: Any) -> ValidationError:
+    with pytest.raises(ValidationError) as info:
+        call(Session())
+    return info.value
+
+
+def test_session_errors_name_the_method_the_user_called(tmp_path: Path, capsys: Any) -> None:
+    frame = pl.DataFrame({"k": ["a", "b"]})
+    own = _session_error(lambda s: s.histogram(frame, key="k", epsilon=-1))
+    assert own.function == "Session.histogram", str(own)
+    assert str(own).startswith("parameter 'epsilon' of Session.histogram must be ")
+    # a mechanism's option error names the method and the mechanism, not the class
+    option = _session_error(
+        lambda s: s.histogram(
+            frame,
+            key="k",
+            epsilon=1,
+            delta=1e-6,
+            mechanism="optimal-selection",
+            options={"selection_fraction": 2.0},
+        )
+    )
+    assert option.function == "Session.histogram with mechanism optimal-selection", str(option)
+    assert "OptimalSelection" not in str(option)
+    # the error the method received is the cause (the command line shows that one)
+    assert isinstance(option.__cause__, ValidationError)
+    assert option.__cause__.function == "OptimalSelection"
+    weighted = _session_error(
+        lambda s: s.histogram(frame, key="k", epsilon=1, delta=1e-6, mechanism="wgm")
+    )
+    assert weighted.function == "Session.histogram with mechanism wgm", str(weighted)
+    quantiles = _session_error(
+        lambda s: s.quantiles(frame, column="k", q=[0.5], lo=0, hi=1, epsilon=-1, delta=0)
+    )
+    assert quantiles.function == "Session.quantiles", str(quantiles)
+    # the command line still names its command (and the mechanism by its registered name)
+    csv = tmp_path / "k.csv"
+    frame.write_csv(csv)
+    code = main(
+        [
+            *("histogram", str(csv), "--key", "k", "--epsilon", "1", "--delta", "1e-6"),
+            *("--mechanism", "optimal-selection", "--selection-fraction", "2"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "of histogram --mechanism optimal-selection must be" in err, err
+    assert "Session" not in err

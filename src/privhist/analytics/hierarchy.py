@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,8 +48,9 @@ import numpy.typing as npt
 from privhist.accounting.accountant import account, guarantee_of, optimal_over_profile
 from privhist.accounting.composition import PrivacyEvent
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
-from privhist.core.validation import check_positive_int, float_down
+from privhist.core.validation import check_positive_int, delta_constraint, float_down
 
 if TYPE_CHECKING:
     from privhist.core.random import RandomSource
@@ -133,7 +134,7 @@ class MappedValues:
 
 
 @dataclass(frozen=True)
-class Hierarchy:
+class Hierarchy(Declared):
     """The public geometry: ``levels`` levels of ``branching``-ary buckets over ``[lo, hi)``.
 
     >>> h = Hierarchy(0.0, 1.0, 4, 2)
@@ -148,17 +149,21 @@ class Hierarchy:
     branching: int
     levels: int
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        "lo": Constraint.real(),
+        "hi": Constraint.real(),
+        "branching": Constraint.integer(2),
+        "levels": Constraint.integer(1),
+    }
+
     def __post_init__(self) -> None:
         fn = "Hierarchy"
         for name in ("lo", "hi"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                raise ValidationError(name, fn, "a finite number", v)
-            object.__setattr__(self, name, float(v))
-        if not self.hi > self.lo:
+            object.__setattr__(self, name, self.check_parameter(name, getattr(self, name)))
+        if not self.hi > self.lo:  # relational
             raise ValidationError("hi", fn, f"> lo = {self.lo:g}", self.hi)
-        beta = check_positive_int(self.branching, fn, "branching", minimum=2)
-        depth = check_positive_int(self.levels, fn, "levels")
+        beta = self.check_parameter("branching", self.branching)
+        depth = self.check_parameter("levels", self.levels)
         # beta >= 2, so depth > 22 exceeds 2^22 leaves: test it first (beta**depth of a huge
         # depth would not fit in memory)
         if depth > MAX_LEAVES.bit_length() - 1 or beta**depth > MAX_LEAVES:
@@ -383,6 +388,26 @@ def compose(
     except UnsupportedError:  # no epsilon reaches the target
         certified = None
     return Composition(k, per, basic, tight, best_from, certified, event)
+
+
+#: what the budget and confidence of a composed release accept (its constructor's declarations)
+BUDGET_CONSTRAINTS: dict[str, Constraint] = {
+    "epsilon": Constraint.real(0, open_low=True),
+    "delta": delta_constraint(positive=True),
+    "confidence": Constraint.real(0, 1, open_low=True, open_high=True),
+}
+
+#: rounds of a binary search: each halves the interval, so 52 reach a float's resolution
+STEPS = Constraint.integer(1, 52, note=" (float resolution)")
+
+
+def step_constraints() -> dict[str, Constraint]:
+    """The declarations of the options :func:`split_sample_and_threshold` passes on
+    (``sampling_rate``, ``threshold``, ``alpha``, ``calibration``): sample-and-threshold's own."""
+    from privhist.mechanisms.sampling import SampleAndThreshold
+
+    declared = SampleAndThreshold.constraints()
+    return {name: declared[name] for name in ("sampling_rate", "threshold", "alpha", "calibration")}
 
 
 def split_sample_and_threshold(

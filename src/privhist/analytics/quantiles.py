@@ -40,7 +40,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -49,22 +49,23 @@ from scipy import stats
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import PrivacyEvent
 from privhist.analytics.hierarchy import (
+    BUDGET_CONSTRAINTS,
+    STEPS,
     Composition,
     Hierarchy,
     compose_releases,
     composed_metadata,
     split_sample_and_threshold,
+    step_constraints,
 )
 from privhist.analytics.quantiles_cohort import FixedCohortQuantiles
 from privhist.analytics.range_query import HierarchicalHistogram, HierarchicalRelease
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import (
-    check_delta,
-    check_epsilon,
-    check_positive_int,
     check_probability,
 )
 
@@ -177,7 +178,7 @@ def hierarchical_quantiles(release: HierarchicalRelease, qs: Any) -> list[Quanti
     return out
 
 
-class BinarySearchQuantiles:
+class BinarySearchQuantiles(Declared):
     """Interactive binary search with two-bucket sample-and-threshold histograms.
 
     Args:
@@ -196,6 +197,15 @@ class BinarySearchQuantiles:
     (True, 0.015625)
     """
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        **BUDGET_CONSTRAINTS,
+        "lo": Hierarchy.declared["lo"],
+        "hi": Hierarchy.declared["hi"],
+        "steps": STEPS,
+        "quantiles": Constraint.integer(1),
+        **step_constraints(),
+    }
+
     def __init__(
         self,
         epsilon: float,
@@ -211,17 +221,19 @@ class BinarySearchQuantiles:
         alpha: float | Fraction | None = None,
         calibration: str | None = None,
     ) -> None:
-        fn = "BinarySearchQuantiles"
-        self.epsilon = check_epsilon(epsilon, fn)
-        self.delta = check_delta(delta, fn, positive=True)
+        self.epsilon: float = self.check_parameter("epsilon", epsilon)
+        self.delta: float = self.check_parameter("delta", delta)
         self.range = Hierarchy(lo, hi, 2, 1)
-        self.steps = check_positive_int(steps, fn, "steps")
-        if self.steps > 52:
-            raise ValidationError("steps", fn, "at most 52 (float resolution)", steps)
-        self.quantiles = check_positive_int(quantiles, fn, "quantiles")
-        self.confidence = check_probability(
-            confidence, fn, "confidence", open_low=True, open_high=True
-        )
+        self.steps: int = self.check_parameter("steps", steps)
+        self.quantiles: int = self.check_parameter("quantiles", quantiles)
+        self.confidence: float = self.check_parameter("confidence", confidence)
+        for name, value in (
+            ("sampling_rate", sampling_rate),
+            ("threshold", threshold),
+            ("alpha", alpha),
+            ("calibration", calibration),
+        ):
+            self.check_parameter(name, value)  # also checked (and converted) by each round
         self.releases = self.steps * self.quantiles
         self.step_mechanism = split_sample_and_threshold(
             self.epsilon,

@@ -56,7 +56,7 @@ remaining rounds are not run, and their budget is spent all the same).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -64,16 +64,17 @@ from scipy.special import gammaln
 
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import ApproxDPEvent
-from privhist.analytics.hierarchy import Composition, Hierarchy, split_budget
+from privhist.analytics.hierarchy import (
+    BUDGET_CONSTRAINTS,
+    STEPS,
+    Composition,
+    Hierarchy,
+    split_budget,
+)
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
-from privhist.core.validation import (
-    check_delta,
-    check_epsilon,
-    check_positive_int,
-    check_probability,
-)
 from privhist.mechanisms.sampling.cohort import uniform_subset
 
 __all__ = [
@@ -202,7 +203,7 @@ def cohort_threshold(
     return tau, float(prof[tau - 1])
 
 
-class FixedCohortQuantiles:
+class FixedCohortQuantiles(Declared):
     """Binary-search quantiles, each round on a fixed-size cohort of ``cohort_size`` of the
     ``clients`` clients (module notes). Substitution neighbours; ``clients`` is public and
     the data must hold exactly that many values.
@@ -215,6 +216,16 @@ class FixedCohortQuantiles:
     >>> a.lower <= 0.5 <= a.upper + 1 / 32, a.withheld
     (True, 0)
     """
+
+    declared: ClassVar[dict[str, Constraint]] = {
+        **BUDGET_CONSTRAINTS,
+        "clients": Constraint.integer(1),
+        "cohort_size": Constraint.integer(2, note=" and <= clients"),
+        "lo": Hierarchy.declared["lo"],
+        "hi": Hierarchy.declared["hi"],
+        "steps": STEPS,
+        "quantiles": Constraint.integer(1),
+    }
 
     def __init__(
         self,
@@ -230,22 +241,18 @@ class FixedCohortQuantiles:
         confidence: float = 0.95,
     ) -> None:
         fn = "FixedCohortQuantiles"
-        self.epsilon = check_epsilon(epsilon, fn)
-        self.delta = check_delta(delta, fn, positive=True)
-        self.clients = check_positive_int(clients, fn, "clients")
-        self.cohort_size = check_positive_int(cohort_size, fn, "cohort_size")
-        if not 2 <= self.cohort_size <= self.clients:
+        self.epsilon: float = self.check_parameter("epsilon", epsilon)
+        self.delta: float = self.check_parameter("delta", delta)
+        self.clients: int = self.check_parameter("clients", clients)
+        self.cohort_size: int = self.check_parameter("cohort_size", cohort_size)
+        if self.cohort_size > self.clients:  # relational
             raise ValidationError(
                 "cohort_size", fn, f"in [2, clients = {self.clients}]", cohort_size
             )
         self.range = Hierarchy(lo, hi, 2, 1)
-        self.steps = check_positive_int(steps, fn, "steps")
-        if self.steps > 52:
-            raise ValidationError("steps", fn, "at most 52 (float resolution)", steps)
-        self.quantiles = check_positive_int(quantiles, fn, "quantiles")
-        self.confidence = check_probability(
-            confidence, fn, "confidence", open_low=True, open_high=True
-        )
+        self.steps: int = self.check_parameter("steps", steps)
+        self.quantiles: int = self.check_parameter("quantiles", quantiles)
+        self.confidence: float = self.check_parameter("confidence", confidence)
         self.releases = self.steps * self.quantiles
         # rounded down, so that the rounds never add up to more than (epsilon, delta)
         self.round_epsilon, round_delta = split_budget(self.epsilon, self.delta, self.releases)

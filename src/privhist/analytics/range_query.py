@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -46,17 +46,20 @@ from scipy import stats
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import PrivacyEvent
 from privhist.analytics.hierarchy import (
+    BUDGET_CONSTRAINTS,
     Composition,
     Hierarchy,
     compose_releases,
     composed_metadata,
     split_sample_and_threshold,
+    step_constraints,
 )
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.validation import check_delta, check_epsilon, check_probability
+from privhist.core.validation import check_probability
 
 __all__ = [
     "HierarchicalHistogram",
@@ -272,7 +275,7 @@ class HierarchicalRelease:
         )
 
 
-class HierarchicalHistogram:
+class HierarchicalHistogram(Declared):
     """``L`` sample-and-threshold histograms of bucket ids, one per level (Section 4.2).
 
     Args:
@@ -296,6 +299,12 @@ class HierarchicalHistogram:
     (True, 2)
     """
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        **BUDGET_CONSTRAINTS,
+        **Hierarchy.declared,
+        **step_constraints(),
+    }
+
     def __init__(
         self,
         epsilon: float,
@@ -311,13 +320,17 @@ class HierarchicalHistogram:
         alpha: float | Fraction | None = None,
         calibration: str | None = None,
     ) -> None:
-        fn = "HierarchicalHistogram"
         self.hierarchy = Hierarchy(lo, hi, branching, levels)
-        self.epsilon = check_epsilon(epsilon, fn)
-        self.delta = check_delta(delta, fn, positive=True)
-        self.confidence = check_probability(
-            confidence, fn, "confidence", open_low=True, open_high=True
-        )
+        self.epsilon: float = self.check_parameter("epsilon", epsilon)
+        self.delta: float = self.check_parameter("delta", delta)
+        self.confidence: float = self.check_parameter("confidence", confidence)
+        for name, value in (
+            ("sampling_rate", sampling_rate),
+            ("threshold", threshold),
+            ("alpha", alpha),
+            ("calibration", calibration),
+        ):
+            self.check_parameter(name, value)  # also checked (and converted) by each level
         self.level_mechanism = split_sample_and_threshold(
             self.epsilon,
             self.delta,

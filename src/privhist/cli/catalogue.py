@@ -4,8 +4,9 @@ Building the ``privhist`` parser from the live registry imports every mechanism 
 mpmath: about a second), which ``privhist --help`` and an argument error do not need. The
 parser is built from this table instead; the mechanisms are imported only when a command runs.
 ``tests/cli/test_startup.py`` checks that the table equals the live registry (names, first
-docstring lines, domains and every option with its declared constraint), so a mechanism
-registered without an entry here fails that test, which prints the entry to add.
+docstring lines, domains and every option with its declared constraint; the weighted selectors
+with theirs), so a mechanism registered without an entry here fails that test, which prints the
+entry to add.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ _COUNT_BOUND = Spec(
     Constraint.integer(
         1, 1 << 62, open_high=True, note=" (with n = 0 every count is 0: nothing to release)"
     ),
+)
+_ROWS = _COUNT_BOUND._replace(
+    default=1000,
+    help="public number of rows n: outputs lie in [0, n] (larger counts are clamped to n), "
+    "at most n bins are released",
 )
 _COUNTING = Spec(
     "counting",
@@ -165,7 +171,7 @@ MECHANISMS: dict[str, Entry] = {
             _TV_DELTA,
             _COUNTING,
             _FAST_GAMMA,
-            _COUNT_BOUND,
+            _ROWS,
             _STRICT,
         ),
     ),
@@ -173,7 +179,7 @@ MECHANISMS: dict[str, Entry] = {
         "``KH'_M`` (Algorithm 5, Proposition 6.2): KeepHeavy (Algorithm 4) with the empty bins",
         needs_domain=False,
         takes_domain=True,
-        options=(_UNIVERSE_BITS, _TV_DELTA, _COUNTING, _FAST_GAMMA, _COUNT_BOUND, _STRICT),
+        options=(_UNIVERSE_BITS, _TV_DELTA, _COUNTING, _FAST_GAMMA, _ROWS, _STRICT),
     ),
     "pure-sparse": Entry(
         "``PureSparseHistogram_{M, eps, beta1, beta2}`` (Algorithm 8, Theorem 6.6): pure",
@@ -192,7 +198,7 @@ MECHANISMS: dict[str, Entry] = {
             ),
             _COUNTING,
             _FAST_GAMMA,
-            _COUNT_BOUND,
+            _ROWS,
             _STRICT,
         ),
     ),
@@ -328,4 +334,43 @@ MECHANISMS: dict[str, Entry] = {
         ),
     ),
 }
-WEIGHTED: tuple[str, ...] = ("dp-sips", "wgm")
+
+
+class Selector(NamedTuple):
+    """One registered weighted user-level selector (:mod:`privhist.mechanisms.user_level`): its
+    docstring's first line and every declared parameter constraint, in declaration order. The
+    command line reaches ``epsilon``, ``delta``, ``confidence``, ``max_keys`` (as
+    ``--max-partitions``) and ``counts`` (as the negation of ``--keys-only``)."""
+
+    help: str
+    constraints: tuple[tuple[str, Constraint], ...]
+
+
+_POSITIVE = Constraint.real(0, open_low=True)
+_AT_LEAST_ONE = Constraint.integer(1)
+_SELECTOR_CONSTRAINTS: tuple[tuple[str, Constraint], ...] = (
+    ("epsilon", _POSITIVE),
+    ("delta", Constraint.real(0, 1, open_low=True, open_high=True)),
+    ("max_keys", _AT_LEAST_ONE),
+    ("scale", Constraint.integer(1, 2**24)),
+    ("rounds", Constraint.integer(1, optional=True)),
+    ("ratio", _POSITIVE),
+    ("threshold_share", _SHARE),
+    ("counts", Constraint.flag()),
+    ("count_share", _SHARE),
+    ("count_max_keys", _AT_LEAST_ONE),
+    ("spent_rho", Constraint.rational(0)),
+    ("confidence", _SHARE),
+)
+#: the weighted selectors by name, sorted (the names
+#: :func:`~privhist.mechanisms.registry.weighted_registry` registers)
+WEIGHTED: dict[str, Selector] = {
+    "dp-sips": Selector(
+        "DP-SIPS: rounds of weighted Gaussian selection, released keys removed between rounds",
+        _SELECTOR_CONSTRAINTS,
+    ),
+    "wgm": Selector(
+        "WGM: one round of weighted Gaussian selection (Gopi et al. 2020, Thm 5.1).",
+        _SELECTOR_CONSTRAINTS,
+    ),
+}

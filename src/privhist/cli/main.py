@@ -59,10 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _as_command(exc: BaseException, args: argparse.Namespace) -> BaseException:
     """A mechanism's error names its class (``StabilityHistogram``); on the command line it names
-    the command that built it instead (``histogram --mechanism stability``, ``plan stability``)."""
+    the command that built it instead (``histogram --mechanism stability``, ``plan stability``).
+    An error a Session method relabelled (``Session.histogram``) is shown as the method received
+    it (its cause), which names the command (``histogram``) or the class."""
     registry = sys.modules.get("privhist.mechanisms.registry")
     command = getattr(args, "command", None)
-    if not isinstance(exc, ValidationError) or registry is None or not command:
+    if not isinstance(exc, ValidationError) or not command:
+        return exc
+    while exc.function.startswith("Session.") and isinstance(exc.__cause__, ValidationError):
+        exc = exc.__cause__
+    if registry is None:
         return exc
     known = {**registry.registry(), **registry.weighted_registry()}
     names = [n for n, cls in known.items() if cls.__name__ == exc.function]

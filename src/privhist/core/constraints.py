@@ -13,9 +13,11 @@ lightest modules until a value needs checking (NumPy, mpmath and ``fractions`` o
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from privhist.core.errors import ValidationError
 
@@ -188,6 +190,62 @@ class Constraint(NamedTuple):
         if self.smallest_positive is not None and 0 < x < self.smallest_positive:
             raise fail(f"0 or >= {self.smallest_positive!r} (the smallest accepted)")
         return x
+
+
+def naming_the_class(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` whose :class:`ValidationError` names the class being constructed (the one the
+    user called), also when an internal helper raised it under its own name."""
+
+    @functools.wraps(init)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except ValidationError as err:
+            fn = type(self).__name__
+            if err.function == fn:
+                raise
+            raise ValidationError(err.parameter, fn, err.expected, err.got) from err
+
+    return wrapped
+
+
+class Declared:
+    """Base of a public class (not a mechanism) that declares what each public scalar
+    parameter of its constructor accepts, in ``declared``: :meth:`check_parameter` checks a
+    value against its declaration with the one validator, errors raised while constructing it
+    name the class (internal helpers' too), and the tests generate invalid values from
+    :meth:`constraints` as for the mechanisms' options. Relational checks (``hi > lo``) stay in
+    the constructor, with the same message template.
+
+    >>> class Window(Declared):
+    ...     declared = {"width": Constraint.integer(1)}
+    ...     def __init__(self, width: int) -> None:
+    ...         self.width = self.check_parameter("width", width)
+    >>> try:
+    ...     Window(0)
+    ... except ValidationError as err:
+    ...     print(err)
+    parameter 'width' of Window must be an integer >= 1; got 0
+    """
+
+    declared: ClassVar[dict[str, Constraint]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("__init__", "__post_init__"):  # __post_init__: a dataclass's checks
+            if name in cls.__dict__:
+                setattr(cls, name, naming_the_class(cls.__dict__[name]))
+
+    @classmethod
+    def constraints(cls) -> dict[str, Constraint]:
+        """Every declared parameter constraint, by parameter name."""
+        return dict(cls.declared)
+
+    @classmethod
+    def check_parameter(cls, name: str, value: Any) -> Any:
+        """``value`` checked against (and converted by) the declaration of ``name``; a
+        :class:`ValidationError` names the parameter and this class."""
+        return cls.declared[name].check(value, name, cls.__name__)
 
 
 def _number(x: Any) -> str:

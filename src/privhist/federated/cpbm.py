@@ -41,13 +41,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.events import RdpCurveEvent
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_positive_int
@@ -92,6 +93,10 @@ def check_clip(clip: Any, function: str) -> float:
     return c
 
 
+#: the width of a secure sum: at least 2 bits, and sums must fit a signed 64-bit integer
+SUM_BITS = Constraint.integer(2, 62)
+
+
 def secure_sum_modulus(n: int, m: int, bits: int = 32) -> int:
     """``M = n m + 1``, refusing parameters whose sums would not fit ``bits``-bit integers.
 
@@ -106,9 +111,7 @@ def secure_sum_modulus(n: int, m: int, bits: int = 32) -> int:
     fn = "secure_sum_modulus"
     n = check_positive_int(n, fn, "n")
     m = check_positive_int(m, fn, "m")
-    b = check_positive_int(bits, fn, "bits", minimum=2)
-    if b > 62:
-        raise ValidationError("bits", fn, "at most 62", bits)
+    b: int = SUM_BITS.check(bits, "bits", fn)
     modulus = n * m + 1
     if modulus > 1 << b:
         raise ValidationError("m", fn, f"such that (number of users) * m + 1 <= 2**{b}", m)
@@ -169,9 +172,7 @@ def _numerators_into(rows: F64, factor: F64, half_width: int, out: I64) -> None:
 
 def _check_dyadic(m: Any, numerators: Any, bits: Any, fn: str) -> tuple[int, int, Any, I64]:
     m = check_positive_int(m, fn, "m")
-    b = check_positive_int(bits, fn, "bits")
-    if b > 62:
-        raise ValidationError("bits", fn, "at most 62", bits)
+    b: int = Constraint.integer(1, 62).check(bits, "bits", fn)
     a = np.asarray(numerators)
     if a.dtype.kind not in "iu":
         raise ValidationError("numerators", fn, "an integer array", f"dtype {a.dtype}")
@@ -542,7 +543,7 @@ def cpbm_decode(total: Any, n: int, m: int, theta: Any, clip: Any) -> F64:
 
 
 @dataclass(frozen=True)
-class Cpbm:
+class Cpbm(Declared):
     """One cPBM configuration: device encoding, server decoding and its privacy.
 
     Args:
@@ -567,15 +568,20 @@ class Cpbm:
     n_users: int
     bits: int = 32
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        # theta in (0, 1/4] (Section 3.2) and at least one step of the 2**-32 grid of the coins
+        "theta": Constraint.real(2.0**-32, 0.25, note=" (the coins' 2**-32 grid)"),
+        "m": Constraint.integer(1),
+        "clip": Constraint.real(0, open_low=True),
+        "dimension": Constraint.integer(1),
+        "n_users": Constraint.integer(1),
+        "bits": SUM_BITS,
+    }
+
     def __post_init__(self) -> None:
-        fn = "Cpbm"
-        check_theta(self.theta, fn)
-        quantised_theta(self.theta, fn)
-        check_positive_int(self.m, fn, "m")
-        check_clip(self.clip, fn)
-        check_positive_int(self.dimension, fn, "dimension")
-        check_positive_int(self.n_users, fn, "n_users")
-        secure_sum_modulus(self.n_users, self.m, self.bits)
+        for name in self.declared:
+            self.check_parameter(name, getattr(self, name))
+        secure_sum_modulus(self.n_users, self.m, self.bits)  # relational: n m + 1 <= 2**bits
 
     @property
     def modulus(self) -> int:

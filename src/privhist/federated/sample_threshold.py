@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import ApproxDPEvent, PrivacyEvent
+from privhist.core.constraints import Declared
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Relation
 from privhist.core.random import RandomSource, SecureRandom
@@ -121,7 +122,7 @@ def _check_cohort(
         )
 
 
-class Server:
+class Server(Declared):
     """Samples the clients of a round: Poisson at the mechanism's rate, or a fixed-size cohort.
 
     Args:
@@ -180,7 +181,7 @@ class Server:
         return Messages(population.items, sampled, dummies=s - total, cohort_overflowed=overflow)
 
 
-class Aggregator:
+class Aggregator(Declared):
     """The aggregator: counts, thresholds, releases.
 
     It sees the multiset of items and nothing else, discards dummies, and outputs the release.
@@ -256,7 +257,7 @@ class Aggregator:
         )
 
 
-class Analyst:
+class Analyst(Declared):
     """Sees only releases; answers questions from them.
 
     >>> a = Analyst(Release(keys=np.array(["a", "b"]), values=np.array([30, 12]),
@@ -351,7 +352,7 @@ def _diagnostics(population: Population, messages: Messages, release: Release) -
     )
 
 
-class Simulation:
+class Simulation(Declared):
     """A federated sample-and-threshold protocol over one population, run round by round.
 
     >>> from privhist import SeededRandom

@@ -78,7 +78,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -87,6 +87,7 @@ from privhist.accounting.accountant import account, float_pld
 from privhist.accounting.events import DominatingPairEvent
 from privhist.accounting.pairs import dominating_pair as dominating_pair
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
@@ -94,7 +95,7 @@ from privhist.core.validation import (
     check_delta,
     check_epsilon,
     check_positive_int,
-    check_probability,
+    delta_constraint,
     float_up,
 )
 from privhist.federated.population import Population
@@ -370,7 +371,7 @@ def check_alphabet(
     return kept, dropped
 
 
-class TrieHH:
+class TrieHH(Declared):
     """TrieHH++ with ``levels`` sample-and-threshold levels (see the module notes).
 
     Either give the per-level budget (``level_epsilon``, ``level_delta``: each level is
@@ -388,6 +389,18 @@ class TrieHH:
     ('pld_certified', True)
     """
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        "epsilon": Constraint.real(0, open_low=True),
+        "delta": delta_constraint(positive=True),
+        "levels": Constraint.integer(1),
+        "drop_unknown": Constraint.flag(),
+        "level_epsilon": Constraint.real(0, open_low=True, optional=True),
+        "level_delta": delta_constraint(positive=True)._replace(optional=True),
+        "alpha": SampleAndThreshold.constraints()["alpha"],
+        "value_discretization_interval": Constraint.real(0, open_low=True),
+        "confidence": Constraint.real(0, 1, open_low=True, open_high=True),
+    }
+
     def __init__(
         self,
         epsilon: float,
@@ -404,12 +417,11 @@ class TrieHH:
         confidence: float = 0.95,
     ) -> None:
         fn = "TrieHH"
-        self.confidence = check_probability(
-            confidence, fn, "confidence", open_low=True, open_high=True
-        )
-        self.epsilon = check_epsilon(epsilon, fn)
-        self.delta = check_delta(delta, fn, positive=True)
-        self.levels = check_positive_int(levels, fn, "levels")
+        self.confidence: float = self.check_parameter("confidence", confidence)
+        self.epsilon: float = self.check_parameter("epsilon", epsilon)
+        self.delta: float = self.check_parameter("delta", delta)
+        self.levels: int = self.check_parameter("levels", levels)
+        # structured parameters: checked by type and against each other
         if not isinstance(alphabet, str) or not alphabet:
             raise ValidationError("alphabet", fn, "a non-empty string", alphabet)
         if not isinstance(terminator, str) or len(terminator) != 1:
@@ -418,14 +430,18 @@ class TrieHH:
             raise ValidationError("terminator", fn, "a character not in the alphabet", terminator)
         self.alphabet = "".join(sorted(set(alphabet)))
         self.terminator = terminator
-        self.drop_unknown = bool(drop_unknown)
+        self.drop_unknown: bool = self.check_parameter("drop_unknown", drop_unknown)
+        self.check_parameter("alpha", alpha)  # each level's SampleAndThreshold converts it
         self.alpha = alpha
-        self.vdi = check_epsilon(value_discretization_interval, fn, "value_discretization_interval")
-        if level_delta is None:
-            level_delta = self.delta / (2 * self.levels)
-        self.level_delta = check_delta(level_delta, fn, "level_delta", positive=True)
-        if level_epsilon is not None:
-            self.level_epsilon = check_epsilon(level_epsilon, fn, "level_epsilon")
+        vdi = value_discretization_interval
+        self.vdi: float = self.check_parameter("value_discretization_interval", vdi)
+        given_delta = self.check_parameter("level_delta", level_delta)
+        self.level_delta: float = (
+            self.delta / (2 * self.levels) if given_delta is None else given_delta
+        )
+        given_epsilon = self.check_parameter("level_epsilon", level_epsilon)
+        if given_epsilon is not None:
+            self.level_epsilon: float = given_epsilon
             self.mechanism, self.composition = self._evaluate(self.level_epsilon)
             if self.composition.guarantee.epsilon > self.epsilon:
                 raise ValidationError(

@@ -18,10 +18,8 @@ then releases any number of :class:`~privhist.core.data.Counts` with
 
 from __future__ import annotations
 
-import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,6 +29,7 @@ import numpy.typing as npt
 
 import privhist
 from privhist.core.budget import Budget
+from privhist.core.constraints import naming_the_class as naming_the_class
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
@@ -92,23 +91,6 @@ def covers(mechanism: Neighbouring, data: Neighbouring) -> bool:
             and mechanism.max_contributions_per_partition >= data.max_contributions_per_partition
         )
     return True
-
-
-def naming_the_class(init: Callable[..., None]) -> Callable[..., None]:
-    """``init`` whose :class:`ValidationError` names the class being constructed (the one the
-    user called), also when an internal helper raised it under its own name."""
-
-    @functools.wraps(init)
-    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            init(self, *args, **kwargs)
-        except ValidationError as err:
-            fn = type(self).__name__
-            if err.function == fn:
-                raise
-            raise ValidationError(err.parameter, fn, err.expected, err.got) from err
-
-    return wrapped
 
 
 class Mechanism(ABC):

@@ -69,7 +69,7 @@ from privhist.core.faults import checkpoint
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import default_source
 from privhist.core.release import Release
-from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon, check_positive_int
+from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
 from privhist.engines.base import CountRequest, Engine
 from privhist.io.writers import encode_release, write_bytes_atomic
 from privhist.mechanisms.base import Mechanism
@@ -79,6 +79,7 @@ from privhist.session._support import (
     _is_fimi,
     _with_counts_info,
     check_output,
+    naming_the_method,
     read_domain,
 )
 
@@ -374,6 +375,7 @@ class Session:
 
     # -- releases ----------------------------------------------------------------------------
 
+    @naming_the_method("histogram")
     def histogram(
         self,
         source: Any,
@@ -720,7 +722,8 @@ class Session:
         auto = call.max_partitions == "auto"
         if call.max_partitions is not None and not auto:
             # the selectors call it max_keys; the message names what the caller gave
-            kwargs["max_keys"] = check_positive_int(call.max_partitions, fn, "max_partitions")
+            declared = cls.constraints()["max_keys"]
+            kwargs["max_keys"] = declared.check(call.max_partitions, "max_partitions", fn)
         # with "auto" the cap comes from the data, but parameters are checked (and the cost,
         # the whole (call.epsilon, call.delta), is known) before anything is read
         selector = cls(call.epsilon, call.delta, **kwargs)
@@ -775,6 +778,7 @@ class Session:
 
         return self._publish(call, cost, call.mechanism, nb, draw, out_format, event=event)
 
+    @naming_the_method("heavy-hitters")
     def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:
         """TrieHH++ heavy hitters (or ``one_shot=True``: one sample-and-threshold histogram of
         whole items) over one item per client; see :func:`privhist.session.analyses.heavy_hitters`
@@ -783,6 +787,7 @@ class Session:
 
         return heavy_hitters(self, source, **kwargs)
 
+    @naming_the_method("quantiles")
     def quantiles(self, source: Any, **kwargs: Any) -> Any:
         """Private quantiles of a numeric column; see
         :func:`privhist.session.analyses.quantiles`."""
@@ -790,6 +795,7 @@ class Session:
 
         return quantiles(self, source, **kwargs)
 
+    @naming_the_method("range")
     def range_counts(self, source: Any, **kwargs: Any) -> Any:
         """Private range counts of a numeric column; see
         :func:`privhist.session.analyses.range_counts`."""
@@ -797,12 +803,14 @@ class Session:
 
         return range_counts(self, source, **kwargs)
 
+    @naming_the_method("sample")
     def weighted_sample(self, source: Any, **kwargs: Any) -> Any:
         """A private weighted sample; see :func:`privhist.session.analyses.weighted_sample`."""
         from privhist.session.analyses import weighted_sample
 
         return weighted_sample(self, source, **kwargs)
 
+    @naming_the_method("federated-frequency")
     def federated_frequency(self, source: Any, **kwargs: Any) -> Any:
         """User-level federated frequency estimation (TFFE/MFFE); see
         :func:`privhist.session.analyses.federated_frequency`."""

@@ -3,14 +3,16 @@ engines (kept apart so the Session module holds the release pipeline itself)."""
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+import privhist.mechanisms.registry as registry
 from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
@@ -19,6 +21,43 @@ from privhist.engines.base import Engine, check_engine
 from privhist.engines.local import LocalEngine
 from privhist.io.writers import check_destination
 from privhist.mechanisms.base import Mechanism
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def naming_the_method(command: str) -> Callable[[F], F]:
+    """A :class:`~privhist.session.Session` method whose :class:`ValidationError` names the
+    method the user called (``Session.histogram``), also when the session's own checks (which
+    name the command, ``histogram``), a mechanism (its class) or another internal step raised
+    it; a mechanism's error says which (``Session.histogram with mechanism stability``). The
+    error the method received is chained as the cause, with its label: the command line shows
+    that one (``histogram --mechanism stability``)."""
+
+    def decorate(method: F) -> F:
+        label = f"Session.{method.__name__}"
+
+        @functools.wraps(method)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except ValidationError as err:
+                if err.function.startswith(label):
+                    raise
+                raise ValidationError(
+                    err.parameter, _relabelled(err.function, command, label), err.expected, err.got
+                ) from err
+
+        return wrapped  # type: ignore[return-value]
+
+    return decorate
+
+
+def _relabelled(function: str, command: str, label: str) -> str:
+    if function == command or function.startswith(command + " "):
+        return label + function[len(command) :]  # "histogram with mechanism wgm"
+    known = {**registry.registry(), **registry.weighted_registry()}
+    names = [name for name, cls in known.items() if cls.__name__ == function]
+    return f"{label} with mechanism {names[0]}" if names else label
 
 
 def check_output(

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privhist.core.errors import InputDataError, ValidationError
-from privhist.core.validation import check_positive_int
+from privhist.core.constraints import Constraint
+from privhist.core.errors import InputDataError
 
 I64 = npt.NDArray[np.int64]
 
@@ -16,11 +16,13 @@ I64 = npt.NDArray[np.int64]
 MAX_DOMAIN = 1 << 26
 
 
+#: what ``domain_size`` accepts
+DOMAIN_SIZE = Constraint.integer(1, MAX_DOMAIN)
+
+
 def check_domain_size(value: Any, function: str) -> int:
     """``value`` as an int in ``[1, 2**26]``."""
-    b = check_positive_int(value, function, "domain_size")
-    if b > MAX_DOMAIN:
-        raise ValidationError("domain_size", function, "an integer in [1, 2**26]", value)
+    b: int = DOMAIN_SIZE.check(value, "domain_size", function)
     return b
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -38,11 +38,16 @@ import numpy.typing as npt
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import ApproxDPEvent
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource
-from privhist.core.validation import check_delta, check_epsilon, check_probability
-from privhist.federated.baselines._items import check_domain_size, check_items, histogram
+from privhist.core.validation import delta_constraint
+from privhist.federated.baselines._items import (
+    DOMAIN_SIZE,
+    check_items,
+    histogram,
+)
 from privhist.mechanisms._noise import LaplaceCountNoise
 
 F64 = npt.NDArray[np.float64]
@@ -53,7 +58,7 @@ _NAME = "CentralGeometric"
 _AMPLIFY_MARGIN = 1e-12
 
 
-class CentralGeometric:
+class CentralGeometric(Declared):
     """Discrete Laplace noise on every bucket of the sampled clients' histogram.
 
     Args:
@@ -74,6 +79,14 @@ class CentralGeometric:
     (4,)
     """
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        "epsilon": Constraint.real(0, open_low=True),
+        "delta": delta_constraint(),
+        "domain_size": DOMAIN_SIZE,
+        "sampling_rate": Constraint.real(0, 1, open_low=True),
+        "amplify": Constraint.flag(),
+    }
+
     def __init__(
         self,
         epsilon: float,
@@ -84,14 +97,14 @@ class CentralGeometric:
         neighbouring: Neighbouring | None = None,
         amplify: bool = False,
     ) -> None:
-        self.epsilon = check_epsilon(epsilon, _NAME)
-        self.delta = check_delta(delta, _NAME)
-        self.domain_size = check_domain_size(domain_size, _NAME)
-        self.sampling_rate = check_probability(sampling_rate, _NAME, "sampling_rate", open_low=True)
+        self.epsilon: float = self.check_parameter("epsilon", epsilon)
+        self.delta: float = self.check_parameter("delta", delta)
+        self.domain_size: int = self.check_parameter("domain_size", domain_size)
+        self.sampling_rate: float = self.check_parameter("sampling_rate", sampling_rate)
         self.neighbouring = neighbouring if neighbouring is not None else Neighbouring.add_remove()
         if not isinstance(self.neighbouring, Neighbouring):
             raise ValidationError("neighbouring", _NAME, "a Neighbouring", neighbouring)
-        self.amplify = bool(amplify)
+        self.amplify: bool = self.check_parameter("amplify", amplify)
         if self.amplify and self.neighbouring.relation is not Relation.ADD_REMOVE:
             raise ValidationError(
                 "amplify",

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -57,10 +57,11 @@ import numpy.typing as npt
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import ApproxDPEvent
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
-from privhist.core.validation import check_epsilon, check_positive_int
-from privhist.federated.baselines._items import check_domain_size, check_items
+from privhist.core.validation import check_positive_int
+from privhist.federated.baselines._items import DOMAIN_SIZE, check_items
 from privhist.noise import bernoulli_rational, exp_rational_bounds, rational_at_most
 
 F64 = npt.NDArray[np.float64]
@@ -104,7 +105,7 @@ def walsh_hadamard_exact(values: Any) -> npt.NDArray[Any]:
     return a.reshape(n)
 
 
-class HadamardResponse:
+class HadamardResponse(Declared):
     """Hadamard response: each client sends one ``k``-bit report, ``ln L <= eps``-locally DP.
 
     Args:
@@ -119,9 +120,14 @@ class HadamardResponse:
     (5,)
     """
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        "epsilon": Constraint.real(0, open_low=True),
+        "domain_size": DOMAIN_SIZE,
+    }
+
     def __init__(self, epsilon: float, domain_size: int) -> None:
-        self.epsilon = check_epsilon(epsilon, _NAME)
-        self.domain_size = check_domain_size(domain_size, _NAME)
+        self.epsilon: float = self.check_parameter("epsilon", epsilon)
+        self.domain_size: int = self.check_parameter("domain_size", domain_size)
         self.bits = max(1, self.domain_size.bit_length())  # 2**bits >= B + 1
         self.width = 1 << self.bits
         lo, _ = exp_rational_bounds(Fraction(self.epsilon))

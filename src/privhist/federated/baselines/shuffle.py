@@ -64,7 +64,7 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import mpmath
 import numpy as np
@@ -74,11 +74,16 @@ from mpmath import libmp
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import ApproxDPEvent
 from privhist.core.budget import Budget
+from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource
-from privhist.core.validation import check_delta, check_epsilon, check_positive_int, float_up
-from privhist.federated.baselines._items import check_domain_size, check_items, histogram
+from privhist.core.validation import delta_constraint, float_up
+from privhist.federated.baselines._items import (
+    DOMAIN_SIZE,
+    check_items,
+    histogram,
+)
 from privhist.noise import bernoulli_rational, binomial, rational_at_least
 
 F64 = npt.NDArray[np.float64]
@@ -267,7 +272,7 @@ def balcer_cheu_noise_probability(n: int, epsilon: float, delta: float) -> Fract
     return rational_at_least(q * (1 + 1e-12), 1 << 40)
 
 
-class ShuffleBernoulli:
+class ShuffleBernoulli(Declared):
     """Shuffle-model histogram with Bernoulli noise messages from every client.
 
     Args:
@@ -288,6 +293,14 @@ class ShuffleBernoulli:
     (8,)
     """
 
+    declared: ClassVar[dict[str, Constraint]] = {
+        "epsilon": Constraint.real(0, open_low=True),
+        "delta": delta_constraint(positive=True),
+        "n_clients": Constraint.integer(1),
+        "domain_size": DOMAIN_SIZE,
+        "calibration": Constraint.one_of(*CALIBRATIONS),
+    }
+
     def __init__(
         self,
         epsilon: float,
@@ -298,10 +311,10 @@ class ShuffleBernoulli:
         neighbouring: Neighbouring | None = None,
         calibration: str = "exact",
     ) -> None:
-        self.epsilon = check_epsilon(epsilon, _NAME)
-        self.delta = check_delta(delta, _NAME, positive=True)
-        self.n_clients = check_positive_int(n_clients, _NAME, "n_clients")
-        self.domain_size = check_domain_size(domain_size, _NAME)
+        self.epsilon: float = self.check_parameter("epsilon", epsilon)
+        self.delta: float = self.check_parameter("delta", delta)
+        self.n_clients: int = self.check_parameter("n_clients", n_clients)
+        self.domain_size: int = self.check_parameter("domain_size", domain_size)
         self.neighbouring = neighbouring if neighbouring is not None else Neighbouring.add_remove()
         if not isinstance(self.neighbouring, Neighbouring) or self.neighbouring.relation not in (
             Relation.ADD_REMOVE,
@@ -310,9 +323,7 @@ class ShuffleBernoulli:
             raise ValidationError(
                 "neighbouring", _NAME, "add/remove or replace neighbours", neighbouring
             )
-        if calibration not in CALIBRATIONS:
-            raise ValidationError("calibration", _NAME, f"one of {CALIBRATIONS}", calibration)
-        self.calibration = calibration
+        self.calibration: str = self.check_parameter("calibration", calibration)
         l0 = self.neighbouring.l0_sensitivity
         self.bucket_epsilon = self.epsilon / l0
         self.bucket_delta = self.delta / l0

@@ -90,6 +90,7 @@ Running time bounds (public quantities only)
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import warnings
 from fractions import Fraction
@@ -129,8 +130,17 @@ __all__ = [
     "one_over_k",
 ]
 
-#: default public number of rows for the sparse mechanisms
+#: default public number of rows for the sparse mechanisms: ``n`` sets ``L = (4n + 2) / beta1``
+#: universe draws and ``n + 1`` order statistics, so the basic histograms' count bound (``2**20``)
+#: would cost about 4 * 10**8 draws per release
 DEFAULT_ROWS = 1000
+#: ``count_bound`` of the sparse mechanisms: the public number of rows, default :data:`DEFAULT_ROWS`
+_ROWS = dataclasses.replace(
+    _COUNT_BOUND,
+    default=DEFAULT_ROWS,
+    help="public number of rows n: outputs lie in [0, n] (larger counts are clamped to n), "
+    "at most n bins are released",
+)
 #: exact order statistics (delta = 0, no tv_delta) only when |X| (n + 1) is at most this
 EXACT_WORK = 1 << 21
 _UNIVERSE_BITS = Option(
@@ -341,7 +351,7 @@ class SparseHistogram(_FiniteHistogram):
         _BETA1,
         _TV_DELTA,
         *_COUNTING,
-        _COUNT_BOUND,
+        _ROWS,
         _STRICT,
     )
     #: the release is a joint function of all keys (no per-key output distribution); the exact
@@ -643,7 +653,7 @@ class KHPrime(SparseHistogram):
         _UNIVERSE_BITS,
         _TV_DELTA,
         *_COUNTING,
-        _COUNT_BOUND,
+        _ROWS,
         _STRICT,
     )
 
@@ -766,7 +776,7 @@ class PureSparseHistogram(SparseHistogram):
             constraint=Constraint.reciprocal(),
         ),
         *_COUNTING,
-        _COUNT_BOUND,
+        _ROWS,
         _STRICT,
     )
 

@@ -82,12 +82,12 @@ import privhist
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.events import ZcdpThresholdEvent
 from privhist.core.budget import Budget
+from privhist.core.constraints import naming_the_class
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
 from privhist.core.validation import Constraint, delta_constraint, float_up
 from privhist.core.weighted import WeightedSource
-from privhist.mechanisms.base import naming_the_class
 from privhist.mechanisms.registry import register_weighted
 from privhist.mechanisms.user_level._gauss import (
     calibrate,

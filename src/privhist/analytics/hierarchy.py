@@ -58,9 +58,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_LEAVES",
-    "Composition",
     "Hierarchy",
     "MappedValues",
+    "ReleasesComposition",
     "compose",
     "compose_releases",
     "composed_metadata",
@@ -263,7 +263,7 @@ def split_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class Composition:
+class ReleasesComposition:
     """The guarantee of ``releases`` sample-and-threshold releases run one after another.
 
     Attributes:
@@ -292,7 +292,7 @@ class Composition:
         :attr:`pld_certified`; :attr:`basic` is the accountant's guarantee of it)."""
         if self.run_event is None:
             raise ValidationError(
-                "run_event", "Composition.event", "a composition from compose()", None
+                "run_event", "ReleasesComposition.event", "a composition from compose()", None
             )
         return self.run_event
 
@@ -329,7 +329,7 @@ def compose(
     delta: float,
     releases: int,
     total_delta: float | None = None,
-) -> Composition:
+) -> ReleasesComposition:
     """Basic and tight composition of ``releases`` independent sample-and-threshold releases.
 
     Each release is ``(epsilon, delta)``-DP per key (``delta`` its certified value at
@@ -387,7 +387,7 @@ def compose(
         ).budget
     except UnsupportedError:  # no epsilon reaches the target
         certified = None
-    return Composition(k, per, basic, tight, best_from, certified, event)
+    return ReleasesComposition(k, per, basic, tight, best_from, certified, event)
 
 
 #: what the budget and confidence of a composed release accept (its constructor's declarations)
@@ -447,7 +447,7 @@ def split_sample_and_threshold(
 
 def compose_releases(
     mechanism: SampleAndThreshold, releases: int, total_delta: float
-) -> Composition:
+) -> ReleasesComposition:
     """:func:`compose` for ``releases`` runs of ``mechanism`` (at its certified delta)."""
     return compose(
         mechanism.sampling_rate,
@@ -462,11 +462,11 @@ def compose_releases(
 def composed_metadata(
     method: str,
     parameters: dict[str, Any],
-    composition: Composition,
+    composition: ReleasesComposition,
     rng: RandomSource | None = None,
 ) -> dict[str, Any]:
     """Release metadata of a run of composed releases: method, parameters, the guarantee for
-    one client added or removed (basic composition, with the full :class:`Composition`), and
+    one client added or removed (basic composition, with the full :class:`ReleasesComposition`), and
     the randomness source (with a warning when it is seeded)."""
     summary = composition.to_dict()
     meta: dict[str, Any] = {

@@ -67,8 +67,8 @@ from privhist.accounting.composition import ApproxDPEvent
 from privhist.analytics.hierarchy import (
     BUDGET_CONSTRAINTS,
     STEPS,
-    Composition,
     Hierarchy,
+    ReleasesComposition,
     split_budget,
 )
 from privhist.core.budget import Budget
@@ -269,11 +269,11 @@ class FixedCohortQuantiles(Declared):
         """The accountant's guarantee of :meth:`event` (basic composition of the rounds)."""
         return guarantee_of(self.event())
 
-    def composition(self) -> Composition:
+    def composition(self) -> ReleasesComposition:
         """Basic composition of the rounds (substitution neighbours), by the accountant."""
         per = Budget(self.round_epsilon, self.round_delta)
         total = self.guarantee()
-        return Composition(self.releases, per, total, total, per, run_event=self.event())
+        return ReleasesComposition(self.releases, per, total, total, per, run_event=self.event())
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
         comp = self.composition()

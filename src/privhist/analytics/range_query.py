@@ -47,8 +47,8 @@ from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import PrivacyEvent
 from privhist.analytics.hierarchy import (
     BUDGET_CONSTRAINTS,
-    Composition,
     Hierarchy,
+    ReleasesComposition,
     compose_releases,
     composed_metadata,
     split_sample_and_threshold,
@@ -341,7 +341,7 @@ class HierarchicalHistogram(Declared):
             alpha=alpha,
             calibration=calibration,
         )
-        self._composition: Composition | None = None
+        self._composition: ReleasesComposition | None = None
 
     @property
     def sampling_rate(self) -> Fraction:
@@ -351,7 +351,7 @@ class HierarchicalHistogram(Declared):
     def threshold(self) -> int:
         return self.level_mechanism.threshold
 
-    def composition(self) -> Composition:
+    def composition(self) -> ReleasesComposition:
         """Basic and tight composition over the levels (:func:`.hierarchy.compose`)."""
         if self._composition is None:
             self._composition = compose_releases(
@@ -360,7 +360,7 @@ class HierarchicalHistogram(Declared):
         return self._composition
 
     def event(self) -> PrivacyEvent:
-        """The levels as a privacy event (:meth:`.hierarchy.Composition.event`)."""
+        """The levels as a privacy event (:meth:`.hierarchy.ReleasesComposition.event`)."""
         return self.composition().event()
 
     def guarantee(self) -> Budget:

@@ -109,8 +109,8 @@ I64 = npt.NDArray[np.int64]
 
 __all__ = [
     "DEFAULT_ALPHABET",
-    "Composition",
     "HeavyHitters",
+    "LevelsComposition",
     "TrieHH",
     "compose_levels",
     "dominating_pair",
@@ -145,7 +145,7 @@ def _pld(
 
 
 @dataclass(frozen=True)
-class Composition:
+class LevelsComposition:
     """The privacy of ``levels`` sample-and-threshold levels, three ways, at one total delta.
 
     Every bound is the accountant's (:func:`privhist.accounting.accountant.account`) for
@@ -226,7 +226,7 @@ def compose_levels(
     *,
     value_discretization_interval: float = 1e-4,
     _certified: bool = True,
-) -> Composition:
+) -> LevelsComposition:
     """Basic, advanced, float PLD and certified PLD composition of ``levels`` runs of
     ``mechanism`` at total ``delta``, by the accountant (module notes).
 
@@ -269,7 +269,7 @@ def compose_levels(
     )
     basic = acc.bounds["basic"]
     assert basic is not None  # the per-level deltas add up to at most d (checked above)
-    return Composition(
+    return LevelsComposition(
         levels=n,
         level=level,
         sampling_rate=mechanism.sampling_rate,
@@ -457,7 +457,7 @@ class TrieHH(Declared):
 
     def _evaluate(
         self, eps_l: float, quick: bool = False
-    ) -> tuple[SampleAndThreshold, Composition]:
+    ) -> tuple[SampleAndThreshold, LevelsComposition]:
         m = SampleAndThreshold(eps_l, self.level_delta, alpha=self.alpha)
         vdi = max(self.vdi, 1e-3) if quick else self.vdi
         comp = compose_levels(
@@ -465,7 +465,7 @@ class TrieHH(Declared):
         )
         return m, comp
 
-    def _calibrate(self) -> tuple[float, SampleAndThreshold, Composition]:
+    def _calibrate(self) -> tuple[float, SampleAndThreshold, LevelsComposition]:
         """Bisection (geometric, 8 steps) on the per-level epsilon with float64 profiles and a
         coarse PLD grid, then the certified evaluation, stepping down by 2% until it meets the
         target; the per-level epsilon ``epsilon / L`` (basic composition) always does."""

@@ -21,7 +21,7 @@ import numpy as np
 from _timing import best_seconds as best
 from _timing import line
 from privhist.core.random import SeededRandom
-from privhist.mechanisms.sampling.pws import algorithm5, frequencies, keys, sanitize, schemes
+from privhist.mechanisms.sampling.pws import frequencies, keys, max_separation, sanitize, schemes
 
 
 def main() -> None:
@@ -58,7 +58,7 @@ def main() -> None:
     q5 = schemes.inclusion_probabilities(500, "ppswor", 0.01)
     line(
         "Algorithm 5 PDFs + discretisation, frequencies up to 500",
-        best(lambda: algorithm5.max_separation_pdfs(q5, eps, 1e-3), 1),
+        best(lambda: max_separation.max_separation_pdfs(q5, eps, 1e-3), 1),
     )
     sanitize.sanitize_frequencies(sample, eps, 1e-3, rng)  # builds and caches the table
     line(

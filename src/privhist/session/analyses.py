@@ -533,7 +533,7 @@ def weighted_sample(
     ``frequency_rule="max-separation"`` sanitises frequencies with Algorithm 5 (maximum separation,
     Theorem 5.1) instead of Algorithm 4 (``"integer-tokens"``; the paper's numbers ``"algorithm5"``
     and ``"algorithm4"`` are accepted too), from an integer matrix certified DP before the draw
-    (:mod:`privhist.mechanisms.sampling.pws.algorithm5_release`); each row then also carries
+    (:mod:`privhist.mechanisms.sampling.pws.max_separation_release`); each row then also carries
     ``sanitized_value``, the right end of its token's interval. At most 1000 for
     ``max_frequency``.
     """
@@ -542,7 +542,7 @@ def weighted_sample(
     import polars as pl
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
-    from privhist.mechanisms.sampling.pws.algorithm5_release import (
+    from privhist.mechanisms.sampling.pws.max_separation_release import (
         MAX_SEPARATION_FREQUENCY,
         check_rule,
     )

@@ -7,7 +7,7 @@ Weighted Sampling" (``private-weighted-sampling.txt``).
   of Lemma 4.2, the exact ``2**-62`` grid version;
 * :mod:`.frequencies` — sanitized frequencies: Algorithm 4, Lemma 5.2, the certified exact
   shift pmf used on the release path;
-* :mod:`.algorithm5` — sanitized frequencies with maximum separation: Algorithm 5's
+* :mod:`.max_separation` — sanitized frequencies with maximum separation: Algorithm 5's
   piecewise-constant PDFs (at most ``3 m`` breakpoints) and their discretisation (Theorem 5.1);
 * :mod:`.estimators` — MLE (equation 9), unbiased, biased-down estimators, exact bias / variance
   / MSE, NRMSE of a selection, concordance and expected Kendall tau (Sections 6-7);

@@ -32,7 +32,7 @@ Cohen, Geri, Sarlos & Stemmer, Section 3.3 and Algorithm 2. What is proven, for 
 
 ``rule="max-separation"`` replaces Algorithm 4 by Algorithm 5 (maximum separation over every DP
 frequency sanitiser, Theorem 5.1), certified the same way
-(:mod:`.algorithm5_release`); its tokens index up to ``3 m`` intervals and each carries its
+(:mod:`.max_separation_release`); its tokens index up to ``3 m`` intervals and each carries its
 sanitized value (the interval's right end).
 
 Each reported key carries the MLE estimate (equation 9) and the exact bias and variance of that
@@ -53,14 +53,14 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms._grid import ONE, ONE_BITS, LazyBernoulliTable
-from privhist.mechanisms.sampling.pws.algorithm5_release import (
+from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
+from privhist.mechanisms.sampling.pws.frequencies import exact_shift_pmf, integer_token_matrix
+from privhist.mechanisms.sampling.pws.keys import grid_reporting_table, threshold_L
+from privhist.mechanisms.sampling.pws.max_separation_release import (
     MAX_SEPARATION_FREQUENCY,
     check_rule,
     max_separation_rows,
 )
-from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
-from privhist.mechanisms.sampling.pws.frequencies import exact_shift_pmf, integer_token_matrix
-from privhist.mechanisms.sampling.pws.keys import grid_reporting_table, threshold_L
 from privhist.mechanisms.sampling.pws.schemes import WeightedSample
 from privhist.noise import bernoulli_rational, exp_rational_bounds
 

@@ -15,8 +15,8 @@ from pws_helpers import hockey, inclusion_vector
 from scipy.optimize import linprog
 
 from privhist.mechanisms.sampling.pws import keys as K
-from privhist.mechanisms.sampling.pws.algorithm5 import max_separation_pdfs
 from privhist.mechanisms.sampling.pws.frequencies import integer_token_matrix
+from privhist.mechanisms.sampling.pws.max_separation import max_separation_pdfs
 
 PREC = 200
 TINY = mpmath.mpf(2) ** -150

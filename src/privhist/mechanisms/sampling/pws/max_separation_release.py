@@ -1,7 +1,7 @@
 """Algorithm 5 on the release path: the certified integer end-to-end matrix of the
 maximum-separation frequency sanitiser.
 
-Cohen, Geri, Sarlos & Stemmer, Section 5, Algorithm 5 and Theorem 5.1. :mod:`.algorithm5` builds
+Cohen, Geri, Sarlos & Stemmer, Section 5, Algorithm 5 and Theorem 5.1. :mod:`.max_separation` builds
 the piecewise-constant PDFs ``f_i`` and their discretisation on the union of breakpoints (token
 ``j`` is the interval ``(x_(j-1), x_j]``, at most ``3 m`` tokens for frequencies up to ``m``);
 Theorem 5.1 makes the discretised rows realisable (``sum_j pi_(i,j) = pi_i <= q_i``),
@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.mechanisms._grid import ONE
-from privhist.mechanisms.sampling.pws.algorithm5 import max_separation_pdfs
+from privhist.mechanisms.sampling.pws.max_separation import max_separation_pdfs
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

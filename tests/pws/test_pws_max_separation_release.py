@@ -21,8 +21,8 @@ from privhist import SeededRandom, Session, ValidationError
 from privhist.cli.main import main
 from privhist.mechanisms.optimal_selection import ONE
 from privhist.mechanisms.sampling.pws import schemes as S
-from privhist.mechanisms.sampling.pws.algorithm5 import max_separation_pdfs
-from privhist.mechanisms.sampling.pws.algorithm5_release import max_separation_rows
+from privhist.mechanisms.sampling.pws.max_separation import max_separation_pdfs
+from privhist.mechanisms.sampling.pws.max_separation_release import max_separation_rows
 from privhist.mechanisms.sampling.pws.sanitize import (
     grid_frequency_sanitizer,
     sanitize_frequencies,

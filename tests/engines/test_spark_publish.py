@@ -181,6 +181,13 @@ def test_parquet_release_is_a_dataset_written_by_spark(spark: Any, tmp_path: Pat
     driver = Session(engine=SparkEngine(spark)).histogram(ints, output=out2, **kw2)
     assert not isinstance(driver, DryRun) and driver.diagnostics["noise"] == "driver"
     assert pl.read_parquet(out2 / "*.parquet").equals(driver.to_polars())
+    # a weighted selector (drawn by the session on the driver): written by Spark as well
+    out3 = tmp_path / "wgm.parquet"
+    kw3: dict[str, Any] = dict(key="key", user="user", epsilon=1.0, delta=1e-6, seed=5)
+    wgm = Session(engine=SparkEngine(spark)).histogram(data, mechanism="wgm", output=out3, **kw3)
+    assert not isinstance(wgm, DryRun) and len(wgm) > 0
+    assert (out3 / "_privhist.json").is_file()
+    assert pl.read_parquet(out3 / "*.parquet").equals(wgm.to_polars())
 
 
 def test_failing_spark_job_charges_and_publishes_nothing(

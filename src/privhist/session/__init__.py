@@ -541,8 +541,8 @@ class Session:
         event: Event | None = None,
     ) -> Release:
         """:meth:`charged` for a histogram: encode to ``out_format`` and write ``output`` (or
-        let the engine's draw write it: ``draw.publisher``, e.g. Spark's Parquet datasets)."""
-        publisher = getattr(draw, "publisher", None)
+        let the draw or the engine write it: ``publisher``, e.g. Spark's Parquet datasets)."""
+        publisher = getattr(draw, "publisher", None) or getattr(self.engine, "publisher", None)
         try:
             publish: Callable[[Release], Callable[[], object]] | None = (
                 publisher(call.output, out_format)

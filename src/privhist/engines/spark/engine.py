@@ -56,6 +56,7 @@ unsigned order.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections.abc import Callable, Iterator
@@ -209,6 +210,19 @@ class SparkEngine:
             return release, None
 
         return SparkDraw(self.spark, draw_on_driver)
+
+    def publisher(
+        self, output: str | os.PathLike[str], format: str | None
+    ) -> Callable[[Release], Callable[[], Any]] | None:
+        """The Spark writer of a Parquet ``output`` for a release drawn on the driver (the
+        weighted selectors, auto caps): :meth:`~privhist.engines.spark.publish.SparkDraw
+        .publisher`, so every Parquet release of this engine is a dataset written by Spark."""
+        from privhist.engines.spark.publish import SparkDraw
+
+        def nothing() -> tuple[Release, Any]:
+            raise AssertionError("the release is drawn by the session")
+
+        return SparkDraw(self.spark, nothing).publisher(output, format)
 
     def count_table(self, source: Any, request: CountRequest, rng: RandomSource) -> Counted:
         """The per-key table ``(key, count[, units])`` as a Spark DataFrame over a cached
@@ -394,8 +408,13 @@ def _tentative_secret(rng: RandomSource) -> tuple[bytes, Callable[[], None]]:
     The local engine draws the secret only when some user is bounded; a seeded (NOT private)
     source is therefore restored to its state before the draw, so that both engines read the
     same words for the noise that follows. A private source is never restored: an unused draw
-    from the operating system's CSPRNG has no effect on any release."""
-    saved = None if rng.private else copy.deepcopy(rng.__dict__)
+    from the operating system's CSPRNG has no effect on any release. (A non-private source whose
+    state cannot be copied is not restored either: its releases stay valid, only the word-for-word
+    equality with the local engine is lost when no user is bounded.)"""
+    saved = None
+    if not rng.private:
+        with contextlib.suppress(Exception):
+            saved = copy.deepcopy(rng.__dict__)
     secret = PairPriorities.draw(rng).secret
 
     def undo() -> None:

@@ -190,6 +190,30 @@ def test_parquet_release_is_a_dataset_written_by_spark(spark: Any, tmp_path: Pat
     assert pl.read_parquet(out3 / "*.parquet").equals(wgm.to_polars())
 
 
+def test_compact_release_on_spark_stays_one_readable_file(spark: Any, tmp_path: Path) -> None:
+    """A release that is not rows (``compact``: a polynomial in the metadata) keeps the driver's
+    single Parquet file, which ``load_compact`` reads back."""
+    from privhist.io.compact import load_compact
+
+    ints = tmp_path / "ints.parquet"
+    pl.DataFrame({"key": [1, 5, 5, 99] * 50}).write_parquet(ints)
+    out = tmp_path / "compact.parquet"
+    release = Session(engine=SparkEngine(spark)).histogram(
+        ints,
+        key="key",
+        epsilon=1.0,
+        seed=3,
+        mechanism="compact",
+        options={"max_keys": 4},
+        output=out,
+    )
+    assert not isinstance(release, DryRun) and out.is_file()
+    from privhist.mechanisms.finite.compact import CompactCounts
+
+    drawn = CompactCounts.from_release(release).counts([1, 5, 99, 7])
+    assert load_compact(out).counts([1, 5, 99, 7]) == drawn
+
+
 def test_failing_spark_job_charges_and_publishes_nothing(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -339,7 +339,7 @@ class Session:
         encode: Callable[[T], bytes] | None = None,
         output: str | os.PathLike[str] | None = None,
         event: Event | None = None,
-        publish: Callable[[T], Callable[[], object]] | None = None,
+        publish: Callable[[T], Callable[[], object] | None] | None = None,
     ) -> T:
         """Run ``draw`` as one spend of ``cost``, then publish.
 
@@ -347,7 +347,8 @@ class Session:
         transaction; the file ``output`` is written atomically only after the spend is committed.
         An engine that writes its own output (Spark's Parquet datasets) gives ``publish``
         instead: called inside the transaction with the result, it prepares in memory and
-        returns the function that stages and publishes ``output`` after the commit.
+        returns the function that stages and publishes ``output`` after the commit (None:
+        ``encode`` as usual).
         This is the one place where the pipeline draws, charges and publishes; every release
         method ends here.
         """
@@ -359,9 +360,9 @@ class Session:
             checkpoint("drawn")
             if output is not None and publish is not None:
                 write = publish(result)
-                checkpoint("encoded")
-            elif output is not None and encode is not None:
+            if output is not None and write is None and encode is not None:
                 data = encode(result)
+            if write is not None or data is not None:
                 checkpoint("encoded")
         checkpoint("committed")
         if write is not None:
@@ -544,7 +545,7 @@ class Session:
         let the draw or the engine write it: ``publisher``, e.g. Spark's Parquet datasets)."""
         publisher = getattr(draw, "publisher", None) or getattr(self.engine, "publisher", None)
         try:
-            publish: Callable[[Release], Callable[[], object]] | None = (
+            publish: Callable[[Release], Callable[[], object] | None] | None = (
                 publisher(call.output, out_format)
                 if publisher is not None and call.output is not None
                 else None

@@ -213,7 +213,7 @@ class SparkEngine:
 
     def publisher(
         self, output: str | os.PathLike[str], format: str | None
-    ) -> Callable[[Release], Callable[[], Any]] | None:
+    ) -> Callable[[Release], Callable[[], Any] | None] | None:
         """The Spark writer of a Parquet ``output`` for a release drawn on the driver (the
         weighted selectors, auto caps): :meth:`~privhist.engines.spark.publish.SparkDraw
         .publisher`, so every Parquet release of this engine is a dataset written by Spark."""

@@ -75,11 +75,13 @@ class SparkDraw:
 
     def publisher(
         self, output: str | os.PathLike[str], format: str | None
-    ) -> Callable[[Release], Callable[[], Path]] | None:
+    ) -> Callable[[Release], Callable[[], Path] | None] | None:
         """The Parquet writer of ``output``, or None for other formats (they are encoded on the
         driver). It is called with the drawn release inside the transaction, encodes the
-        metadata in memory and returns the function that writes and publishes after the commit.
-        Refuses (before anything is spent) a destination that exists."""
+        metadata in memory and returns the function that writes and publishes after the commit
+        (or None for a release that is not rows, e.g. ``compact``'s polynomial: the driver
+        writes its single file, which ``load_compact`` reads back). Refuses (before anything
+        is spent) a destination that exists."""
         if format != "parquet":
             return None
         dest = Path(output)
@@ -91,9 +93,14 @@ class SparkDraw:
                 str(dest),
             )
 
-        def prepare(release: Release) -> Callable[[], Path]:
+        def prepare(release: Release) -> Callable[[], Path] | None:
             from privhist.io.integrity import seal_metadata
             from privhist.io.writers import metadata_to_json
+            from privhist.mechanisms.registry import get_or_none
+
+            cls = get_or_none(str(release.metadata.get("mechanism")))
+            if getattr(cls, "output_formats", None) is not None:
+                return None
 
             meta = seal_metadata(
                 metadata_to_json(release, "histogram"), None, row_count=len(release)

@@ -5,10 +5,6 @@ law (goodness of fit at alpha = 1e-6, with a power check); a killed release publ
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +14,8 @@ import pytest
 from scipy import stats
 from tests.stats import ALPHA
 
-import privhist.mechanisms
 from privhist import Session
-from privhist.accounting.ledger import Ledger
 from privhist.accounting.profile import NOT_RELEASED
-from privhist.core.budget import Budget
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Relation
 from privhist.core.random import SeededRandom
@@ -342,30 +335,3 @@ def test_spark_session_runs_driver_mechanisms_after_a_distributed_count(spark: A
     )
     _same_release(remote, Session().histogram(frame, **kwargs))
     assert not isinstance(remote, DryRun) and remote.diagnostics["noise"] == "driver"
-
-
-def test_killed_spark_release_publishes_and_charges_nothing(tmp_path: Path) -> None:
-    """``histogram --engine spark`` SIGKILLed after the executors drew, before the commit: no
-    file, no spend; the ledger opens cleanly. (A separate process with its own local Spark
-    session; tests/hardening/test_kill.py covers every other step of the shared release
-    path.)"""
-    step = "drawn"
-    data = tmp_path / "data.csv"
-    data.write_text("user,key\n" + "".join(f"u{i},{'abc'[i % 7 % 3]}\n" for i in range(600)))
-    ledger = tmp_path / "ledger.sqlite"
-    Ledger(ledger).init_dataset("d", Budget(2.0, 1e-5))
-    out = tmp_path / "out.csv"
-    argv = [sys.executable, "-m", "privhist", "histogram", str(data), "--key", "key",
-            "--epsilon", "0.5", "--delta", "1e-6", "--engine", "spark", "--spark-master",
-            "local[1]", "--output", str(out), "--ledger", str(ledger), "--dataset", "d",
-            "--no-progress"]  # fmt: skip
-    env = {**os.environ, "PRIVHIST_FAULT_KILL_AT": step, "PYSPARK_PYTHON": sys.executable}
-    src = str(Path(privhist.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
-    done = subprocess.run(argv, env=env, capture_output=True, timeout=300, check=False)
-    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
-    assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("ledger")) == [
-        "data.csv"
-    ]
-    assert len(Ledger(ledger, create=False).show("d").spends) == 0

@@ -352,24 +352,35 @@ class Session:
         encode: Callable[[T], bytes] | None = None,
         output: str | os.PathLike[str] | None = None,
         event: Event | None = None,
+        publish: Callable[[T], Callable[[], object] | None] | None = None,
     ) -> T:
         """Run ``draw`` as one spend of ``cost``, then publish.
 
         The draw and the in-memory encoding of its output (``encode``) run inside the ledger
         transaction; the file ``output`` is written atomically only after the spend is committed.
+        An engine that writes its own output (Spark's Parquet datasets) gives ``publish``
+        instead: called inside the transaction with the result, it prepares in memory and
+        returns the function that stages and publishes ``output`` after the commit (None:
+        ``encode`` as usual).
         This is the one place where the pipeline draws, charges and publishes; every release
         method ends here.
         """
         data: bytes | None = None
+        write: Callable[[], object] | None = None
         checkpoint("read")
         with self._charge(cost, mechanism, neighbouring, event):
             result = draw()
             checkpoint("drawn")
-            if output is not None and encode is not None:
+            if output is not None and publish is not None:
+                write = publish(result)
+            if output is not None and write is None and encode is not None:
                 data = encode(result)
+            if write is not None or data is not None:
                 checkpoint("encoded")
         checkpoint("committed")
-        if output is not None and data is not None:
+        if write is not None:
+            write()
+        elif output is not None and data is not None:
             write_bytes_atomic(output, data)
         return result
 
@@ -546,21 +557,34 @@ class Session:
         out_format: str | None,
         event: Event | None = None,
     ) -> Release:
-        """:meth:`charged` for a histogram: encode to ``out_format`` and write ``output``."""
-        return self.charged(
-            cost,
-            name,
-            neighbouring,
-            draw,
-            encode=lambda r: encode_release(
-                r,
-                out_format or "csv",
-                escape_formulas=call.escape_formulas,
-                function="histogram",
-            ),
-            output=call.output,
-            event=event,
-        )
+        """:meth:`charged` for a histogram: encode to ``out_format`` and write ``output`` (or
+        let the draw or the engine write it: ``publisher``, e.g. Spark's Parquet datasets)."""
+        publisher = getattr(draw, "publisher", None) or getattr(self.engine, "publisher", None)
+        try:
+            publish: Callable[[Release], Callable[[], object] | None] | None = (
+                publisher(call.output, out_format)
+                if publisher is not None and call.output is not None
+                else None
+            )
+            return self.charged(
+                cost,
+                name,
+                neighbouring,
+                draw,
+                encode=lambda r: encode_release(
+                    r,
+                    out_format or "csv",
+                    escape_formulas=call.escape_formulas,
+                    function="histogram",
+                ),
+                output=call.output,
+                event=event,
+                publish=publish,
+            )
+        finally:
+            close = getattr(draw, "close", None)
+            if close is not None:
+                close()
 
     def _auto_cap_histogram(self, call: _HistogramCall) -> Release | DryRun:
         """A per-key mechanism whose caps are DP quantiles: ``k`` (``max_partitions="auto"``)

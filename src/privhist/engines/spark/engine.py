@@ -36,8 +36,16 @@ does, so for the same seed (a NOT private run) both engines compute the same pri
 same counts, and **the same release**: with noise on the executors, the local engine's
 :class:`~privhist.engines.keyed_noise.KeyedNoise` draw; with ``noise="driver"``, the plain local
 engine's draw. The tests compare them. Each user keeps the ``k`` pairs of smallest priority
-(ties, which need equal codes, broken by key order), through a window ``row_number`` over the
-user's pairs.
+(ties, which need equal codes, broken by key order).
+
+Counting is one Spark job (:mod:`privhist.engines.spark.bounding`): the records are shuffled by
+user once; each partition is null-counted, grouped into pairs, bounded and counted per key in one
+``mapInArrow`` pass; a ``groupBy(key)`` of the partitions' rows gives the per-key table, with the
+count's facts (records, nulls, users) in its null-key row. The secret is drawn before that pass
+(it cannot know yet whether some user holds more than ``k`` keys); when none does, a seeded
+source is put back to its state before the draw, so that seeded runs still read the local
+engine's words. A Parquet release is written by Spark itself, staged and published after the
+spend commits (:mod:`privhist.engines.spark.publish`).
 
 Key and user types follow the local engine's rules (:mod:`privhist.io.readers`): files' keys are
 text unless ``key_type="int"`` (each key cast on its own; a key that is not an integer is a null
@@ -48,8 +56,11 @@ unsigned order.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -131,14 +142,15 @@ class SparkEngine:
         *,
         progress: bool = False,
     ) -> Counts:
-        table, info, neighbouring = self.count_table(source, request, rng)
+        counted = self.count_table(source, request, rng)
+        info = counted.info
         info.pop("keys_counted")
         try:
-            keys, counts, units = _collect(table, with_units="units" in table.columns)
+            keys, counts, units = _collect(counted.table, with_units="units" in counted.columns)
         finally:
-            table.unpersist()
+            counted.close()
         return Counts.from_arrays(
-            keys, counts, units, neighbouring=neighbouring, info=info, function="count"
+            keys, counts, units, neighbouring=counted.neighbouring, info=info, function="count"
         )
 
     def prepare_release(
@@ -151,7 +163,9 @@ class SparkEngine:
         progress: bool = False,
     ) -> Callable[[], Release]:
         """Count ``source`` now and return the function that draws the release (the release
-        path calls it inside its ledger transaction).
+        path calls it inside its ledger transaction): a
+        :class:`~privhist.engines.spark.publish.SparkDraw`, whose Parquet releases Spark writes
+        itself, staged and published after the spend commits.
 
         With ``noise="executors"`` (the default) a per-key mechanism
         (:func:`privhist.engines.keyed_noise.runs_per_key`) draws on the executors from keyed
@@ -160,124 +174,138 @@ class SparkEngine:
         same seed. Every other mechanism, and every mechanism with ``noise="driver"``, draws on
         the driver from the collected per-key table, exactly as with the local engine.
         """
+        from privhist.engines.spark.publish import SparkDraw
+
         if self.noise == "executors" and runs_per_key(mechanism):
-            from privhist.engines.spark.noise import release_table
+            from privhist.engines.spark.noise import release_frame
 
-            table, info, neighbouring = self.count_table(source, request, rng)
-            keys_counted = info.pop("keys_counted")
+            counted = self.count_table(source, request, rng)
+            keys_counted = counted.info.pop("keys_counted")
 
-            def draw_on_executors() -> Release:
+            def draw_on_executors() -> tuple[Release, Any]:
                 try:
-                    release = release_table(table, neighbouring, mechanism, rng, info)
+                    release, frame = release_frame(
+                        counted.table,
+                        counted.neighbouring,
+                        mechanism,
+                        rng,
+                        counted.info,
+                        keep=True,
+                    )
                 finally:
-                    table.unpersist()
+                    counted.close()
                 release.diagnostics.setdefault("distinct_keys_counted", keys_counted)
                 release.diagnostics.setdefault("engine", self.name)
                 release.diagnostics["noise"] = "executors"
-                return release
+                return release, frame
 
-            return draw_on_executors
+            return SparkDraw(self.spark, draw_on_executors)
         counts = self.count(source, request, rng, progress=progress)
 
-        def draw_on_driver() -> Release:
+        def draw_on_driver() -> tuple[Release, Any]:
             release: Release = mechanism.release(counts, rng)
             release.diagnostics.setdefault("distinct_keys_counted", len(counts))
             release.diagnostics.setdefault("engine", self.name)
             release.diagnostics["noise"] = "driver"
-            return release
+            return release, None
 
-        return draw_on_driver
+        return SparkDraw(self.spark, draw_on_driver)
 
-    def count_table(
-        self, source: Any, request: CountRequest, rng: RandomSource
-    ) -> tuple[Any, dict[str, Any], Neighbouring]:
-        """The per-key table ``(key, count[, units])`` as a cached Spark DataFrame (one row per
-        key kept, in no order; the caller unpersists it), the count's facts and the
-        neighbouring relation the bounds give."""
+    def publisher(
+        self, output: str | os.PathLike[str], format: str | None
+    ) -> Callable[[Release], Callable[[], Any] | None] | None:
+        """The Spark writer of a Parquet ``output`` for a release drawn on the driver (the
+        weighted selectors, auto caps): :meth:`~privhist.engines.spark.publish.SparkDraw
+        .publisher`, so every Parquet release of this engine is a dataset written by Spark."""
+        from privhist.engines.spark.publish import SparkDraw
+
+        def nothing() -> tuple[Release, Any]:
+            raise AssertionError("the release is drawn by the session")
+
+        return SparkDraw(self.spark, nothing).publisher(output, format)
+
+    def count_table(self, source: Any, request: CountRequest, rng: RandomSource) -> Counted:
+        """The per-key table ``(key, count[, units])`` as a Spark DataFrame over a cached
+        aggregate (one row per key kept, in no order; the caller closes it), the count's facts
+        and the neighbouring relation the bounds give.
+
+        Counting is one Spark job: the facts (records, nulls, users) ride in the null-key row of
+        the same aggregate as the per-key counts (:mod:`privhist.engines.spark.bounding`)."""
         from pyspark.sql import functions as F
 
         fn = "count"
         df, from_file = self._frame(source, request, fn)
-        user_level = request.user_level
         df = self._select(df, request, from_file, fn)
-        nulls = df.agg(
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col("key").isNull().cast("long")).alias("null_keys"),
-            (
-                F.sum(F.col("user").isNull().cast("long")) if user_level else F.lit(0).cast("long")
-            ).alias("null_users"),
-        ).collect()[0]
-        info: dict[str, Any] = {
-            "records": int(nulls["records"]),
-            "null_keys": int(nulls["null_keys"] or 0),
-        }
-        if not user_level:
-            table = (
-                df.filter(F.col("key").isNotNull())
-                .groupBy("key")
-                .agg(F.count(F.lit(1)).alias("count"))
-                .cache()
-            )
-            row = table.agg(F.count(F.lit(1)).alias("keys"), F.sum("count").alias("n")).collect()
-            keys = int(row[0]["keys"])
-            info.update({"distinct_keys": keys, "records_kept": int(row[0]["n"] or 0)})
-            info["keys_counted"] = keys
-            return table, info, Neighbouring.add_remove()
+        if not request.user_level:
+            grouped = df.groupBy("key").agg(F.count(F.lit(1)).alias("count")).cache()
+            key_row = F.col("key").isNotNull()
+            try:
+                row = grouped.agg(
+                    F.sum("count").alias("records"),
+                    F.sum(F.when(~key_row, F.col("count"))).alias("null_keys"),
+                    F.count("key").alias("keys"),
+                    F.sum(F.when(key_row, F.col("count"))).alias("kept"),
+                ).collect()[0]
+            except BaseException:
+                grouped.unpersist()
+                raise
+            keys = int(row["keys"])
+            info: dict[str, Any] = {
+                "records": int(row["records"] or 0),
+                "null_keys": int(row["null_keys"] or 0),
+                "distinct_keys": keys,
+                "records_kept": int(row["kept"] or 0),
+                "keys_counted": keys,
+            }
+            return Counted(grouped, grouped.filter(key_row), info, Neighbouring.add_remove())
+
+        from privhist.engines.spark.bounding import FACTS, partition_function, partition_schema
 
         k = request.max_partitions if request.max_partitions is not None else 1
         c = request.max_per_partition if request.max_per_partition is not None else 1
-        info["null_users"] = int(nulls["null_users"] or 0)
-        pairs = (
-            df.filter(F.col("key").isNotNull() & F.col("user").isNotNull())
-            .groupBy("user", "key")
-            .agg(F.count(F.lit(1)).alias("n"))
+        secret, undo = _tentative_secret(rng)
+        key_is_int = df.schema["key"].dataType.simpleString() == "bigint"
+        partial = df.repartition("user").mapInArrow(
+            partition_function(secret, k, c, key_is_int), partition_schema(_ddl(df, "key"))
+        )
+        grouped = (
+            partial.groupBy("key")
+            .agg(
+                F.sum("count").alias("count"),
+                F.sum("units").alias("units"),
+                *(F.sum(name).alias(name) for name in FACTS),
+            )
             .cache()
         )
         try:
-            sizes = pairs.groupBy("user").agg(F.count(F.lit(1)).alias("s"))
-            stats = sizes.agg(
-                F.count(F.lit(1)).alias("users"),
-                F.sum((F.col("s") > k).cast("long")).alias("bounded"),
+            row = grouped.agg(
+                F.count("key").alias("distinct_keys"),
+                F.sum((F.col("units") > 0).cast("long")).alias("keys_counted"),
+                F.sum("count").alias("records_kept"),
+                *(F.sum(name).alias(name) for name in FACTS),
             ).collect()[0]
-            users, bounded = int(stats["users"]), int(stats["bounded"] or 0)
-            distinct_keys = pairs.select("key").distinct().count()
-            if bounded:
-                from pyspark.sql.window import Window
-
-                priorities = PairPriorities.draw(rng)  # on the driver, as the local engine
-                ranked = pairs.mapInArrow(
-                    _priority_batches(priorities.secret),
-                    f"{_ddl(pairs, 'user')}, {_ddl(pairs, 'key')}, n long, priority long",
-                )
-                order = Window.partitionBy("user").orderBy("priority", "key")
-                kept = ranked.withColumn("rank", F.row_number().over(order)).filter(
-                    F.col("rank") <= k
-                )
-            else:
-                kept = pairs
-            table = (
-                kept.groupBy("key")
-                .agg(
-                    F.sum(F.least(F.col("n"), F.lit(c))).alias("count"),
-                    F.count(F.lit(1)).alias("units"),
-                )
-                .cache()
-            )
-            row = table.agg(F.count(F.lit(1)).alias("keys"), F.sum("count").alias("n")).collect()
-        finally:
-            pairs.unpersist()
-        info.update(
-            {
-                "users": users,
-                "distinct_keys": int(distinct_keys),
-                "users_bounded": bounded,
-                "records_kept": int(row[0]["n"] or 0),
-                "max_partitions_contributed": k,
-                "max_contributions_per_partition": c,
-                "keys_counted": int(row[0]["keys"]),
-            }
+        except BaseException:
+            grouped.unpersist()
+            raise
+        facts = {name: int(row[name] or 0) for name in FACTS}
+        if not facts["users_bounded"]:
+            undo()  # no priority was used: the secret is not drawn (as the local engine)
+        info = {
+            "records": facts["records"],
+            "null_keys": facts["null_keys"],
+            "null_users": facts["null_users"],
+            "users": facts["users"],
+            "distinct_keys": int(row["distinct_keys"] or 0),
+            "users_bounded": facts["users_bounded"],
+            "records_kept": int(row["records_kept"] or 0),
+            "max_partitions_contributed": k,
+            "max_contributions_per_partition": c,
+            "keys_counted": int(row["keys_counted"] or 0),
+        }
+        table = grouped.filter(F.col("key").isNotNull() & (F.col("units") > 0)).select(
+            "key", "count", "units"
         )
-        return table, info, Neighbouring.user(k, c)
+        return Counted(grouped, table, info, Neighbouring.user(k, c))
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -353,6 +381,48 @@ class SparkEngine:
             user = user.cast("long" if isinstance(user_dtype, IntegralType) else "string")
             exprs.append(user.alias("user"))
         return df.select(*exprs)
+
+
+@dataclass
+class Counted:
+    """A distributed count: ``table`` (``key, count[, units]``, one row per key kept) is a view
+    of the cached aggregate ``cached``; :meth:`close` releases the cache."""
+
+    cached: Any
+    table: Any
+    info: dict[str, Any]
+    neighbouring: Neighbouring
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.columns)
+
+    def close(self) -> None:
+        self.cached.unpersist()
+
+
+def _tentative_secret(rng: RandomSource) -> tuple[bytes, Callable[[], None]]:
+    """The priorities' secret, drawn from ``rng`` before the one counting pass knows whether a
+    user holds more than ``k`` keys, and the function that takes the draw back when none does.
+
+    The local engine draws the secret only when some user is bounded; a seeded (NOT private)
+    source is therefore restored to its state before the draw, so that both engines read the
+    same words for the noise that follows. A private source is never restored: an unused draw
+    from the operating system's CSPRNG has no effect on any release. (A non-private source whose
+    state cannot be copied is not restored either: its releases stay valid, only the word-for-word
+    equality with the local engine is lost when no user is bounded.)"""
+    saved = None
+    if not rng.private:
+        with contextlib.suppress(Exception):
+            saved = copy.deepcopy(rng.__dict__)
+    secret = PairPriorities.draw(rng).secret
+
+    def undo() -> None:
+        if saved is not None:
+            rng.__dict__.clear()
+            rng.__dict__.update(saved)
+
+    return secret, undo
 
 
 def _ddl(df: Any, column: str) -> str:

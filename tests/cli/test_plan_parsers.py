@@ -77,3 +77,14 @@ def test_weighted_selectors_have_a_plan(name: str, capsys: Any) -> None:
     assert all(b >= a - 1e-12 for a, b in itertools.pairwise(p))
     assert report["users_at_half"] < report["users_at_99"] <= 150
     assert report["parameters"]["max_keys"] == 20  # the documented default cap
+
+
+def test_former_calibration_spelling_is_accepted_on_the_command_line(capsys: Any) -> None:
+    base = ("plan", "sample-and-threshold", "--epsilon", "1", "--delta", "1e-8", "--json")
+    code_old, out_old, _ = _run(capsys, *base, "--calibration", "theorem1")
+    code_new, out_new, _ = _run(capsys, *base, "--calibration", "chernoff")
+    assert code_old == code_new == 0
+    assert out_old == out_new
+    assert json.loads(out_new)  # a plan was printed
+    code_bad, _, err = _run(capsys, *base, "--calibration", "theorem2")
+    assert code_bad != 0 and "calibration" in err

@@ -78,8 +78,8 @@ def test_other_option_errors() -> None:
         SampleAndThreshold(1.0, 1e-8, calibration="c_alpha", alpha=0.7)
     with pytest.raises(ValidationError, match="alpha"):
         SampleAndThreshold(1.0, 1e-8, alpha=1.5)
-    with pytest.raises(ValidationError, match=r"threshold.*calibration theorem1"):
-        SampleAndThreshold(1.0, 1e-8, calibration="theorem1", threshold=30)
+    with pytest.raises(ValidationError, match=r"threshold.*calibration chernoff"):
+        SampleAndThreshold(1.0, 1e-8, calibration="chernoff", threshold=30)
     with pytest.raises(ValidationError, match=r"sampling_rate.*c_alpha"):
         SampleAndThreshold(1.0, 1e-8, calibration="c_alpha", sampling_rate=0.1)
 
@@ -254,7 +254,7 @@ def test_plan_json_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["parameters"]["threshold"] == 11
     assert out["parameters"]["sampling_rate"] == pytest.approx(0.105353, rel=1e-5)
     assert out["delta_exact"] <= 1e-8
-    assert out["thresholds"]["theorem1"] == 14 and out["thresholds"]["exact"] == 11
+    assert out["thresholds"]["chernoff"] == 14 and out["thresholds"]["exact"] == 11
     assert out["thresholds"]["c_alpha"] == 20 and out["thresholds"]["optimised"] >= 11
     assert len(out["reporting_probability"]) == 301
     assert out["expected_error"]["population"] == 5000
@@ -294,3 +294,13 @@ def test_histogram_through_the_cli(tmp_path: Any, capsys: pytest.CaptureFixture[
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "key,count,estimate,lower,upper"
     assert [ln.split(",")[0] for ln in lines[1:]] == ["a", "c"]
+
+
+def test_former_calibration_spelling_is_the_chernoff_rule() -> None:
+    # "theorem1" (the paper's numbering) is still accepted and builds the same mechanism
+    old = SampleAndThreshold(1.0, 1e-8, calibration="theorem1")
+    new = SampleAndThreshold(1.0, 1e-8, calibration="chernoff")
+    assert old.calibration == new.calibration == "chernoff"
+    assert (old.sampling_rate, old.threshold) == (new.sampling_rate, new.threshold)
+    with pytest.raises(ValidationError, match="calibration"):
+        SampleAndThreshold(1.0, 1e-8, calibration="theorem2")

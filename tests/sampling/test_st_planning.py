@@ -16,7 +16,7 @@ from privhist.planning.sample_threshold import calibration_table, plan_sample_an
 
 def test_calibration_table_values() -> None:
     rows = calibration_table([0.1, 0.5, 1.0], 1e-8)
-    assert [(r["exact"], r["theorem1"], r["c_alpha"]) for r in rows] == [
+    assert [(r["exact"], r["chernoff"], r["c_alpha"]) for r in rows] == [
         (11, 17, 20),
         (11, 15, 20),
         (11, 14, 20),
@@ -24,7 +24,7 @@ def test_calibration_table_values() -> None:
     for r in rows:
         assert r["delta_exact"] <= 1e-8
         # each rule's threshold is certified too, and looser rules give smaller deltas
-        assert r["delta_exact_c_alpha"] <= r["delta_exact_theorem1"] <= r["delta_exact"]
+        assert r["delta_exact_c_alpha"] <= r["delta_exact_chernoff"] <= r["delta_exact"]
 
 
 def test_population_plan() -> None:
@@ -39,7 +39,7 @@ def test_population_plan() -> None:
     errors = {k: e.rmse for k, e in plan.errors.items()}
     assert errors["optimised"] <= min(errors.values()) * (1 + 1e-12)
     d = plan.to_dict()
-    assert set(d["calibrations"]) == {"exact", "theorem1", "c_alpha", "optimised"}
+    assert set(d["calibrations"]) == {"exact", "chernoff", "c_alpha", "optimised"}
     for entry in d["calibrations"].values():
         assert entry["delta_exact"] <= 1e-8
 

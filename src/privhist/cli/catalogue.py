@@ -32,6 +32,10 @@ class Spec(NamedTuple):
         return "--" + self.name.replace("_", "-")
 
 
+#: former spellings of choice values that the command line still accepts, by option name
+CHOICE_ALIASES: dict[str, dict[str, str]] = {"calibration": {"theorem1": "chernoff"}}
+
+
 class Entry(NamedTuple):
     """One registered mechanism: its docstring's first line, domain needs and options."""
 
@@ -292,9 +296,9 @@ MECHANISMS: dict[str, Entry] = {
                 "calibration",
                 str,
                 None,
-                "how (p, tau) are chosen: exact (default), theorem1, c_alpha, optimised",
-                ("exact", "theorem1", "c_alpha", "optimised"),
-                Constraint.one_of("exact", "theorem1", "c_alpha", "optimised", optional=True),
+                "how (p, tau) are chosen: exact (default), chernoff, c_alpha, optimised",
+                ("exact", "chernoff", "c_alpha", "optimised"),
+                Constraint.one_of("exact", "chernoff", "c_alpha", "optimised", optional=True),
             ),
             Spec(
                 "population",

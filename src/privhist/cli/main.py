@@ -398,14 +398,24 @@ def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = Non
                 )
             else:
                 accepts = opt.constraint.expected(note=False) if opt.constraint else ""
+                aliases = catalogue.CHOICE_ALIASES.get(opt.name)
                 p.add_argument(
                     opt.flag,
                     dest=opt.name,
-                    type=opt.kind,
+                    type=opt.kind if aliases is None else _aliased(opt.kind, aliases),
                     default=None,
                     choices=opt.choices,
                     help=f"[{name}] {opt.help}" + (f" ({accepts})" if opt.choices is None else ""),
                 )
+
+
+def _aliased(kind: type, aliases: dict[str, str]) -> Any:
+    """An argparse type that reads a former spelling as the current one (before ``choices``)."""
+
+    def convert(value: str) -> Any:
+        return kind(aliases.get(value, value))
+
+    return convert
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:

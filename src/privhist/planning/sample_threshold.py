@@ -9,7 +9,7 @@ root-mean-squared error over true counts ``0..N``, :mod:`privhist.mechanisms.sam
 and its reporting probability ``Pr[Binomial(c, p) >= tau]`` for every ``c = 0..N``.
 
 >>> rows = calibration_table([1.0], 1e-8)
->>> rows[0]["c_alpha"], rows[0]["theorem1"], rows[0]["exact"]
+>>> rows[0]["c_alpha"], rows[0]["chernoff"], rows[0]["exact"]
 (20, 14, 11)
 """
 
@@ -66,10 +66,10 @@ def calibration_table(
             "alpha": float(a),
             "sampling_rate": float(p),
             "c_alpha": t_alpha,
-            "theorem1": t_one,
+            "chernoff": t_one,
             "exact": t_exact,
             "delta_exact": cert.upper,
-            "delta_exact_theorem1": certified_delta(p, t_one, ef).upper,
+            "delta_exact_chernoff": certified_delta(p, t_one, ef).upper,
             "delta_exact_c_alpha": (
                 None if t_alpha is None else certified_delta(p, t_alpha, ef).upper
             ),
@@ -86,7 +86,7 @@ class SampleThresholdPlan:
     delta: float
     neighbouring: Neighbouring
     population: int
-    #: mechanisms built with each calibration ("exact", "theorem1", "c_alpha", "optimised")
+    #: mechanisms built with each calibration ("exact", "chernoff", "c_alpha", "optimised")
     mechanisms: dict[str, SampleAndThreshold]
     errors: dict[str, ExpectedError]
     #: Pr[released] for true counts 0..population, for the optimised calibration
@@ -129,12 +129,12 @@ def plan_sample_and_threshold(
     >>> plan.mechanisms["exact"].threshold, plan.reporting_curve.shape
     (11, (2001,))
     >>> e = plan.errors
-    >>> e["optimised"].rmse <= min(e["exact"].rmse, e["theorem1"].rmse, e["c_alpha"].rmse)
+    >>> e["optimised"].rmse <= min(e["exact"].rmse, e["chernoff"].rmse, e["c_alpha"].rmse)
     True
     """
     n = check_positive_int(population, _FN, "population")
     mechs: dict[str, SampleAndThreshold] = {}
-    for rule in ("exact", "theorem1", "c_alpha"):
+    for rule in ("exact", "chernoff", "c_alpha"):
         mechs[rule] = SampleAndThreshold(
             epsilon, delta, neighbouring, alpha=alpha, calibration=rule, population=n
         )

@@ -36,7 +36,8 @@ analysis could exploit; it is not used here.
 * ``"exact"`` (default): ``p = alpha (1 - e^-eps)`` (``alpha`` default 1/6, the paper's
   experiments) or the given ``sampling_rate``, and the smallest ``tau`` whose certified exact
   delta meets the budget. With only ``threshold`` given: the largest rate meeting the budget.
-* ``"theorem1"``: ``tau`` from Theorem 1's bound ``exp(-(tau/q) D(q || p)) <= delta``.
+* ``"chernoff"``: ``tau`` from Theorem 1's Chernoff bound ``exp(-(tau/q) D(q || p)) <= delta``
+  (the former spelling ``"theorem1"`` is still accepted).
 * ``"c_alpha"``: the paper's rule ``p = alpha (1 - e^-eps)``, ``tau = ln(1/delta) / C_alpha``.
 * ``"optimised"``: ``(p, tau)`` minimising the worst RMSE over true counts ``0..population``
   (needs ``population``).
@@ -80,7 +81,9 @@ from privhist.mechanisms.sampling.profile import (
 )
 from privhist.noise import binomial
 
-CALIBRATIONS = ("exact", "theorem1", "c_alpha", "optimised")
+CALIBRATIONS = ("exact", "chernoff", "c_alpha", "optimised")
+#: former spellings of calibration rules, still accepted
+CALIBRATION_ALIASES = {"theorem1": "chernoff"}
 DEFAULT_ALPHA = Fraction(1, 6)
 #: unit counts up to which key_distribution is exact in rationals (mpmath beyond)
 EXACT_UNITS = 4096
@@ -150,7 +153,7 @@ class SampleAndThreshold(Mechanism):
             "calibration",
             str,
             None,
-            "how (p, tau) are chosen: exact (default), theorem1, c_alpha, optimised",
+            "how (p, tau) are chosen: exact (default), chernoff, c_alpha, optimised",
             choices=CALIBRATIONS,
         ),
         Option(
@@ -183,6 +186,8 @@ class SampleAndThreshold(Mechanism):
         self.epsilon_key = min(Fraction(self.epsilon) / l0, Fraction(kb.epsilon))
         self.delta_key = min(Fraction(self.delta) / l0, Fraction(kb.delta))
         check = self.check_option
+        if isinstance(calibration, str):
+            calibration = CALIBRATION_ALIASES.get(calibration, calibration)
         self.calibration = check("calibration", calibration) or "exact"
         self.alpha = check("alpha", alpha) or DEFAULT_ALPHA
         self.population: int | None = check("population", population)
@@ -249,7 +254,7 @@ class SampleAndThreshold(Mechanism):
         if rule == "exact":
             tau, cert = exact_threshold(p, eps, delta, fn)
             return p, tau, cert
-        if rule == "theorem1":
+        if rule == "chernoff":
             tau = chernoff_threshold(float(p), float(eps), float(delta))
         else:
             t = c_alpha_threshold(float(self.alpha), float(delta))
@@ -357,7 +362,7 @@ class SampleAndThreshold(Mechanism):
         ta = c_alpha_threshold(float(self.alpha), float(delta))
         calibrations: dict[str, Any] = {
             "exact": {"sampling_rate": pf, "threshold": exact_tau},
-            "theorem1": {"sampling_rate": pf, "threshold": t1},
+            "chernoff": {"sampling_rate": pf, "threshold": t1},
             "c_alpha": {
                 "sampling_rate": float(p_alpha),
                 "threshold": ta,
@@ -365,7 +370,7 @@ class SampleAndThreshold(Mechanism):
                 "C_alpha": c_alpha(float(self.alpha)),
             },
         }
-        for name in ("exact", "theorem1", "c_alpha"):
+        for name in ("exact", "chernoff", "c_alpha"):
             entry = calibrations[name]
             if entry["threshold"] is not None:
                 rate = p if name != "c_alpha" else p_alpha
@@ -395,7 +400,7 @@ class SampleAndThreshold(Mechanism):
             "search_range": [self.threshold, cert.limit],
             "tail_bound_beyond_range": float_up(cert.tail),
             "thresholds": {
-                "theorem1": t1,
+                "chernoff": t1,
                 "c_alpha": ta,
                 "exact": exact_tau,
                 "optimised": None if optimised is None else optimised["threshold"],

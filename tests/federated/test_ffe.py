@@ -27,12 +27,11 @@ from privhist.federated.ffe import (
     mffe,
     mffe_rdp,
     range_upper,
-    start_split,
     tffe,
     tffe_rdp,
 )
 from privhist.federated.kashin import OrthogonalFrame
-from privhist.federated.ocpbm import error_bound
+from privhist.federated.ocpbm import error_bound, start_split
 from privhist.federated.secure_sum import IdealSecureSum
 from privhist.federated.user_data import UserCounts, from_records, generate_iid
 

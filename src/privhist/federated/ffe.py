@@ -114,7 +114,13 @@ from privhist.federated.kashin import (
     kashin_level,
     kashin_representation,
 )
-from privhist.federated.ocpbm import histogram_clip, level_at, noise_slope, optimal_quantile
+from privhist.federated.ocpbm import (
+    histogram_clip,
+    level_at,
+    noise_slope,
+    optimal_quantile,
+    start_split,
+)
 from privhist.federated.secure_sum import IdealSecureSum, SecureAggregator
 from privhist.federated.user_data import UserCounts
 
@@ -720,33 +726,6 @@ def round_sizes(n: int, rounds: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(r)]
 
 
-def start_split(m: int, dimension: int, bits: int, share: float) -> tuple[int, int]:
-    """MFFE's DHT start: ``(m_s, m_1)``, the first round's DHT and frequency trials, with
-    ``m_s (2**b - 1) + m_1 D <= m D`` (module notes).
-
-    >>> start_split(15, 100, 6, 0.25)
-    (5, 11)
-    """
-    fn = "start_split"
-    mm = check_positive_int(m, fn, "m")
-    dim = check_positive_int(dimension, fn, "dimension")
-    qdim = (1 << check_bits(bits, fn)) - 1
-    sh = float(share)
-    if not 0 < sh < 1:
-        raise ValidationError("start_share", fn, "a number in (0, 1)", share)
-    m_s = math.floor(sh * mm * dim / qdim)
-    m_1 = mm - (-(-m_s * qdim // dim))
-    if m_s < 1 or m_1 < 1:
-        raise ValidationError(
-            "start_share",
-            fn,
-            f"a share of m D = {mm * dim} trials that buys at least one DHT trial over "
-            f"{qdim} coordinates and leaves at least one frequency trial",
-            share,
-        )
-    return m_s, m_1
-
-
 def mffe(
     users: UserCounts,
     frame: TightFrame,
@@ -789,7 +768,7 @@ def mffe(
             DHT of the first round's norms, paid from that round's frequency trials; module
             notes).
         start_share: With ``"dht"``: the share of the first round's ``m D`` frequency trials
-            spent on the DHT (:func:`start_split`).
+            spent on the DHT (:func:`~privhist.federated.ocpbm.start_split`).
         max_items, max_count: With ``"dht"``: the public bounds that fix the DHT's range
             (:func:`range_upper`).
         bits: With ``"dht"``: ``2**bits`` histogram bins.

@@ -54,6 +54,7 @@ from privhist.federated.cpbm_accounting import check_theta
 from privhist.federated.dht import (
     FederatedQuantile,
     cdf_from_prefix,
+    check_bits,
     check_gamma,
     quantile_from_prefix,
     settle_tail,
@@ -290,6 +291,33 @@ def level_at(prefix: Any, quantile: FederatedQuantile, clip: float) -> float:
     cdf = settle_tail(cdf_from_prefix(prefix, n), TAIL_SDS * quantile.level_sd())
     edges = quantile.bin_width * np.arange(cdf.size + 1)
     return float(np.interp(float(clip), edges, np.concatenate([[0.0], cdf])))
+
+
+def start_split(m: int, dimension: int, bits: int, share: float) -> tuple[int, int]:
+    """MFFE's DHT start: ``(m_s, m_1)``, the first round's DHT and frequency trials, with
+    ``m_s (2**b - 1) + m_1 D <= m D`` (:mod:`privhist.federated.ffe`, module notes).
+
+    >>> start_split(15, 100, 6, 0.25)
+    (5, 11)
+    """
+    fn = "start_split"
+    mm = check_positive_int(m, fn, "m")
+    dim = check_positive_int(dimension, fn, "dimension")
+    qdim = (1 << check_bits(bits, fn)) - 1
+    sh = float(share)
+    if not 0 < sh < 1:
+        raise ValidationError("start_share", fn, "a number in (0, 1)", share)
+    m_s = math.floor(sh * mm * dim / qdim)
+    m_1 = mm - (-(-m_s * qdim // dim))
+    if m_s < 1 or m_1 < 1:
+        raise ValidationError(
+            "start_share",
+            fn,
+            f"a share of m D = {mm * dim} trials that buys at least one DHT trial over "
+            f"{qdim} coordinates and leaves at least one frequency trial",
+            share,
+        )
+    return m_s, m_1
 
 
 def column_weights(frame: TightFrame) -> F64:

@@ -43,6 +43,9 @@ def test_quick_run_writes_every_output(tmp_path: Path) -> None:
     with open(out / "table2.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["method"] for r in rows} == set(ff.T2_METHODS)
+    with open(out / "table3.csv") as fh:
+        assert {r["method"] for r in csv.DictReader(fh)} == set(ff.T3_METHODS)
+    assert "OcPBM (C1 = 1)" in ff.T3_METHODS
     # TFFE's epsilon is the composed accounting of its two phases
     from privhist.federated.ffe import tffe_rdp
 

@@ -17,7 +17,7 @@ from privhist.accounting.profile import check_dp
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import SeededRandom
 from privhist.federated.cpbm import probability_numerators
-from privhist.federated.cpbm_accounting import compose, cpbm_rdp
+from privhist.federated.cpbm_accounting import certified_log_pi, compose, cpbm_rdp
 from privhist.federated.dht import FederatedQuantile, bin_index
 from privhist.federated.ffe import (
     Representations,
@@ -31,7 +31,7 @@ from privhist.federated.ffe import (
     tffe_rdp,
 )
 from privhist.federated.kashin import OrthogonalFrame
-from privhist.federated.ocpbm import error_bound
+from privhist.federated.ocpbm import error_bound, start_split
 from privhist.federated.secure_sum import IdealSecureSum
 from privhist.federated.user_data import UserCounts, from_records, generate_iid
 
@@ -299,3 +299,169 @@ def test_whole_mffe_run_is_dp_at_the_parallel_epsilon() -> None:
         gamma=gamma,
     )
     assert res.rdp == mffe_rdp([1, 1], 0.25, 1, 1, 1)
+
+
+def test_start_split_pays_the_dht_from_the_first_rounds_frequency_trials() -> None:
+    assert start_split(15, 100, 6, 0.25) == (5, 11)
+    assert start_split(15, 200, 6, 0.25) == (11, 11)
+    for m, dim, bits, share in itertools.product(
+        (1, 2, 15, 30), (1, 8, 100), (1, 3, 6), (0.1, 0.5)
+    ):
+        try:
+            m_s, m_1 = start_split(m, dim, bits, share)
+        except ValidationError:
+            assert (
+                math.floor(share * m * dim / ((1 << bits) - 1)) < 1
+                or m == 1
+                or dim < ((1 << bits) - 1)
+            )
+            continue
+        assert m_s >= 1 and m_1 >= 1
+        assert m_s * ((1 << bits) - 1) + m_1 * dim <= m * dim
+        assert m_1 == m - math.ceil(m_s * ((1 << bits) - 1) / dim)
+    with pytest.raises(ValidationError, match="start_share"):
+        start_split(15, 100, 6, 1.0)
+    with pytest.raises(ValidationError, match="start_share"):
+        start_split(1, 100, 6, 0.5)  # nothing left for the frequencies
+
+
+def test_first_round_with_the_dht_start_is_below_an_ordinary_round() -> None:
+    """Lemma 2 counts trials per theta: round 1 of the DHT start (m_1 D + m_s (2**b - 1) trials
+    at theta, m' at theta') lies below an ordinary round of its users at every order, also in
+    the certified (interval) form."""
+    for n1, sizes, theta, tq, m, mq, dim, bits, share in (
+        (1000, [1000] * 100, 0.2, 0.2, 15, 15, 100, 6, 0.25),
+        (1000, [1000] * 100, 0.2, 0.2, 15, 15, 200, 6, 0.5),
+        (501, [501, 500], 0.25, 0.1, 4, 3, 20, 3, 0.3),
+    ):
+        m_s, m_1 = start_split(m, dim, bits, share)
+        first = compose(
+            [
+                cpbm_rdp(n1, theta, m_1, dim),
+                cpbm_rdp(n1, theta, m_s, (1 << bits) - 1),
+                cpbm_rdp(n1, tq, mq, 1),
+            ]
+        )
+        reported = mffe_rdp(sizes, theta, m, dim, mq, tq)
+        assert all(a <= b for a, b in zip(first.rdp, reported.rdp, strict=True))
+        assert first.epsilon(1e-5) <= reported.epsilon(1e-5)
+        for lam in (1.5, 4.0, 32.0):
+            own = (m_1 * dim + m_s * ((1 << bits) - 1)) * certified_log_pi(n1, theta, lam)
+            own += mq * certified_log_pi(n1, tq, lam)
+            assert own <= m * dim * certified_log_pi(n1, theta, lam) + mq * certified_log_pi(
+                n1, tq, lam
+            )
+
+
+def _binomial(k: int, p: Fraction) -> dict[int, Fraction]:
+    return {z: math.comb(k, z) * p**z * (1 - p) ** (k - z) for z in range(k + 1)}
+
+
+def _mffe_dht_start_law(
+    frame: OrthogonalFrame, counts: list[int], eta: float, gamma: float, max_items: int
+) -> tuple[dict[Any, Fraction], set[float]]:
+    """Exact law of the server's whole view of MFFE with the DHT start: two rounds of one user
+    (d = D = 1, b = 1, m = 8 split into m_s = 1 DHT trial and m_1 = 7 frequency trials in round
+    1, m' = 1, theta = theta' = 1/4). Round 1's threshold is the ``gamma`` quantile of its DHT
+    output (with one user per round the tail rule of the default settles every level: any rule
+    is post-processing of the same output); round 2's is the geometric update of round 1's
+    decoded level."""
+    y = Representations(_users(counts), frame).array()
+    norms = np.linalg.norm(y, axis=1)
+    quarter, half = Fraction(1, 4), Fraction(1, 2)
+    m, m_s, m_1 = 8, 1, 7
+    upper = range_upper(max_items)
+    dht = FederatedQuantile(upper, 1, 0.25, m_s, 1, "dht")
+    sign = 1 if bin_index(norms[:1], upper, 1)[0] == 0 else -1  # the one Haar coefficient
+    p0 = half + quarter * sign
+    clips: set[float] = set()
+
+    def freq(i: int, clip: float, trials: int) -> dict[tuple[int, int], Fraction]:
+        p = Fraction(int(probability_numerators(y[i : i + 1], 0.25, clip)[0, 0]), 2**32)
+        above = half + quarter * int(norms[i] > clip)
+        return {
+            (z, s): w * (above if s else 1 - above)
+            for z, w in _binomial(trials, p).items()
+            for s in (0, 1)
+        }
+
+    out: dict[Any, Fraction] = {}
+    for z0 in (0, 1):
+        w0 = p0 if z0 else 1 - p0
+        clip1 = dht.quantile(np.array([z0]), gamma)
+        clips.add(clip1)
+        for (z1, s1), w1 in freq(0, clip1, m_1).items():
+            level = 1.0 - (s1 - 0.5) / 0.25
+            clip2 = clip1 * math.exp(-eta * (level - gamma))
+            for (z2, s2), w2 in freq(1, clip2, m).items():
+                out[(z0, z1, s1, z2, s2)] = w0 * w1 * w2
+    return out, clips
+
+
+def test_whole_mffe_run_with_the_dht_start_is_dp_at_the_reported_epsilon() -> None:
+    """The DHT start adds a phase to round 1 and makes C_1 depend on it (adaptive); the run
+    keeps the reported curve of ordinary rounds. Exact check, both directions, of every
+    neighbouring pair (the change in round 1, moving both thresholds, or in round 2)."""
+    frame = OrthogonalFrame(1, 1, SeededRandom(0))
+    delta, eta, gamma, max_items = 1e-3, 0.7, 0.6, 2
+    reported = mffe_rdp([1, 1], 0.25, 8, 1, 1)
+    eps = reported.epsilon(delta)
+    values = [1, 2, 3, 5]
+    laws = {}
+    thresholds: set[float] = set()
+    for a, b in itertools.product(values, values):
+        laws[(a, b)], clips = _mffe_dht_start_law(frame, [a, b], eta, gamma, max_items)
+        thresholds |= clips
+        assert sum(laws[(a, b)].values()) == 1
+    assert len(thresholds) == 2  # the DHT output moves the first threshold
+    teeth = False
+    for a, a2, other in itertools.product(values, values, values):
+        if a < a2:
+            for p, q in (
+                (laws[(a, other)], laws[(a2, other)]),
+                (laws[(other, a)], laws[(other, a2)]),
+            ):
+                assert check_dp(p, q, eps, delta).holds
+                teeth |= not check_dp(p, q, eps / 4, delta).holds
+    assert teeth
+    # the protocol runs this case and reports exactly the ordinary rounds' curve
+    res = mffe(
+        _users([2, 5]),
+        frame,
+        SeededRandom(1),
+        m=8,
+        m_quantile=1,
+        rounds=2,
+        theta=0.25,
+        eta=eta,
+        gamma=gamma,
+        start="dht",
+        start_share=1 / 8,
+        max_items=max_items,
+        bits=1,
+    )
+    assert res.rdp == reported
+    assert (res.extra["start_m_quantile"], res.extra["first_round_m"]) == (1, 7)
+    assert res.clips[0] in thresholds
+
+
+def test_mffe_dht_start_begins_near_the_norms_and_refuses_without_a_range() -> None:
+    rng = SeededRandom(21)
+    users = generate_iid(4000, 8, rng, items_per_user=60)
+    frame = OrthogonalFrame(8, 16, rng)
+    norms = Representations(users, frame).norms()
+    kw: dict[str, Any] = {"m": 15, "m_quantile": 15, "rounds": 8}
+    public = mffe(users, frame, SeededRandom(2), **kw)
+    dht = mffe(users, frame, SeededRandom(2), start="dht", max_items=60, bits=4, **kw)
+    assert public.clips[0] == 1.0
+    q10, q99 = np.quantile(norms, [0.1, 0.99])
+    assert q10 <= dht.clips[0] <= 1.1 * q99  # public: below every norm
+    assert norms.min() > 1.0
+    assert dht.rdp == public.rdp
+    err_public = float(np.linalg.norm(public.estimate - users.mean_vector()))
+    err_dht = float(np.linalg.norm(dht.estimate - users.mean_vector()))
+    assert err_dht < err_public
+    with pytest.raises(ValidationError, match="max_items"):
+        mffe(users, frame, rng, start="dht", **kw)
+    with pytest.raises(ValidationError, match="start"):
+        mffe(users, frame, rng, start="oracle", **kw)

@@ -255,6 +255,31 @@ def cdf_from_prefix(prefix: Any, n: int) -> F64:
     return np.clip(monotone_fit(p), 0.0, 1.0)
 
 
+def settle_tail(cdf: Any, tolerance: float) -> F64:
+    """Levels from the first one within ``tolerance`` of 1 on, set to 1.
+
+    Beyond the largest value the true distribution function is exactly 1, and the estimate of
+    :func:`cdf_from_prefix` wanders just below it (the projection clips at 1 from above, so the
+    tail never overshoots and its missing mass is one-sided). Spread over bins up to ``B``,
+    that missing mass inflates any tail integral of ``1 - F`` (the bias term of Theorem 1 in
+    :func:`privhist.federated.ocpbm.squared_bound_clip`) by up to the level noise times the
+    range. Where the estimate first comes within ``tolerance`` (a public multiple of the level
+    standard deviation, :meth:`FederatedQuantile.level_sd`) of 1, the rest of the mass is put
+    in that bin instead. Post-processing of the release (no privacy cost).
+
+    >>> settle_tail([0.2, 0.9, 0.97, 0.99, 0.98, 1.0], 0.05).tolist()
+    [0.2, 0.9, 1.0, 1.0, 1.0, 1.0]
+    """
+    f = np.array(cdf, dtype=np.float64)
+    tol = float(tolerance)
+    if not math.isfinite(tol) or tol < 0:
+        raise ValidationError("tolerance", "settle_tail", "a finite number >= 0", tolerance)
+    hit = np.flatnonzero(f >= 1.0 - tol)
+    if hit.size:
+        f[hit[0] :] = 1.0
+    return f
+
+
 def quantile_from_prefix(prefix: Any, n: int, gamma: float, upper: float, bits: int) -> float:
     """Algorithm 5, step 3 on the monotone estimate of the distribution function
     (:func:`cdf_from_prefix`): ``Delta * argmin_v |F(v) - gamma|`` (``v = 1..2**b``, the smallest
@@ -350,6 +375,10 @@ class FederatedQuantile:
         if self.scheme == "hh":
             return self.bits / base
         return self.bits / (4.0 * base)
+
+    def level_sd(self) -> float:
+        """The standard deviation bound of an estimated level: ``sqrt(variance_bound())``."""
+        return math.sqrt(self.variance_bound())
 
     def user_vectors(self, values: Any) -> npt.NDArray[np.int8]:
         """What each user randomises (before cPBM): Algorithm 4 steps 1-3."""

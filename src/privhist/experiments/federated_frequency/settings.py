@@ -55,7 +55,9 @@ T2_METHODS: tuple[str, ...] = (
     "Sample(256)",
     "OcPBM (eq. 5)",
 )
-T3_METHODS: tuple[str, ...] = ("Best C*", "OcPBM", "C_small", "C_median")
+T3_METHODS: tuple[str, ...] = ("Best C*", "OcPBM", "C_small", "C_median", "OcPBM (C1 = 1)")
+#: Table 3: the share of the first round's frequency trials OcPBM spends on its DHT start
+MFFE_START_SHARE = 0.25
 
 
 @dataclass(frozen=True)

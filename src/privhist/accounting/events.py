@@ -51,9 +51,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from mpmath import libmp
-from mpmath.ctx_iv import MPIntervalContext
-
+from privhist.accounting._interval import IV as _IV
+from privhist.accounting._interval import exact as _iv
+from privhist.accounting._interval import upper as _hi
 from privhist.accounting.composition import (
     ApproxDPEvent,
     ComposedEvent,
@@ -82,18 +82,6 @@ __all__ = [
 ]
 
 EVENT_VERSION = 1
-
-_IV = MPIntervalContext()
-_IV.prec = 128
-
-
-def _iv(x: Fraction) -> Any:
-    return _IV.mpf(x.numerator) / x.denominator
-
-
-def _hi(x: Any) -> Fraction:
-    p, q = libmp.to_rational(x._mpi_[1])
-    return Fraction(p, q)
 
 
 @dataclass(frozen=True)
@@ -186,14 +174,7 @@ class ZcdpThresholdEvent(PrivacyEvent):
         f = self.failure
         if not (isinstance(f, (int, float)) and 0 <= f < 1):
             raise ValidationError("failure", name, "a probability in [0, 1)", f)
-        if self.epsilon is not None or self.delta is not None:
-            e, d = self.epsilon, self.delta
-            if not (isinstance(e, (int, float)) and math.isfinite(e) and e >= 0):
-                raise ValidationError("epsilon", name, "a finite number >= 0 (or None)", e)
-            if not (isinstance(d, (int, float)) and 0 <= d < 1):
-                raise ValidationError("delta", name, "a number in [0, 1) with epsilon", d)
-            object.__setattr__(self, "epsilon", float(e))
-            object.__setattr__(self, "delta", float(d))
+        _check_point(self, name)
         object.__setattr__(self, "rho", float(self.rho))
         object.__setattr__(self, "failure", float(f))
         object.__setattr__(self, "count", check_positive_int(self.count, name, "count"))
@@ -226,14 +207,7 @@ class DominatingPairEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         name = "DominatingPairEvent"
-        if self.epsilon is not None or self.delta is not None:
-            e, d = self.epsilon, self.delta
-            if not (isinstance(e, (int, float)) and math.isfinite(e) and e >= 0):
-                raise ValidationError("epsilon", name, "a finite number >= 0 (or None)", e)
-            if not (isinstance(d, (int, float)) and 0 <= d < 1):
-                raise ValidationError("delta", name, "a number in [0, 1) with epsilon", d)
-            object.__setattr__(self, "epsilon", float(e))
-            object.__setattr__(self, "delta", float(d))
+        _check_point(self, name)
         p = tuple(float(x) for x in self.p)
         q = tuple(float(x) for x in self.q)
         if not p or len(p) != len(q):
@@ -415,3 +389,17 @@ def event_rdp(event: PrivacyEvent, order: float) -> Fraction | None:
             return None
         total += n * value
     return total
+
+
+def _check_point(event: Any, name: str) -> None:
+    """The optional per-run ``(epsilon, delta)`` point of ``event``: both given and valid (stored
+    as floats), or both None."""
+    if event.epsilon is None and event.delta is None:
+        return
+    e, d = event.epsilon, event.delta
+    if not (isinstance(e, (int, float)) and math.isfinite(e) and e >= 0):
+        raise ValidationError("epsilon", name, "a finite number >= 0 (or None)", e)
+    if not (isinstance(d, (int, float)) and 0 <= d < 1):
+        raise ValidationError("delta", name, "a number in [0, 1) with epsilon", d)
+    object.__setattr__(event, "epsilon", float(e))
+    object.__setattr__(event, "delta", float(d))

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from mpmath import libmp
-from mpmath.ctx_iv import MPIntervalContext
-
+from privhist.accounting._interval import IV as _IVC
+from privhist.accounting._interval import exact as _iv_exact
+from privhist.accounting._interval import upper as _iv_upper
 from privhist.core.errors import ValidationError
 from privhist.core.validation import check_delta, check_positive_int
 
@@ -87,17 +87,6 @@ def check_orders(orders: Iterable[float] | None, function: str) -> tuple[float, 
 
 
 # interval arithmetic of the certified conversion, in a private context
-_IVC = MPIntervalContext()
-_IVC.prec = 128
-
-
-def _iv_exact(x: Fraction) -> Any:
-    return _IVC.mpf(x.numerator) / x.denominator
-
-
-def _iv_upper(x: Any) -> Fraction:
-    p, q = libmp.to_rational(x._mpi_[1])
-    return Fraction(p, q)
 
 
 @dataclass(frozen=True)

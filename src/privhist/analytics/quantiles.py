@@ -228,13 +228,10 @@ class BinarySearchQuantiles(Declared):
         self.steps: int = self.check_parameter("steps", steps)
         self.quantiles: int = self.check_parameter("quantiles", quantiles)
         self.confidence: float = self.check_parameter("confidence", confidence)
-        for name, value in (
-            ("sampling_rate", sampling_rate),
-            ("threshold", threshold),
-            ("alpha", alpha),
-            ("calibration", calibration),
-        ):
-            self.check_parameter(name, value)  # also checked (and converted) by each round
+        # the sample-and-threshold options: also checked (and converted) by each round
+        self.check_parameters(
+            sampling_rate=sampling_rate, threshold=threshold, alpha=alpha, calibration=calibration
+        )
         self.releases = self.steps * self.quantiles
         self.step_mechanism = split_sample_and_threshold(
             self.epsilon,

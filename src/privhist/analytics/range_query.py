@@ -324,13 +324,10 @@ class HierarchicalHistogram(Declared):
         self.epsilon: float = self.check_parameter("epsilon", epsilon)
         self.delta: float = self.check_parameter("delta", delta)
         self.confidence: float = self.check_parameter("confidence", confidence)
-        for name, value in (
-            ("sampling_rate", sampling_rate),
-            ("threshold", threshold),
-            ("alpha", alpha),
-            ("calibration", calibration),
-        ):
-            self.check_parameter(name, value)  # also checked (and converted) by each level
+        # the sample-and-threshold options: also checked (and converted) by each level
+        self.check_parameters(
+            sampling_rate=sampling_rate, threshold=threshold, alpha=alpha, calibration=calibration
+        )
         self.level_mechanism = split_sample_and_threshold(
             self.epsilon,
             self.delta,

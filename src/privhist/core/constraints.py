@@ -247,6 +247,11 @@ class Declared:
         :class:`ValidationError` names the parameter and this class."""
         return cls.declared[name].check(value, name, cls.__name__)
 
+    @classmethod
+    def check_parameters(cls, **values: Any) -> dict[str, Any]:
+        """Each ``name=value`` checked as :meth:`check_parameter` does; the converted values."""
+        return {name: cls.check_parameter(name, value) for name, value in values.items()}
+
 
 def _number(x: Any) -> str:
     """A bound as written in messages: powers of two above 2**20 as ``2**k``."""

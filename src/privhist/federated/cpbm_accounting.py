@@ -63,11 +63,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from mpmath import libmp
-from mpmath.ctx_iv import MPIntervalContext
 from scipy import special
 
 # the Renyi curve and its composition live in the accountant; re-exported here
+from privhist.accounting._interval import IV as _IVC
+from privhist.accounting._interval import exact as _iv_exact
+from privhist.accounting._interval import upper as _iv_upper
 from privhist.accounting.renyi import DEFAULT_ORDERS as DEFAULT_ORDERS
 from privhist.accounting.renyi import RdpCurve as RdpCurve
 from privhist.accounting.renyi import certified_rdp_to_dp as certified_rdp_to_dp
@@ -81,8 +82,6 @@ from privhist.core.validation import check_delta, check_epsilon, check_positive_
 F64 = npt.NDArray[np.float64]
 
 # interval arithmetic of the certified bounds, in a private context
-_IVC = MPIntervalContext()
-_IVC.prec = 128
 
 #: largest theta the mechanism accepts (p stays in [1/4, 3/4])
 THETA_MAX = Fraction(1, 4)
@@ -383,15 +382,6 @@ def _enclosures(npr: int, t: Fraction) -> tuple[tuple[Any, Any], ...]:
         out.append((b, _iv_exact(r * (1 - f) + f / r)))
         b = b * (npr + 1 - k) / (k + 1) * odds
     return tuple(out)
-
-
-def _iv_exact(x: Fraction) -> Any:
-    return _IVC.mpf(x.numerator) / x.denominator
-
-
-def _iv_upper(x: Any) -> Fraction:
-    p, q = libmp.to_rational(x._mpi_[1])
-    return Fraction(p, q)
 
 
 @functools.lru_cache(maxsize=256)

@@ -535,7 +535,8 @@ def weighted_sample(
     and ``"algorithm4"`` are accepted too), from an integer matrix certified DP before the draw
     (:mod:`privhist.mechanisms.sampling.pws.max_separation_release`); each row then also carries
     ``sanitized_value``, the right end of its token's interval. At most 1000 for
-    ``max_frequency``.
+    ``max_frequency`` (200 below ``delta = 2**-42``, where its densities are computed in high
+    precision). Any ``delta > 0`` is accepted.
     """
     import json as _json
 
@@ -543,8 +544,8 @@ def weighted_sample(
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
     from privhist.mechanisms.sampling.pws.max_separation_release import (
-        MAX_SEPARATION_FREQUENCY,
         check_rule,
+        max_separation_limit,
     )
     from privhist.mechanisms.sampling.pws.sanitize import (
         MAX_MATRIX,
@@ -577,11 +578,11 @@ def weighted_sample(
             "integer-tokens with keys_only (no frequencies are released)",
             rule,
         )
-    if rule == "max-separation" and m > MAX_SEPARATION_FREQUENCY:
+    if rule == "max-separation" and m > max_separation_limit(delta):
         raise ValidationError(
             "max_frequency",
             fn,
-            f"<= {MAX_SEPARATION_FREQUENCY} with frequency_rule max-separation",
+            f"<= {max_separation_limit(delta)} with frequency_rule max-separation at this delta",
             m,
         )
     eps_total = 0.0

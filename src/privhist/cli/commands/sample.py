@@ -80,7 +80,7 @@ def register(sub: Any) -> None:
         default="integer-tokens",
         help="frequency sanitiser: integer-tokens (Algorithm 4, the default) or max-separation "
         "(Algorithm 5, Theorem 5.1; adds a sanitized_value column; --max-frequency at most "
-        "1000); both certified DP before the draw",
+        "1000, or 200 below delta 2**-42); both certified DP before the draw, at any delta",
     )
     p.add_argument(
         "--max-frequency",

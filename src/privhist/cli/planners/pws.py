@@ -1,5 +1,6 @@
 """``privhist plan pws``: end-to-end reporting probabilities of private weighted sampling, and with
-``--frequencies`` the sanitized-frequency matrix (Algorithm 4) and its estimator table.
+``--frequencies`` the sanitized-frequency matrix (Algorithm 4, the certified integer matrix a
+release draws from, at any delta) and its estimator table.
 
 Without ``--sampling`` there is no sampling (``q = 1``, the ``pws`` histogram); with
 ``--sampling ppswor|priority --tau T [--power P]`` the sample is a threshold sample with
@@ -48,10 +49,11 @@ def build_plan(
     import numpy as np
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
+    from privhist.mechanisms._grid import ONE
     from privhist.mechanisms.sampling.pws import estimators as est
-    from privhist.mechanisms.sampling.pws.frequencies import integer_token_matrix
     from privhist.mechanisms.sampling.pws.keys import reporting_probabilities, threshold_L
-    from privhist.mechanisms.sampling.pws.schemes import inclusion_probabilities
+    from privhist.mechanisms.sampling.pws.sanitize import grid_frequency_sanitizer
+    from privhist.mechanisms.sampling.pws.schemes import grid_inclusion, inclusion_probabilities
     from privhist.planning.plan import MAX_PLAN_COUNT
 
     fn = "plan pws"
@@ -86,7 +88,11 @@ def build_plan(
             raise ValidationError(
                 "--max-count", fn, "<= 2000 with --frequencies (the largest accepted)", m
             )
-        P = integer_token_matrix(q, eps, dl)
+        # the certified matrix a release draws from (on a finer grid below delta = 2**-42)
+        Q = np.minimum(np.floor(q * float(ONE)), float(ONE)).astype(np.int64)
+        if sampling is not None:
+            Q = grid_inclusion(np.arange(m + 1), sampling, tau, power)  # type: ignore[arg-type]
+        P = grid_frequency_sanitizer(Q, eps, dl).matrix
         a = est.mle_estimator(P)
         stats = est.estimator_stats(P, a)
         out["frequency_matrix"] = [[float(x) for x in row[: i + 1]] for i, row in enumerate(P)]

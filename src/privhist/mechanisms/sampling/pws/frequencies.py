@@ -37,7 +37,8 @@ units leave room for the slack); below, :func:`exact_shift_grid` uses ``2**-B`` 
 ``B = 20 + grid_bits(delta)`` (:mod:`privhist.mechanisms._grid`), the same construction and the
 same certificate in integers over ``2**B``. The ``pws`` mechanism draws the shift on that grid by
 lazy inversion (:class:`~privhist.mechanisms._grid.LazyInversion`). The Algorithm 4 / 5 matrices
-for sampled data (:mod:`.sanitize`, :mod:`.max_separation_release`) stay on ``2**-62``.
+for sampled data (:mod:`.sanitize`, :mod:`.max_separation_release`) are on ``2**-62`` while
+``delta >= 2**-42`` and on a finer grid below (:mod:`.fine_rows`).
 """
 
 from __future__ import annotations

@@ -187,17 +187,17 @@ def _run(
         xs = np.array(sorted(set(pts)), dtype=dtype)
         Fp = _interp_vec(xs, x, F)
         excess = Fp - (d - a)
-        FL = inv * np.where(excess > 0, excess, zero)
-        G = FL + e * (mass - Fp)
+        FL = np.where(excess > 0, excess, zero) * inv
+        G = FL + (mass - Fp) * e
         c = _solve_decreasing(xs, G, target)
         xs = np.array(sorted({*xs.tolist(), c}), dtype=dtype)
         Fp = _interp_vec(xs, x, F)
         excess = Fp - (d - a)
-        FL = inv * np.where(excess > 0, excess, zero)
+        FL = np.where(excess > 0, excess, zero) * inv
         Fc = _interp_vec(np.array([c], dtype=dtype), x, F)[0]
         exc_c = Fc - (d - a)
         FLc = inv * (exc_c if exc_c > 0 else zero)
-        Fi = np.where(xs <= c, FL, FLc + e * (Fp - Fc))
+        Fi = np.where(xs <= c, FL, (Fp - Fc) * e + FLc)
         if i == 1:  # (0, 0] is empty: row 1 is the unit interval alone
             xs, Fi = np.array([zero], dtype=dtype), np.array([zero], dtype=dtype)
         xs = np.append(xs, zero + i).astype(dtype)

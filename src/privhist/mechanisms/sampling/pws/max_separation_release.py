@@ -53,6 +53,22 @@ F64 = npt.NDArray[np.float64]
 #: 4 s of float work per attempt at m = 1000)
 MAX_SEPARATION_FREQUENCY = 1000
 
+#: largest max_frequency for Algorithm 5 below delta = 2**-42 per key, where its densities are
+#: computed in high precision (:mod:`.fine_rows`; about 10 s at m = 150, growing like m**2)
+MAX_SEPARATION_FINE = 200
+
+
+def max_separation_limit(delta: float) -> int:
+    """The largest ``max_frequency`` Algorithm 5 accepts at ``delta`` per key.
+
+    >>> max_separation_limit(1e-6), max_separation_limit(1e-20)
+    (1000, 200)
+    """
+    from privhist.mechanisms.sampling.pws.fine_rows import needs_fine_grid
+
+    return MAX_SEPARATION_FINE if needs_fine_grid(delta) else MAX_SEPARATION_FREQUENCY
+
+
 #: frequency rules of the keys-and-frequencies sanitiser: ``"integer-tokens"`` (Algorithm 4: a
 #: key of frequency ``i`` gets a token ``j <= i``) and ``"max-separation"`` (Algorithm 5: tokens
 #: are the intervals between the breakpoints of piecewise-constant densities, maximally

@@ -26,6 +26,10 @@ Cohen, Geri, Sarlos & Stemmer, Section 3.3 and Algorithm 2. What is proven, for 
   smaller ``delta' = delta - s``, rounded down to the grid, with ``s`` doubled until the
   certificate holds (``s`` starts at ``min(16 (m + 6) 2**-53 (1 + e^eps), delta / 64)``, about
   ``1e-11`` for ``m = 2000``; reporting probabilities lose a relative ``s / delta`` at most).
+  Below ``delta = 2**-42`` per key, where doubles cannot resolve delta next to entries near 1,
+  the rows are built in integers (Algorithm 4) or high precision (Algorithm 5) on the grid
+  ``2**-B``, ``B = 62 + ceil(log2(1 / delta))``, certified the same way, and drawn exactly
+  (:mod:`.fine_rows`), so any delta is accepted.
   The matrix is built up to a public ``max_frequency``; a sampled frequency above it is an error,
   so frequencies must be clamped to that bound *before* sampling (as ``privhist sample`` does):
   clamping after sampling would change the inclusion probabilities.
@@ -54,11 +58,23 @@ from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms._grid import ONE, ONE_BITS, LazyBernoulliTable
 from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
-from privhist.mechanisms.sampling.pws.frequencies import exact_shift_pmf, integer_token_matrix
+from privhist.mechanisms.sampling.pws.fine_rows import (
+    certified_fine_rows,
+    draw_fine_tokens,
+    fine_to_float,
+    needs_fine_grid,
+    split_cumulative,
+    verify_fine_rows,
+)
+from privhist.mechanisms.sampling.pws.frequencies import (
+    exact_shift_grid,
+    exact_shift_pmf,
+    integer_token_matrix,
+)
 from privhist.mechanisms.sampling.pws.keys import grid_reporting_table, threshold_L
 from privhist.mechanisms.sampling.pws.max_separation_release import (
-    MAX_SEPARATION_FREQUENCY,
     check_rule,
+    max_separation_limit,
     max_separation_rows,
 )
 from privhist.mechanisms.sampling.pws.schemes import WeightedSample
@@ -208,10 +224,11 @@ class FrequencySanitizer:
     """The token distribution and estimator table for one ``(Q, eps, delta)`` up to ``m``.
 
     ``end_to_end[i, j]`` (``j >= 1``) is the integer ``E_(i,j)``: a key of frequency ``i`` is
-    sampled and reported with token ``j`` with probability ``E_(i,j) / 2**62``; column 0 holds
-    the not-reported mass. ``inclusion[i] = Q_i``. ``matrix = end_to_end / 2**62`` as floats.
-    ``rows`` are the conditional rows ``floor(E_(i,j) 2**62 / Q_i)`` for display (the draw uses
-    ``E`` and ``Q`` exactly), and ``cumulative[i, c] = sum of E_(i, 1..c+1)``.
+    sampled and reported with token ``j`` with probability ``E_(i,j) / 2**bits`` (``bits = 62``
+    unless delta per key is below ``2**-42``); column 0 holds the not-reported mass.
+    ``inclusion[i] = Q_i``. ``matrix = end_to_end / 2**bits`` as floats. ``rows`` are the
+    conditional rows ``floor(E_(i,j) 2**62 / Q_i)`` for display (the draw uses ``E`` and ``Q``
+    exactly), and ``cumulative[i, c] = sum of E_(i, 1..c+1)`` (its high part on a finer grid).
     """
 
     matrix: F64  # P[i, j] end-to-end
@@ -222,13 +239,18 @@ class FrequencySanitizer:
     mle_frequency: I64
     exact: bool  # the rows are the exact shift (no sampling)
     cumulative: I64  # cumulative[i, c] = sum of end_to_end[i, 1 .. c+1]
-    end_to_end: I64 = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    end_to_end: npt.NDArray[Any] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     inclusion: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     certified: bool = False
     delta_used: float = 0.0
     rule: str = "integer-tokens"
     #: token values: ``token_values[j]`` for token ``j`` (entry 0 unused)
     token_values: F64 = field(default_factory=lambda: np.zeros(0))
+    #: the grid ``2**-bits`` of ``end_to_end``: 62, or finer below ``delta = 2**-42`` per key
+    #: (:mod:`.fine_rows`; then ``end_to_end`` holds Python ints, ``cumulative`` the high parts
+    #: ``C >> (bits - 62)`` of the cumulative sums and ``cumulative_low`` the rest)
+    bits: int = ONE_BITS
+    cumulative_low: npt.NDArray[np.object_] | None = None
 
 
 _CACHE: dict[tuple[bytes, float, float, str], FrequencySanitizer] = {}
@@ -350,7 +372,9 @@ def grid_frequency_sanitizer(
     """The certified sanitizer for exact inclusion numerators ``Q = (Q_0 = 0, ..., Q_m)``
     (module notes): with ``rule="integer-tokens"`` (Algorithm 4) the exact shift when every
     ``Q_i = 2**62``, else certified Algorithm 4; with ``rule="max-separation"`` certified
-    Algorithm 5 (the paper's numbers, ``"algorithm4"`` and ``"algorithm5"``, are accepted too)."""
+    Algorithm 5 (the paper's numbers, ``"algorithm4"`` and ``"algorithm5"``, are accepted too).
+    Below ``delta = 2**-42`` the rows are built on a finer grid (:mod:`.fine_rows`), so any
+    delta is accepted."""
     fn = "grid_frequency_sanitizer"
     eps, dl = check_epsilon(epsilon, fn), check_delta(delta, fn, positive=True)
     rule = check_rule(rule, fn, "rule")
@@ -360,9 +384,26 @@ def grid_frequency_sanitizer(
     if (Qa < 0).any() or (Qa > ONE).any():
         raise ValidationError("Q", fn, "integers in [0, 2**62]", Qa.shape)
     m = Qa.shape[0] - 1
+    if rule == "max-separation" and m > max_separation_limit(dl):
+        raise ValidationError(
+            "max_frequency", fn, f"<= {max_separation_limit(dl)} with Algorithm 5 here", m
+        )
     no_sampling = bool((Qa[1:] == ONE).all())
     values = np.arange(m + 1, dtype=np.float64)
-    if rule == "max-separation":
+    bits = ONE_BITS
+    E: npt.NDArray[Any]
+    if needs_fine_grid(dl) and rule == "integer-tokens" and no_sampling:
+        bits, d = exact_shift_grid(Fraction(eps), Fraction(dl))
+        E = _shift_rows_fine(d, bits, m)
+        used = dl
+        if not verify_fine_rows(E, Qa, eps, dl, bits):  # pragma: no cover - certified pmf
+            raise ValidationError("delta", fn, "a certified shift pmf", dl)
+    elif needs_fine_grid(dl):
+        bits, E, used, x_fine = certified_fine_rows(Qa, eps, dl, rule)
+        if x_fine is not None:
+            values = np.concatenate(([0.0], x_fine))
+        no_sampling = False
+    elif rule == "max-separation":
         E, used, x = max_separation_rows(Qa, eps, dl)
         values = np.concatenate(([0.0], x))
         no_sampling = False  # not the shift rows
@@ -372,11 +413,17 @@ def grid_frequency_sanitizer(
             raise ValidationError("delta", fn, "a certified shift pmf", dl)
     else:
         E, used = _integer_token_rows(Qa, eps, dl)
-    E[:, 0] = ONE - E[:, 1:].sum(axis=1)
-    P = E.astype(np.float64) / float(ONE)
-    qf = Qa.astype(np.float64)[:, None]
+    low: npt.NDArray[np.object_] | None = None
+    if bits == ONE_BITS:
+        E[:, 0] = ONE - E[:, 1:].sum(axis=1)
+        P = E.astype(np.float64) / float(ONE)
+        cum = np.cumsum(E[:, 1:], axis=1, dtype=np.int64)
+    else:
+        P = fine_to_float(E, bits)
+        cum, low = split_cumulative(E, bits)
+    qf = Qa.astype(np.float64)[:, None] / float(ONE)
     cols = E.shape[1] - 1
-    ratio = np.divide(E[:, 1:].astype(np.float64), qf, out=np.zeros((m + 1, cols)), where=qf > 0)
+    ratio = np.divide(P[:, 1:], qf, out=np.zeros((m + 1, cols)), where=qf > 0)
     cond = np.zeros((m + 1, cols + 1), dtype=np.int64)
     cond[:, 1:] = np.floor(np.minimum(ratio, 1.0) * float(ONE)).astype(np.int64)
     cond[:, 1:] = np.minimum(cond[:, 1:], ONE)
@@ -386,7 +433,6 @@ def grid_frequency_sanitizer(
     a = mle_estimator(P)
     stats = estimator_stats(P, a)
     best = 1 + np.argmax(P[1:, :], axis=0)
-    cum = np.cumsum(E[:, 1:], axis=1)
     return FrequencySanitizer(
         P,
         cond,
@@ -402,7 +448,19 @@ def grid_frequency_sanitizer(
         used,
         rule,
         values,
+        bits,
+        low,
     )
+
+
+def _shift_rows_fine(d: tuple[int, ...], bits: int, m: int) -> npt.NDArray[np.object_]:
+    """The exact shift rows over ``2**bits`` (Python ints), column 0 the not-reported mass."""
+    E = np.zeros((m + 1, m + 1), dtype=object)
+    for i in range(m + 1):
+        for k in range(min(i, len(d))):
+            E[i, i - k] = d[k]
+        E[i, 0] = (1 << bits) - int(E[i, 1:].sum())
+    return E
 
 
 def frequency_sanitizer(
@@ -440,9 +498,9 @@ def sanitize_frequencies(
     rule = check_rule(rule, fn, "rule")
     if m > MAX_MATRIX:
         raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} (the matrix is m x m)", m)
-    if rule == "max-separation" and m > MAX_SEPARATION_FREQUENCY:
+    if rule == "max-separation" and m > max_separation_limit(dl):
         raise ValidationError(
-            "max_frequency", fn, f"<= {MAX_SEPARATION_FREQUENCY} with Algorithm 5 (3m tokens)", m
+            "max_frequency", fn, f"<= {max_separation_limit(dl)} with Algorithm 5 here", m
         )
     Q = sample.grid_q(np.arange(m + 1))
     if no_sampling and not (Q[1:] == ONE).all():
@@ -467,6 +525,11 @@ def sanitize_frequencies(
     part = np.nonzero(bound < ONE)[0]
     if part.size:
         v[part] = rng.uniform_below(np.maximum(bound[part], 1))
+    if san.bits != ONE_BITS:  # a finer grid: v is the high part, the rest drawn on a tie
+        low = san.cumulative_low
+        assert low is not None
+        j = draw_fine_tokens(f, v, cum, low, san.bits, rng)
+        return _private_sample(sample, san, j, bound, m, eps, dl)
     # token j = #{columns c : cum[f, c] <= v} + 1, one searchsorted per distinct frequency
     j = np.zeros(n, dtype=np.int64)
     order = np.argsort(f, kind="stable")
@@ -476,6 +539,18 @@ def sanitize_frequencies(
     for lo_, hi_ in zip(starts.tolist(), ends.tolist(), strict=True):
         idx = order[lo_:hi_]
         j[idx] = np.searchsorted(cum[int(fs[lo_])], v[idx], side="right") + 1
+    return _private_sample(sample, san, j, bound, m, eps, dl)
+
+
+def _private_sample(
+    sample: WeightedSample,
+    san: FrequencySanitizer,
+    j: I64,
+    bound: I64,
+    m: int,
+    eps: float,
+    dl: float,
+) -> PrivateSample:
     cols = san.end_to_end.shape[1] - 1
     tokens = np.where((j <= cols) & (bound > 0), j, 0).astype(np.int64)
     keep = tokens > 0
@@ -496,6 +571,7 @@ def sanitize_frequencies(
             "frequency_rule": san.rule,
             "tokens": cols,
             "delta_used": san.delta_used,
+            "grid_bits": san.bits,
         },
         san.token_values[t],
     )

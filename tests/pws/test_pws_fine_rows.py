@@ -218,10 +218,16 @@ def test_a_tie_of_the_high_parts_is_decided_by_the_low_bits() -> None:
     assert int(C[below - 2]) <= (hi << shift) + lo - 1 < int(C[below - 1])
 
 
-def test_algorithm5_size_limit_at_tiny_delta_is_named() -> None:
+def test_size_limits_at_tiny_delta_are_named() -> None:
+    """The integer matrices grow like m**2 (Python ints) and Algorithm 5 in high precision like
+    m**2 mpmath operations: the sizes above the limits are refused naming the limit, before any
+    matrix is built."""
     Q = S.grid_inclusion(np.arange(302), "ppswor", 0.01)
     with pytest.raises(ValidationError, match="<= 200"):
         grid_frequency_sanitizer(Q, 1.0, 1e-20, rule="max-separation")
+    Q = S.grid_inclusion(np.arange(2002), "ppswor", 0.01)
+    with pytest.raises(ValidationError, match="<= 2000"):
+        grid_frequency_sanitizer(Q, 1.0, 1e-20)
     assert needs_fine_grid(1e-13) and not needs_fine_grid(1e-12)
 
 

@@ -536,19 +536,16 @@ def weighted_sample(
     (:mod:`privhist.mechanisms.sampling.pws.max_separation_release`); each row then also carries
     ``sanitized_value``, the right end of its token's interval. At most 1000 for
     ``max_frequency`` (200 below ``delta = 2**-42``, where its densities are computed in high
-    precision). Any ``delta > 0`` is accepted.
+    precision; Algorithm 4 takes up to 5000, 2000 below ``2**-42``). Any ``delta > 0``.
     """
     import json as _json
 
     import polars as pl
 
     from privhist.core.validation import check_delta, check_epsilon, check_positive_int
-    from privhist.mechanisms.sampling.pws.max_separation_release import (
-        check_rule,
-        max_separation_limit,
-    )
+    from privhist.mechanisms.sampling.pws.max_separation_release import check_rule
     from privhist.mechanisms.sampling.pws.sanitize import (
-        MAX_MATRIX,
+        matrix_limit,
         sanitize_frequencies,
         sanitize_keys,
     )
@@ -568,22 +565,20 @@ def weighted_sample(
     eps = check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
     check_delta(delta, fn, positive=True)
     m = check_positive_int(max_frequency, fn, "max_frequency")
-    if not keys_only and m > MAX_MATRIX:
-        raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} without keys_only", m)
     rule = check_rule(frequency_rule, fn)
+    if not keys_only and m > matrix_limit(delta, rule):
+        raise ValidationError(
+            "max_frequency",
+            fn,
+            f"<= {matrix_limit(delta, rule)} without keys_only (frequency_rule {rule}, this delta)",
+            m,
+        )
     if rule == "max-separation" and keys_only:
         raise ValidationError(
             "frequency_rule",
             fn,
             "integer-tokens with keys_only (no frequencies are released)",
             rule,
-        )
-    if rule == "max-separation" and m > max_separation_limit(delta):
-        raise ValidationError(
-            "max_frequency",
-            fn,
-            f"<= {max_separation_limit(delta)} with frequency_rule max-separation at this delta",
-            m,
         )
     eps_total = 0.0
     if k is not None:

@@ -87,7 +87,7 @@ def register(sub: Any) -> None:
         type=int,
         default=2000,
         help="public bound: larger frequencies are clamped to it before sampling (default 2000; "
-        "at most 5000 unless --keys-only)",
+        "at most 5000, or 2000 below delta 2**-42, unless --keys-only)",
     )
     p.add_argument("--output", "-o", help="output file (.csv or .json); default stdout")
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")

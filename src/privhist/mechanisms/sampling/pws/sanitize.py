@@ -83,6 +83,22 @@ from privhist.noise import bernoulli_rational, exp_rational_bounds
 F64 = npt.NDArray[np.float64]
 #: largest max_frequency for the (m+1) x (m+1) frequency matrix (about 200 MB of doubles)
 MAX_MATRIX = 5000
+#: the same below delta = 2**-42, where the entries are Python integers (measured at m = 2000 and
+#: delta = 1e-20: 6 s and 430 MB; the memory grows like m**2)
+MAX_FINE_MATRIX = 2000
+
+
+def matrix_limit(delta: float, rule: str = "integer-tokens") -> int:
+    """The largest ``max_frequency`` the frequency sanitiser accepts at ``delta`` per key.
+
+    >>> matrix_limit(1e-6), matrix_limit(1e-20), matrix_limit(1e-20, "max-separation")
+    (5000, 2000, 200)
+    """
+    if check_rule(rule, "matrix_limit", "rule") == "max-separation":
+        return max_separation_limit(delta)
+    return MAX_FINE_MATRIX if needs_fine_grid(delta) else MAX_MATRIX
+
+
 I64 = npt.NDArray[np.int64]
 
 
@@ -384,9 +400,9 @@ def grid_frequency_sanitizer(
     if (Qa < 0).any() or (Qa > ONE).any():
         raise ValidationError("Q", fn, "integers in [0, 2**62]", Qa.shape)
     m = Qa.shape[0] - 1
-    if rule == "max-separation" and m > max_separation_limit(dl):
+    if m > matrix_limit(dl, rule):
         raise ValidationError(
-            "max_frequency", fn, f"<= {max_separation_limit(dl)} with Algorithm 5 here", m
+            "max_frequency", fn, f"<= {matrix_limit(dl, rule)} with {rule} at this delta", m
         )
     no_sampling = bool((Qa[1:] == ONE).all())
     values = np.arange(m + 1, dtype=np.float64)
@@ -496,11 +512,9 @@ def sanitize_frequencies(
     eps, dl = _check(sample, epsilon, delta, fn)
     m = check_positive_int(max_frequency, fn, "max_frequency")
     rule = check_rule(rule, fn, "rule")
-    if m > MAX_MATRIX:
-        raise ValidationError("max_frequency", fn, f"<= {MAX_MATRIX} (the matrix is m x m)", m)
-    if rule == "max-separation" and m > max_separation_limit(dl):
+    if m > matrix_limit(dl, rule):
         raise ValidationError(
-            "max_frequency", fn, f"<= {max_separation_limit(dl)} with Algorithm 5 here", m
+            "max_frequency", fn, f"<= {matrix_limit(dl, rule)} with {rule} at this delta", m
         )
     Q = sample.grid_q(np.arange(m + 1))
     if no_sampling and not (Q[1:] == ONE).all():

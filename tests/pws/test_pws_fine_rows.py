@@ -76,7 +76,7 @@ def test_fine_rows_are_exactly_dp_at_tiny_delta(
     assert (Q[1:] < ONE).any()
     san = grid_frequency_sanitizer(Q, eps, delta, rule=rule)
     E, bits = san.end_to_end, san.bits
-    assert bits == fine_grid_bits(delta) > 62 and san.certified and not san.exact
+    assert bits == fine_grid_bits(delta, eps) > 62 and san.certified and not san.exact
     one = 1 << bits
     for i in range(m + 1):
         body = [int(x) for x in E[i, 1:]]
@@ -258,3 +258,70 @@ def test_plan_shows_the_certified_matrix_at_tiny_delta() -> None:
     assert math.isclose(rows[1][1], 1e-30, rel_tol=1e-12)
     pi = plan["reporting_probability"]
     assert all(math.isclose(sum(rows[i][1:]), pi[i], rel_tol=1e-9) for i in range(1, 81))
+
+
+def test_verifier_rejects_a_not_reported_excess_and_unrealisable_or_negative_rows() -> None:
+    """Power of the certificate beyond one token: (a) tokens of row 2 exactly ``r`` times row
+    1's, so the tokens pass both ways, but "not reported" breaks delta from row 1 to row 2;
+    (b) a DP matrix whose row reports more than the sample holds; (c) a negative entry."""
+    bits, one = 100, 1 << 100
+    eps, delta = 1.0, 0.36
+    r_float = math.e * (1 - 1e-12)
+    a1 = int(0.36 * one)
+    b1 = int(r_float * a1)
+    E = np.array(
+        [[one, 0, 0], [one - a1, a1, 0], [one - b1, b1, 0]],
+        dtype=object,
+    )
+    Q = [0, 2**62, 2**62]
+    assert not verify_fine_rows(E, Q, eps, delta, bits)
+    res = check_dp(_row(E, 1, bits), _row(E, 2, bits), eps, delta)
+    assert not res.holds and float(res.delta_pq) > delta  # row 1 over row 2
+    E_ok = E.copy()
+    E_ok[2, 1], E_ok[2, 0] = a1, one - a1  # row 2 = row 1: certified
+    assert verify_fine_rows(E_ok, Q, eps, delta, bits)
+    # (b) realisability: the same DP matrix against a sample that includes less
+    m = 8
+    Qs = S.grid_inclusion(np.arange(m + 1), "ppswor", 0.5)
+    san = grid_frequency_sanitizer(Qs, 1.0, 1e-25)
+    assert verify_fine_rows(san.end_to_end, Qs, 1.0, 1e-25, san.bits)
+    less = Qs.copy()
+    less[m] = (int(san.end_to_end[m, 1:].sum()) >> (san.bits - 62)) - 1  # sample holds less
+    assert int(san.end_to_end[m, 1:].sum()) > int(less[m]) << (san.bits - 62)
+    assert not verify_fine_rows(san.end_to_end, less, 1.0, 1e-25, san.bits)
+    # (c) a negative entry balanced by "not reported"
+    neg = san.end_to_end.copy()
+    neg[m, 1] -= int(neg[m, 1]) + 1
+    neg[m, 0] = (1 << san.bits) - int(neg[m, 1:].sum())
+    assert not verify_fine_rows(neg, Qs, 1.0, 1e-25, san.bits)
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "tau", "m", "rule"),
+    [
+        (5.0, 1e-60, 0.5, 40, "max-separation"),  # masses near 1 at a tiny delta
+        (30.0, 1e-30, 0.05, 20, "integer-tokens"),  # a grid unit costs e^30 units
+        (26.0, 1e-12, 0.5, 30, "integer-tokens"),  # the double rows fail: the fine grid takes over
+    ],
+)
+def test_hard_corners_are_certified_and_exactly_dp(
+    eps: float, delta: float, tau: float, m: int, rule: str
+) -> None:
+    """Corners a review found refused: Algorithm 5 once reporting probabilities are large (the
+    certificate's ``r`` is now within ``2**-(B + 64)`` of ``e^eps``), very large epsilon (the
+    grid has ``e^eps`` more room), and delta above ``2**-42`` where the double-precision rows
+    fail their certificate. Each is built, and exactly DP in both directions."""
+    Q = S.grid_inclusion(np.arange(m + 1), "ppswor", tau)
+    san = grid_frequency_sanitizer(Q, eps, delta, rule=rule)
+    assert san.bits > 62 and san.delta_used > delta * (1 - 2.0**-20)
+    assert float(san.matrix[:, 1:].sum(axis=1).max()) > 0.5
+    _exact_dp(san.end_to_end, san.bits, eps, delta)
+
+
+def test_float_view_keeps_full_precision_below_1e_285() -> None:
+    """The estimators' float matrix at delta = 1e-300: frequency 1's report is delta to a
+    relative 1e-12 (it was quantised to 2**-1000 before, 7 % off)."""
+    Q = S.grid_inclusion(np.arange(9), "ppswor", 0.5)
+    san = grid_frequency_sanitizer(Q, 1.0, 1e-300)
+    assert san.bits > 1000
+    assert math.isclose(float(san.matrix[1, 1]), 1e-300, rel_tol=1e-12)

@@ -6,8 +6,9 @@ Cohen, Geri, Sarlos & Stemmer, Section 5 (Algorithm 4, Lemma 5.2, Algorithm 5, T
 working below about ``delta = 1e-16``, where a double's rounding error (``2**-53`` of an entry
 near 1) is as large as delta itself. Below ``2**-42`` per key (where the ``2**-62`` grid leaves
 fewer than ``2**20`` units of delta for the rounding slack) the rows are built here instead, as
-integers over ``2**B`` with ``B = 62 + ceil(log2(1 / delta))`` (:func:`fine_grid_bits`), so delta
-is at least ``2**62`` grid units at every delta:
+integers over ``2**B`` with ``B = 62 + ceil(log2(1 / delta)) + ceil(eps / ln 2)``
+(:func:`fine_grid_bits`), so delta is at least ``2**62 e^eps`` grid units at every delta; the same
+path takes over when the double-precision rows cannot be certified (very large epsilon):
 
 * **Algorithm 4 in integers** (:func:`fine_token_rows`). With a rational ``r = p / q <= e^eps``
   in place of ``e^eps`` (a smaller epsilon, so DP for ``r`` implies DP for ``eps``) and
@@ -74,21 +75,35 @@ def needs_fine_grid(delta: float) -> bool:
     return Fraction(delta) < Fraction(1, 1 << FINE_FROM_BITS)
 
 
-def fine_grid_bits(delta: float) -> int:
-    """``B = 62 + ceil(log2(1 / delta))``: the grid of the fine frequency matrices, on which
-    delta is at least ``2**62`` units.
+def fine_grid_bits(delta: float, epsilon: float = 0.0) -> int:
+    """``B = 62 + ceil(log2(1 / delta)) + ceil(epsilon / ln 2)``: the grid of the fine frequency
+    matrices, on which delta is at least ``2**62 e^eps`` units. The ``e^eps`` is room for the
+    rounding: a grid unit lost on an entry costs up to ``e^eps`` units in a divergence.
 
-    >>> fine_grid_bits(1e-13), fine_grid_bits(2.0**-70), fine_grid_bits(1e-200)
-    (106, 132, 727)
+    >>> fine_grid_bits(1e-13), fine_grid_bits(2.0**-70), fine_grid_bits(1e-200, 1.0)
+    (106, 132, 729)
     """
     d = Fraction(delta)
+    extra = math.ceil(epsilon / math.log(2)) if epsilon > 0 else 0
     if d >= Fraction(1, ONE):  # grid_bits is 62 there; ceil(log2(1 / delta)) <= 62
         q, p = d.denominator, d.numerator
         L = (q // p).bit_length() - 1
         if Fraction(1, 1 << L) > d:
             L += 1
-        return ONE_BITS + L
-    return grid_bits(d)
+        return ONE_BITS + L + extra
+    return grid_bits(d) + extra
+
+
+def ratio_bound(epsilon: float, bits: int) -> Fraction:
+    """A rational ``r <= e^epsilon`` within ``2**-(bits + 64)`` of it: on the grid ``2**-bits``
+    the gap ``(e^eps - r)`` times an entry stays far below one grid unit, so rows built with the
+    true ``e^eps`` (Algorithm 5 in high precision) lose nothing to it in the certificate.
+
+    >>> e_lo = Fraction(271828182845904523536028747135266249775724709369995, 10**50)
+    >>> e_lo < ratio_bound(1.0, 200) < e_lo + Fraction(1, 10**50)  # e = 2.71828...369995957...
+    True
+    """
+    return exp_rational_bounds(Fraction(epsilon), max(128, bits + 64))[0]
 
 
 def _ceil_div(a: Any, b: int) -> Any:
@@ -107,7 +122,7 @@ def fine_token_rows(Q: I64, epsilon: float, delta: float, bits: int, slack: int)
     m = int(Q.shape[0]) - 1
     one = 1 << bits
     shift = bits - ONE_BITS
-    r = exp_rational_bounds(Fraction(epsilon))[0]
+    r = ratio_bound(epsilon, bits)
     p, q = r.numerator, r.denominator
     D = int(Fraction(delta) * one) - slack
     if D <= 0:
@@ -209,7 +224,7 @@ def verify_fine_rows(E: OBJ, Q: npt.ArrayLike, epsilon: float, delta: float, bit
         s = int(Ea[i, 1:].sum())
         if int(Ea[i, 0]) != one - s or s > Qa[i] << shift:
             return False
-    r = exp_rational_bounds(Fraction(epsilon))[0]
+    r = ratio_bound(epsilon, bits)
     p, qd = r.numerator, r.denominator
     d = Fraction(delta)
     budget = qd * d.numerator * one  # compare sums scaled by qd and delta's denominator
@@ -228,12 +243,13 @@ def certified_fine_rows(
     """``(B, E, delta_used, x)``: the certified fine matrix for ``rule`` (``"integer-tokens"``
     or ``"max-separation"``; ``x`` the latter's token values, else None), the slack grown until
     :func:`verify_fine_rows` holds (module notes)."""
-    bits = fine_grid_bits(delta)
+    bits = fine_grid_bits(delta, epsilon)
     m = int(Q.shape[0]) - 1
     units = int(Fraction(delta) * (1 << bits))
-    r_up = math.ceil(math.exp(epsilon)) + 2
+    r_up = math.ceil(math.exp(min(epsilon, 700.0))) + 2
+    cap = units >> 20  # at most a relative 2**-20 of delta
     slack = 0
-    while slack <= units >> 20:
+    while True:
         x: F64 | None = None
         if rule == "max-separation":
             E, x = fine_max_separation_rows(Q, epsilon, delta, bits, slack)
@@ -242,18 +258,33 @@ def certified_fine_rows(
         if verify_fine_rows(E, Q, epsilon, delta, bits):
             used = float(Fraction(units - slack, 1 << bits))
             return bits, E, used, x
-        slack = max(4 * slack, 16 * (m + 2) * r_up)
-    raise ValidationError(  # pragma: no cover - the slack needed is a few units per token
+        if slack >= cap:
+            break
+        # a few grid units per token and unit of e^eps; the last attempt is the cap itself
+        slack = min(max(4 * slack, 16 * (m + 2) * r_up), cap)
+    raise ValidationError(  # pragma: no cover - not reached in the cases measured
         "delta", "frequency_sanitizer", "a value admitting a certified matrix", delta
     )
 
 
 def fine_to_float(E: OBJ, bits: int) -> F64:
-    """``E / 2**bits`` as doubles (entries below ``2**-1000`` become 0)."""
-    drop = max(0, bits - 1000)
-    scaled = (E >> drop) if drop else E
-    out: F64 = np.ldexp(scaled.astype(np.float64), -(bits - drop))
-    return out
+    """``E / 2**bits`` as doubles, each entry to a relative ``2**-52`` (then subnormal or 0 only
+    where the value itself is below the double range).
+
+    >>> fine_to_float(np.array([[3 * 2**1099, 2**1199]], dtype=object), 1200).tolist()
+    [[1.1832913578315177e-30, 0.5]]
+    """
+    if bits <= 1000:  # every entry converts to a double exactly rounded; the scaling is exact
+        out: F64 = np.ldexp(E.astype(np.float64), -bits)
+        return out
+
+    def one(x: Any) -> float:
+        v = int(x)
+        drop = max(0, v.bit_length() - 64)
+        return math.ldexp(float(v >> drop), drop - bits)
+
+    conv = np.frompyfunc(one, 1, 1)
+    return np.asarray(conv(E), dtype=np.float64)
 
 
 def split_cumulative(E: OBJ, bits: int) -> tuple[I64, OBJ]:

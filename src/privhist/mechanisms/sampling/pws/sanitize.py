@@ -28,8 +28,9 @@ Cohen, Geri, Sarlos & Stemmer, Section 3.3 and Algorithm 2. What is proven, for 
   ``1e-11`` for ``m = 2000``; reporting probabilities lose a relative ``s / delta`` at most).
   Below ``delta = 2**-42`` per key, where doubles cannot resolve delta next to entries near 1,
   the rows are built in integers (Algorithm 4) or high precision (Algorithm 5) on the grid
-  ``2**-B``, ``B = 62 + ceil(log2(1 / delta))``, certified the same way, and drawn exactly
-  (:mod:`.fine_rows`), so any delta is accepted.
+  ``2**-B``, ``B = 62 + ceil(log2(1 / delta)) + ceil(eps / ln 2)``, certified the same way, and
+  drawn exactly (:mod:`.fine_rows`), so any delta is accepted; the same path takes over when the
+  double-precision rows fail their certificate (very large epsilon).
   The matrix is built up to a public ``max_frequency``; a sampled frequency above it is an error,
   so frequencies must be clamped to that bound *before* sampling (as ``privhist sample`` does):
   clamping after sampling would change the inclusion probabilities.
@@ -414,21 +415,28 @@ def grid_frequency_sanitizer(
         used = dl
         if not verify_fine_rows(E, Qa, eps, dl, bits):  # pragma: no cover - certified pmf
             raise ValidationError("delta", fn, "a certified shift pmf", dl)
-    elif needs_fine_grid(dl):
-        bits, E, used, x_fine = certified_fine_rows(Qa, eps, dl, rule)
-        if x_fine is not None:
-            values = np.concatenate(([0.0], x_fine))
-        no_sampling = False
-    elif rule == "max-separation":
-        E, used, x = max_separation_rows(Qa, eps, dl)
-        values = np.concatenate(([0.0], x))
-        no_sampling = False  # not the shift rows
-    elif no_sampling:
-        E, used = _shift_rows(Qa, eps, dl), dl
-        if not verify_frequency_rows(E, Qa, eps, dl):  # pragma: no cover - certified pmf
-            raise ValidationError("delta", fn, "a certified shift pmf", dl)
     else:
-        E, used = _integer_token_rows(Qa, eps, dl)
+        try:
+            if needs_fine_grid(dl):
+                raise _NeedsFineGrid
+            if rule == "max-separation":
+                E, used, x = max_separation_rows(Qa, eps, dl)
+                values = np.concatenate(([0.0], x))
+                no_sampling = False  # not the shift rows
+            elif no_sampling:
+                E, used = _shift_rows(Qa, eps, dl), dl
+                if not verify_frequency_rows(E, Qa, eps, dl):  # pragma: no cover - certified
+                    raise ValidationError("delta", fn, "a certified shift pmf", dl)
+            else:
+                E, used = _integer_token_rows(Qa, eps, dl)
+        except (_NeedsFineGrid, ValidationError):
+            # below 2**-42, or double-precision rows that fail their certificate (huge eps)
+            if rule == "max-separation" and m > max_separation_limit(1e-300):
+                raise
+            bits, E, used, x_fine = certified_fine_rows(Qa, eps, dl, rule)
+            if x_fine is not None:
+                values = np.concatenate(([0.0], x_fine))
+            no_sampling = False
     low: npt.NDArray[np.object_] | None = None
     if bits == ONE_BITS:
         E[:, 0] = ONE - E[:, 1:].sum(axis=1)
@@ -467,6 +475,10 @@ def grid_frequency_sanitizer(
         bits,
         low,
     )
+
+
+class _NeedsFineGrid(Exception):
+    """Internal: the rows are built on the fine grid."""
 
 
 def _shift_rows_fine(d: tuple[int, ...], bits: int, m: int) -> npt.NDArray[np.object_]:

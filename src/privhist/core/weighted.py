@@ -12,7 +12,9 @@ most ``scale`` units). The aggregate is the per-key sum of these integer weights
   input, non-private).
 * :class:`WeightedSource` is what an engine offers a selector: ``weighted_sums(max_keys, scale,
   exclude)`` recomputes the aggregate with the keys in ``exclude`` removed from every user
-  *before* each user chooses its kept keys (multi-round selectors ask again after every round),
+  *before* each user chooses its kept keys (multi-round selectors ask again after every round);
+  ``held_sums`` does the same over a subset each user draws once and keeps (removed keys are not
+  replaced),
   and ``unit_counts(keys, max_keys)`` gives, for public ``keys`` (already released), the number of
   distinct users holding each of them after every user keeps at most ``max_keys`` of its keys
   among ``keys`` (the input of a second, count-releasing step), and
@@ -104,6 +106,17 @@ class WeightedSource(Protocol):
         """Each user keeps a uniformly random subset of at most ``max_keys`` of its keys not in
         ``exclude`` (fresh randomness on every call) and gives each kept key
         ``floor(scale / sqrt(kept))``; returns the per-key sums."""
+        ...
+
+    def held_sums(
+        self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
+    ) -> WeightedCounts:
+        """Each user *holds* a uniformly random subset of at most ``max_keys`` of its keys,
+        drawn once per source and ``max_keys`` (the same subset on every call); the keys in
+        ``exclude`` are removed from it (never replaced by other keys of the user), and each
+        remaining held key gets ``floor(scale / sqrt(remaining))``; returns the per-key sums.
+        What :class:`~privhist.mechanisms.user_level.selectors.CumulativeSIPS` needs: a key
+        only the added user holds stays among at most ``max_keys`` such keys in every round."""
         ...
 
     def unit_counts(self, keys: npt.ArrayLike, max_keys: int) -> Counts:

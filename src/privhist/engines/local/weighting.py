@@ -80,6 +80,17 @@ def _kept_degrees(kept: pl.DataFrame) -> npt.NDArray[np.int64]:
     return np.repeat(sizes, sizes)
 
 
+def _sums(kept: pl.DataFrame, k: int, s: int) -> pl.DataFrame:
+    """Per-key sums of ``floor(s / sqrt(t))`` over kept pairs sorted by (user, key), ``t`` the
+    user's number of kept pairs; with ``units``, the number of users keeping each key."""
+    degrees = _kept_degrees(kept)
+    table = np.zeros(k + 1, dtype=np.int64)
+    for t in range(1, k + 1):
+        table[t] = math.isqrt(s * s // t)
+    frame = kept.select("key").with_columns(w=pl.Series(table[degrees], dtype=pl.Int64))
+    return frame.group_by("key").agg(pl.col("w").sum(), pl.len().alias("units")).sort("key")
+
+
 def weighted_sums(
     pairs: pl.DataFrame,
     max_keys: int,
@@ -119,12 +130,7 @@ def weighted_sums(
     kept, users, users_bounded = _bound(
         remaining.with_columns(n=pl.lit(1)), k, 1, LazyPriorities(rng)
     )
-    degrees = _kept_degrees(kept)
-    table = np.zeros(k + 1, dtype=np.int64)
-    for t in range(1, k + 1):
-        table[t] = math.isqrt(s * s // t)
-    frame = kept.select("key").with_columns(w=pl.Series(table[degrees], dtype=pl.Int64))
-    agg = frame.group_by("key").agg(pl.col("w").sum(), pl.len().alias("units")).sort("key")
+    agg = _sums(kept, k, s)
     info: dict[str, Any] = {
         "users": users_before,
         "users_with_remaining_keys": users,
@@ -271,6 +277,56 @@ class LocalWeightedSource:
         self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
     ) -> WeightedCounts:
         return weighted_sums(self.pairs, max_keys, scale, self.rng, exclude)
+
+    def held_sums(
+        self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
+    ) -> WeightedCounts:
+        """Per-key sums over *held* subsets (see
+        :meth:`privhist.core.weighted.WeightedSource.held_sums`): each user's subset of at most
+        ``max_keys`` keys is drawn once, at the first call with this ``max_keys`` (uniform, by
+        independent priorities, as :func:`weighted_sums` draws them), and kept for the life of
+        the source; ``exclude`` removes keys from it without replacement.
+
+        Example:
+            >>> from privhist.core.random import SeededRandom
+            >>> frame = pl.DataFrame({"user": [1, 1, 1, 2], "key": ["a", "b", "c", "a"]})
+            >>> src = LocalWeightedSource(frame, SeededRandom(0))
+            >>> first = src.held_sums(2, 100)
+            >>> first.keys.tolist(), first.weights.tolist()  # user 1 holds b and c
+            (['a', 'b', 'c'], [100, 70, 70])
+            >>> later = src.held_sums(2, 100, exclude=["b"])  # user 1: c alone, "a" not taken up
+            >>> later.keys.tolist(), later.weights.tolist()
+            (['a', 'c'], [100, 100])
+        """
+        fn = "held_sums"
+        k = check_positive_int(max_keys, fn, "max_keys")
+        s = check_positive_int(scale, fn, "scale")
+        if s > MAX_SCALE:
+            raise ValidationError("scale", fn, f"at most {MAX_SCALE}", s)
+        if not hasattr(self, "_held"):
+            self._held: dict[int, tuple[pl.DataFrame, int]] = {}
+        if k not in self._held:
+            kept, _, bounded = _bound(
+                self.pairs.with_columns(n=pl.lit(1)), k, 1, LazyPriorities(self.rng)
+            )
+            self._held[k] = (kept.select("user", "key").sort("user", "key"), bounded)
+        held, bounded = self._held[k]
+        remaining = _exclude(held, exclude)
+        agg = _sums(remaining, k, s)
+        info: dict[str, Any] = {
+            "users": int(self.pairs["user"].n_unique()) if self.pairs.height else 0,
+            "users_bounded": bounded,
+            "pairs_held": held.height,
+            "pairs_kept": remaining.height,
+        }
+        return WeightedCounts(
+            keys=_keys(agg["key"]),
+            weights=_int64(agg["w"]),
+            scale=s,
+            max_keys=k,
+            units=_int64(agg["units"]),
+            info=info,
+        )
 
     def unit_counts(self, keys: npt.ArrayLike, max_keys: int) -> Counts:
         return unit_counts(self.pairs, keys, max_keys, self.rng)

@@ -14,6 +14,9 @@ what :mod:`privhist.engines.local.weighting` computes:
   (Gopi et al. 2020, "Differentially Private Set Union", the weighted Gaussian algorithm, weights
   ``1 / sqrt(|S|)`` in integer units); the weights are summed per key (a group-by). Only the
   per-key table comes back to the driver.
+* :meth:`~SparkWeightedSource.held_sums` is the same sum over subsets each user draws once per
+  ``max_keys`` (the same bounding, cached on the source) and keeps: ``exclude`` removes keys from
+  them without replacement, and ``t`` is recounted after the removal.
 * :meth:`~SparkWeightedSource.unit_counts` and :meth:`~SparkWeightedSource.degree_histogram` are
   the same steps restricted to public keys, and a histogram of users' degrees.
 
@@ -63,9 +66,14 @@ class SparkWeightedSource:
             .cache()
         )
         self.rng = rng or SecureRandom()
+        # per max_keys: the held (user, key) pairs (cached), the users bounded, the pairs held
+        self._held: dict[int, tuple[Any, int, int]] = {}
 
     def close(self) -> None:
-        """Release the cached pairs."""
+        """Release the cached pairs (and the held subsets)."""
+        for held, _, _ in self._held.values():
+            held.unpersist()
+        self._held.clear()
         self.pairs.unpersist()
 
     # -- the three questions of a weighted selector ----------------------------------------------
@@ -73,8 +81,6 @@ class SparkWeightedSource:
     def weighted_sums(
         self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
     ) -> WeightedCounts:
-        from pyspark.sql import functions as F
-
         fn = "weighted_sums"
         k = check_positive_int(max_keys, fn, "max_keys")
         s = check_positive_int(scale, fn, "scale")
@@ -82,21 +88,47 @@ class SparkWeightedSource:
             raise ValidationError("scale", fn, f"at most {MAX_SCALE}", s)
         remaining = self._without(self.pairs, exclude, keep=False)
         kept, stats = self._bound(remaining, k)
-        table = [0] + [math.isqrt(s * s // t) for t in range(1, k + 1)]
-        weights = F.array(*[F.lit(int(w)).cast("long") for w in table])
-        agg = (
-            kept.withColumn(
-                "w", F.element_at(weights, (F.least(F.col("t"), F.lit(k)) + 1).cast("int"))
-            )
-            .groupBy("key")
-            .agg(F.sum("w").alias("w"), F.count(F.lit(1)).alias("units"))
-        )
-        keys, cols = _collect(agg, ("w", "units"))
+        keys, cols = _collect(_sums(kept, k, s), ("w", "units"))
         info: dict[str, Any] = {
             "users": stats["users_before"],
             "users_with_remaining_keys": stats["users"],
             "users_bounded": stats["bounded"],
             "pairs_remaining": stats["pairs"],
+            "pairs_kept": int(cols["units"].sum()),
+        }
+        return WeightedCounts(
+            keys=keys, weights=cols["w"], scale=s, max_keys=k, units=cols["units"], info=info
+        )
+
+    def held_sums(
+        self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
+    ) -> WeightedCounts:
+        """Per-key sums over *held* subsets (see
+        :meth:`privhist.core.weighted.WeightedSource.held_sums`): each user's subset of at most
+        ``max_keys`` keys is drawn once, at the first call with this ``max_keys`` (the bounding
+        of :meth:`weighted_sums`, one secret drawn only if some user is bounded), cached and kept
+        until :meth:`close`; ``exclude`` removes keys from it without replacement, and each
+        remaining key of a user with ``t`` of them left weighs ``floor(scale / sqrt(t))``."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.window import Window
+
+        fn = "held_sums"
+        k = check_positive_int(max_keys, fn, "max_keys")
+        s = check_positive_int(scale, fn, "scale")
+        if s > MAX_SCALE:
+            raise ValidationError("scale", fn, f"at most {MAX_SCALE}", s)
+        if k not in self._held:
+            kept, stats = self._bound(self.pairs, k)
+            held = kept.select("user", "key").cache()
+            self._held[k] = (held, stats["bounded"], int(held.count()))
+        held, bounded, pairs_held = self._held[k]
+        remaining = self._without(held, exclude, keep=False)
+        recounted = remaining.withColumn("t", F.count(F.lit(1)).over(Window.partitionBy("user")))
+        keys, cols = _collect(_sums(recounted, k, s), ("w", "units"))
+        info: dict[str, Any] = {
+            "users": self._users(),
+            "users_bounded": bounded,
+            "pairs_held": pairs_held,
             "pairs_kept": int(cols["units"].sum()),
         }
         return WeightedCounts(
@@ -214,6 +246,20 @@ class SparkWeightedSource:
         if not hasattr(self, "_user_count"):
             self._user_count = int(self.pairs.select("user").distinct().count())
         return self._user_count
+
+
+def _sums(kept: Any, k: int, s: int) -> Any:
+    """Per-key sums of ``isqrt(s**2 // t)`` over pairs with a column ``t`` (each pair's user's
+    number of pairs, at most ``k``), with ``units``, the number of pairs (users) per key."""
+    from pyspark.sql import functions as F
+
+    table = [0] + [math.isqrt(s * s // t) for t in range(1, k + 1)]
+    weights = F.array(*[F.lit(int(w)).cast("long") for w in table])
+    return (
+        kept.withColumn("w", F.element_at(weights, (F.least(F.col("t"), F.lit(k)) + 1).cast("int")))
+        .groupBy("key")
+        .agg(F.sum("w").alias("w"), F.count(F.lit(1)).alias("units"))
+    )
 
 
 def _is_int(value: Any) -> bool:

@@ -50,6 +50,7 @@ from privhist.engines.local.weighting import LocalWeightedSource
 from privhist.mechanisms import OptimalSelection, StabilityHistogram
 from privhist.mechanisms.user_level import (
     DPSIPS,
+    CumulativeSIPS,
     GaussianThresholdHistogram,
     WeightedGaussianSelection,
 )
@@ -285,6 +286,11 @@ def mechanisms(
         ("privhist dp-sips (default D0=20)", ph_selector(DPSIPS(eps, delta))),
         ("privhist dp-sips D0=50", ph_selector(DPSIPS(eps, delta, max_keys=50))),
         ("privhist dp-sips +counts (defaults)", ph_selector(DPSIPS(eps, delta, counts=True))),
+        ("privhist cumulative-sips (defaults)", ph_selector(CumulativeSIPS(eps, delta))),
+        (
+            "privhist cumulative-sips +counts (defaults)",
+            ph_selector(CumulativeSIPS(eps, delta, counts=True)),
+        ),
     ]
     if peers:
         # each peer at its best cap on both datasets (Laplace k = 1, Gaussian k = 10; measured

@@ -106,7 +106,7 @@ def test_bounded_counts_and_seeded_releases_equal_the_local_engine(
     _same_release(on_driver, Session().histogram(path, **kwargs))
 
 
-@pytest.mark.parametrize("mechanism", ["wgm", "dp-sips"])
+@pytest.mark.parametrize("mechanism", ["wgm", "dp-sips", "cumulative-sips"])
 def test_weighted_selectors_on_spark_equal_the_local_engine(
     spark: Any, visits: dict[bool, tuple[pl.DataFrame, Path]], mechanism: str
 ) -> None:

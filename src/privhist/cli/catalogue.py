@@ -369,6 +369,10 @@ _SELECTOR_CONSTRAINTS: tuple[tuple[str, Constraint], ...] = (
 #: the weighted selectors by name, sorted (the names
 #: :func:`~privhist.mechanisms.registry.weighted_registry` registers)
 WEIGHTED: dict[str, Selector] = {
+    "cumulative-sips": Selector(
+        "Cumulative-evidence DP-SIPS: each key's noisy weights of all rounds so far, combined by",
+        _SELECTOR_CONSTRAINTS,
+    ),
     "dp-sips": Selector(
         "DP-SIPS: rounds of weighted Gaussian selection, released keys removed between rounds",
         _SELECTOR_CONSTRAINTS,

@@ -210,7 +210,8 @@ def _histogram_parser(sub: Any) -> None:
         "--mechanism",
         choices=["default", *catalogue.names(), *catalogue.WEIGHTED],
         default="default",
-        help="a registered mechanism, or a weighted user-level selector (wgm, dp-sips)",
+        help="a registered mechanism, or a weighted user-level selector (wgm, dp-sips, "
+        "cumulative-sips)",
     )
     _privacy_args(h)
     h.add_argument("--domain", help="file with the public key domain, one key per line")

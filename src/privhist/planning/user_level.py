@@ -41,16 +41,14 @@ def selector_curve(
         d = mechanism.max_keys  # a holder keeps at most max_keys keys
     w = mechanism.weights[d - 1]
     n = np.arange(n_max + 1, dtype=np.int64)
-    miss = np.ones(n.shape[0], dtype=np.float64)
-    for r in range(mechanism.rounds):
-        miss *= 1 - mechanism.release_probabilities(r, n * w)
+    p = mechanism.ever_released(n * w)
     return {
         "mechanism": mechanism.name,
         "users": n,
-        "probability": 1 - miss,
+        "probability": p,
         "degree": d,
-        "users_at_half": _first(1 - miss, 0.5),
-        "users_at_99": _first(1 - miss, 0.99),
+        "users_at_half": _first(p, 0.5),
+        "users_at_99": _first(p, 0.99),
     }
 
 

@@ -5,12 +5,15 @@
 * Weighted selectors, registered with
   :func:`privhist.mechanisms.registry.register_weighted`; they release from a
   :class:`privhist.core.weighted.WeightedSource` with ``release_weighted(source, rng)``:
-  :class:`WeightedGaussianSelection` (``wgm``) and :class:`DPSIPS` (``dp-sips``).
+  :class:`WeightedGaussianSelection` (``wgm``), :class:`DPSIPS` (``dp-sips``) and
+  :class:`CumulativeSIPS` (``cumulative-sips``, :mod:`.cumulative`: DP-SIPS deciding on the
+  evidence of all rounds so far).
 
 The certified (epsilon, delta) of every one of them is explained in
 :mod:`privhist.mechanisms.user_level._gauss`.
 """
 
+from privhist.mechanisms.user_level.cumulative import CumulativeSIPS
 from privhist.mechanisms.user_level.gaussian_threshold import GaussianThresholdHistogram
 from privhist.mechanisms.user_level.selectors import (
     DPSIPS,
@@ -18,4 +21,10 @@ from privhist.mechanisms.user_level.selectors import (
     WeightedSelector,
 )
 
-__all__ = ["DPSIPS", "GaussianThresholdHistogram", "WeightedGaussianSelection", "WeightedSelector"]
+__all__ = [
+    "DPSIPS",
+    "CumulativeSIPS",
+    "GaussianThresholdHistogram",
+    "WeightedGaussianSelection",
+    "WeightedSelector",
+]

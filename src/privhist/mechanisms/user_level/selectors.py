@@ -308,6 +308,16 @@ class WeightedSelector:
         idx = np.clip(m + radius, 0, 2 * radius)
         return np.where(m > radius, 0.0, np.where(m < -radius, 1.0, np.minimum(sf[idx], 1.0)))
 
+    def ever_released(self, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """For planning: Pr[a key whose weight sum is ``weights`` in every round is released in
+        some round] (rounds are independent given the weights)."""
+        w = np.asarray(weights, dtype=np.int64)
+        miss = np.ones(w.shape, dtype=np.float64)
+        for r in range(self.rounds):
+            miss *= 1 - self.release_probabilities(r, w)
+        out: npt.NDArray[np.float64] = 1 - miss
+        return out
+
     def release_probability_mp(self, round_index: int, weight: int) -> Any:
         """The same in 160-bit arithmetic, from the pmf normalised on ``|z| <= 14 sigma + 2``
         (the mass outside is below ``1e-40``; the exact tests allow ``1e-30``)."""
@@ -330,18 +340,7 @@ class WeightedSelector:
             rng = SecureRandom()
         if not isinstance(rng, RandomSource):
             raise ValidationError("rng", fn, "a RandomSource", type(rng).__name__)
-        released: list[npt.NDArray[Any]] = []
-        per_round: list[int] = []
-        info: dict[str, Any] = {}
-        for r in range(self.rounds):
-            exclude = np.concatenate(released) if released else None
-            agg = source.weighted_sums(self.max_keys, self.scale, exclude)
-            if r == 0:
-                info = dict(agg.info)
-            noisy = agg.weights + discrete_gaussian(self.sigma2s[r], rng, len(agg))
-            new = agg.keys[noisy >= self.thresholds[r]]
-            released.append(new)
-            per_round.append(int(new.shape[0]))
+        released, per_round, info = self._select(source, rng)
         keys = np.concatenate(released) if released else np.zeros(0, dtype=np.int64)
         keys = np.sort(keys, kind="stable")
         columns: dict[str, Any] = {}
@@ -362,6 +361,24 @@ class WeightedSelector:
         meta["released_keys"] = int(keys.shape[0])
         meta["released_per_round"] = per_round
         return Release(keys=keys, metadata=meta, diagnostics=info, **columns)
+
+    def _select(
+        self, source: WeightedSource, rng: RandomSource
+    ) -> tuple[list[npt.NDArray[Any]], list[int], dict[str, Any]]:
+        """The rounds: the keys released in each, their numbers, and the source's facts."""
+        released: list[npt.NDArray[Any]] = []
+        per_round: list[int] = []
+        info: dict[str, Any] = {}
+        for r in range(self.rounds):
+            exclude = np.concatenate(released) if released else None
+            agg = source.weighted_sums(self.max_keys, self.scale, exclude)
+            if r == 0:
+                info = dict(agg.info)
+            noisy = agg.weights + discrete_gaussian(self.sigma2s[r], rng, len(agg))
+            new = agg.keys[noisy >= self.thresholds[r]]
+            released.append(new)
+            per_round.append(int(new.shape[0]))
+        return released, per_round, info
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
         nb = (

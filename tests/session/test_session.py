@@ -395,7 +395,7 @@ def _baskets(seed: int, users: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["user", "item"])
 
 
-@pytest.mark.parametrize("mechanism", ["wgm", "dp-sips"])
+@pytest.mark.parametrize("mechanism", ["wgm", "dp-sips", "cumulative-sips"])
 def test_weighted_selectors_through_the_session_and_the_cli(
     mechanism: str, tmp_path: Path, capsys: Any
 ) -> None:
@@ -424,17 +424,17 @@ def test_weighted_selectors_through_the_session_and_the_cli(
         Session().histogram(frame, key="item", mechanism=mechanism, epsilon=1, delta=1e-6)
 
 
-def test_user_level_default_is_dp_sips_unless_a_cap_is_given() -> None:
+def test_user_level_default_is_cumulative_sips_unless_a_cap_is_given() -> None:
     frame = _baskets(2, 2000)
     base: dict[str, Any] = dict(key="item", user="user", epsilon=1, delta=1e-6, seed=1)
     r = Session().histogram(frame, **base)
-    assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "dp-sips"
+    assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "cumulative-sips"
     capped = Session().histogram(frame, max_partitions=1, **base)
-    assert not isinstance(capped, DryRun) and capped.metadata["mechanism"] != "dp-sips"
+    assert not isinstance(capped, DryRun) and capped.metadata["mechanism"] != "cumulative-sips"
     plan = Session().histogram(
         frame, dry_run=True, **{k: v for k, v in base.items() if k != "seed"}
     )
-    assert isinstance(plan, DryRun) and plan.details["mechanism"] == "dp-sips"
+    assert isinstance(plan, DryRun) and plan.details["mechanism"] == "cumulative-sips"
 
 
 def test_max_partitions_auto_spends_one_budget_for_cap_and_release() -> None:
@@ -445,7 +445,7 @@ def test_max_partitions_auto_spends_one_budget_for_cap_and_release() -> None:
         r = s.histogram(
             frame, key="item", user="user", max_partitions="auto", epsilon=1.0, delta=1e-6
         )
-        assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "dp-sips"
+        assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "cumulative-sips"
         assert r.metadata["cap"]["max_partitions"] in CAP_CANDIDATES
         st = s.status()
         assert st is not None and len(st.spends) == 1 and st.remaining.epsilon == 0

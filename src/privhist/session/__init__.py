@@ -88,7 +88,7 @@ T = TypeVar("T")
 #: the mechanism of a user-level release given no contribution cap: DP-SIPS with its default cap
 #: released the most keys (keys only) and, with counts, more keys at a smaller error than every
 #: per-key mechanism and PipelineDP on retail and msweb (benchmarks/bench_user_level.py)
-USER_LEVEL_DEFAULT = "dp-sips"
+USER_LEVEL_DEFAULT = "cumulative-sips"
 
 __all__ = ["DryRun", "Session", "check_output", "read_domain"]
 
@@ -477,7 +477,7 @@ class Session:
             and getattr(self.engine, "weighted", False)
         ):
             # user-level data with no cap given: the most accurate release measured
-            # (benchmarks/bench_user_level.py), DP-SIPS with its default cap
+            # (benchmarks/bench_user_level.py), cumulative-evidence DP-SIPS, default cap
             mechanism = USER_LEVEL_DEFAULT
         if max_partitions == "auto" and mechanism == "default":
             mechanism = USER_LEVEL_DEFAULT

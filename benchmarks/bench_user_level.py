@@ -343,6 +343,7 @@ def sweep(name: str, truth: Truth, runs: int) -> dict[str, list[float]]:
     curves: dict[str, list[float]] = {
         "wgm": [],
         "dp-sips": [],
+        "cumulative-sips": [],
         "gaussian-threshold": [],
         "stability": [],
     }
@@ -350,6 +351,7 @@ def sweep(name: str, truth: Truth, runs: int) -> dict[str, list[float]]:
         for label, fn in (
             ("wgm", ph_selector(WeightedGaussianSelection(eps, delta, max_keys=cap))),
             ("dp-sips", ph_selector(DPSIPS(eps, delta, max_keys=cap))),
+            ("cumulative-sips", ph_selector(CumulativeSIPS(eps, delta, max_keys=cap))),
             (
                 "gaussian-threshold",
                 ph_counts_mechanism(

@@ -8,12 +8,15 @@ counts, ``k`` for per-key Laplace composition) or spreads a user's unit of weigh
 Defaults (data-independent, measured by ``benchmarks/bench_user_level.py`` on ``retail.dat`` and
 ``anonymous-msweb.data``; see the README section "User-level histograms"):
 
-* :data:`DEFAULT_SELECTOR_CAP` = 20 for WGM and DP-SIPS. Keys released by DP-SIPS at (1, 1e-8)
+* :data:`DEFAULT_SELECTOR_CAP` = 20 for WGM, DP-SIPS and cumulative-sips. Keys released by DP-SIPS at (1, 1e-8)
   against ``Delta0`` = 1, 2, 5, 10, 20, 50, 100 (mean of 2 runs): ``retail.dat`` 505, 817, 1,336,
   1,644, 1,751, 1,728, 1,676; ``anonymous-msweb.data`` 136, 145, 146, 145, 143, 142, 138. 20 is
   the best cap on retail and within 2% of the best on msweb (WGM is flat from 20 to 100 on both).
   A larger cap spreads a heavy user's unit of weight over keys others already carry; a smaller
-  one drops the keys of users holding many.
+  one drops the keys of users holding many. The same cap serves cumulative-sips (the user-level
+  default): for ``Delta0`` = 1..100 as above (mean of 3 runs) retail 332, 643, 1,297, 1,793,
+  2,101, 2,139, 2,099; msweb 95, 121, 140, 149, 149, 150, 147; msweb.test 26, 34, 47, 51, 51,
+  51, 51: 20 is within 2% of the best on each.
 * :data:`DEFAULT_COUNT_CAP` = 10 for Gaussian thresholding on counts (``k``): retail 316, 503,
   874, 1,069, 1,019, 589, 338 keys for k = 1..100 as above (peak at 10), msweb 94, 104, 108, 99,
   80, 58, 46 (10 within 9% of the best, 5). On msweb's 5,000 held-out users

@@ -265,3 +265,32 @@ def test_default_instance_certifies_the_stated_delta() -> None:
         m = CumulativeSIPS(eps, delta)
         assert m.certified_delta() <= delta
         assert m.certified_delta() > 0.99 * delta  # the budget is used, not wasted
+
+
+@pytest.mark.parametrize(
+    "mech",
+    [*INSTANCES, pytest.param(CumulativeSIPS(1.0, 1e-8), id="default")],
+)
+def test_private_key_bound_is_the_stated_formula(mech: CumulativeSIPS) -> None:
+    """The bound the guarantee rests on, recomputed here from the module notes with scipy:
+    ``p_F = sum_r max_P P Phi_bar((T_r - C_r (w_P + 2)) / sqrt(V_r))``, ``C_r`` and ``V_r`` the
+    running sums of ``c_j`` and ``c_j**2 sigma2_j``; each threshold is the smallest integer
+    meeting its round's share. The exact checks above only see errors of about four times delta
+    on small cases; this one sees a changed shift, factor, weight or variance."""
+    total = 0.0
+    C, V = 0, 0.0
+    for r, (c, s2, t) in enumerate(zip(mech.combine, mech.sigma2s, mech.thresholds, strict=True)):
+        C += c
+        V += c * c * float(s2)
+
+        def bound(T: int, C: int = C, V: float = V) -> float:
+            return max(
+                P * float(stats.norm.sf((T - C * (w + 2)) / math.sqrt(V)))
+                for P, w in enumerate(mech.weights, start=1)
+            )
+
+        assert bound(t) <= mech.targets[r] * (1 + 1e-9)
+        assert bound(t - 1) > mech.targets[r] * (1 - 1e-9)  # the smallest such integer
+        total += bound(t)
+    assert math.isclose(mech.private_key_bound(), total, rel_tol=1e-9)
+    assert sum(mech.targets) <= mech.delta * mech.threshold_share

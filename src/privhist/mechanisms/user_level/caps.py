@@ -8,10 +8,11 @@ counts, ``k`` for per-key Laplace composition) or spreads a user's unit of weigh
 Defaults (data-independent, measured by ``benchmarks/bench_user_level.py`` on ``retail.dat`` and
 ``anonymous-msweb.data``; see the README section "User-level histograms"):
 
-* :data:`DEFAULT_SELECTOR_CAP` = 20 for WGM, DP-SIPS and cumulative-sips. Keys released by DP-SIPS at (1, 1e-8)
-  against ``Delta0`` = 1, 2, 5, 10, 20, 50, 100 (mean of 2 runs): ``retail.dat`` 505, 817, 1,336,
-  1,644, 1,751, 1,728, 1,676; ``anonymous-msweb.data`` 136, 145, 146, 145, 143, 142, 138. 20 is
-  the best cap on retail and within 2% of the best on msweb (WGM is flat from 20 to 100 on both).
+* :data:`DEFAULT_SELECTOR_CAP` = 20 for WGM, DP-SIPS and cumulative-sips. Keys released by
+  DP-SIPS at (1, 1e-8) against ``Delta0`` = 1, 2, 5, 10, 20, 50, 100 (mean of 2 runs):
+  ``retail.dat`` 505, 817, 1,336, 1,644, 1,751, 1,728, 1,676; ``anonymous-msweb.data`` 136, 145,
+  146, 145, 143, 142, 138. 20 is the best cap on retail and within 2% of the best on msweb (WGM
+  is flat from 20 to 100 on both).
   A larger cap spreads a heavy user's unit of weight over keys others already carry; a smaller
   one drops the keys of users holding many. The same cap serves cumulative-sips (the user-level
   default): for ``Delta0`` = 1..100 as above (mean of 3 runs) retail 332, 643, 1,297, 1,793,

@@ -51,8 +51,10 @@ Guarantee (adding or removing one user ``u``; the structure of
    theta)`` (the sum is at least ``int_k^inf f``; the normaliser at most ``sqrt(2 pi s2) (1 +
    theta)``, ``theta = 2 sum_(j >= 1) exp(-2 pi**2 s2 j**2)``), and ``Phi_bar(k / s) / (1 +
    theta) >= Phi_bar((k + 1) / s)`` because ``Phi_bar(a) / Phi_bar(a + h)`` grows with ``a``
-   (log-concavity), so it is at least ``1 / (2 Phi_bar(h)) >= 1 + 2 h phi(h)`` with ``h = 1/s
-   <= 1``, far above ``1 + theta`` (``theta < 3e-8`` at ``s2 = 1``). Sums of independent terms
+   (log-concavity), so it is at least ``1 / (2 Phi_bar(h)) >= 1 + 2 h phi(h) >= 1 + 0.48 / s``
+   with ``h = 1/s <= 1``, while ``theta <= 2.01 exp(-2 pi**2 s2)`` (below ``6e-9`` at ``s2 = 1``
+   and falling much faster than ``1 / s``), so the ratio exceeds ``1 + theta`` at every ``s >=
+   1``. Sums of independent terms
    keep the order, so ``sum_j c_j Z_j`` is stochastically below ``N(2 C_r, V_r)`` with ``V_r =
    sum_j c_j**2 sigma2_j``, and ``Pr[sum_j c_j Z_j >= x] <= Phi_bar((x - 2 C_r) / sqrt(V_r))``,
    evaluated in 60-digit arithmetic and rounded up (:func:`sum_tail_upper`).

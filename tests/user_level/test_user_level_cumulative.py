@@ -294,3 +294,43 @@ def test_private_key_bound_is_the_stated_formula(mech: CumulativeSIPS) -> None:
         total += bound(t)
     assert math.isclose(mech.private_key_bound(), total, rel_tol=1e-9)
     assert sum(mech.targets) <= mech.delta * mech.threshold_share
+
+
+@pytest.mark.parametrize(
+    "mech",
+    [
+        *INSTANCES,
+        pytest.param(CumulativeSIPS(1.0, 1e-8), id="default"),
+        pytest.param(CumulativeSIPS(1.0, 1e-8, counts=True), id="counts"),
+    ],
+)
+def test_certified_delta_is_the_gaussian_profile_formula(mech: CumulativeSIPS) -> None:
+    """Item 4 recomputed with scipy from the rounded variances: ``delta_G(epsilon + ln(1 - p_F)
+    - eta_tot; mu_tot) + p_F`` with ``mu_tot**2 = sum_r scale**2 / sigma2_r (+ k_c /
+    sigma2_c)`` and ``eta_tot = sum_r 2 l1 / sigma2_r (+ 2 k_c / sigma2_c)``, ``l1 = max_t t
+    w_t``; at most delta, and the noise is calibrated to it (1 % less noise breaks delta)."""
+    assert mech.gaussian_profile
+    l1 = max(t * w for t, w in enumerate(mech.weights, start=1))
+    mu2 = sum(mech.scale**2 / float(v) for v in mech.sigma2s)
+    eta = sum(2 * l1 / float(v) for v in mech.sigma2s)
+    if mech.count_sigma2 is not None:
+        mu2 += mech.count_max_keys / float(mech.count_sigma2)
+        eta += 2 * mech.count_max_keys / float(mech.count_sigma2)
+    p_f = mech.private_key_bound()
+
+    def delta_at(mu_sq: float) -> float:
+        mu = math.sqrt(mu_sq)
+        e = mech.epsilon + math.log1p(-p_f) - eta
+        g = stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+        return float(g) + p_f
+
+    assert math.isclose(mech.certified_delta(), delta_at(mu2), rel_tol=1e-6)
+    assert mech.certified_delta() <= mech.delta
+    assert delta_at(mu2 * 1.02**2) > mech.delta  # 2 % less noise would exceed delta
+
+
+def test_a_cap_bought_first_keeps_the_zcdp_route() -> None:
+    """With ``spent_rho > 0`` the two parts compose in zCDP (item 4's last sentence)."""
+    m = CumulativeSIPS(1.0, 1e-8, spent_rho=Fraction(1, 1000))
+    assert not m.gaussian_profile and m.certified_delta() <= 1e-8
+    assert m.sigma2s[-1] > CumulativeSIPS(1.0, 1e-8).sigma2s[-1]  # more noise than item 4's

@@ -59,6 +59,32 @@ Guarantee (adding or removing one user ``u``; the structure of
    sum_j c_j**2 sigma2_j``, and ``Pr[sum_j c_j Z_j >= x] <= Phi_bar((x - 2 C_r) / sqrt(V_r))``,
    evaluated in 60-digit arithmetic and rounded up (:func:`sum_tail_upper`).
 
+4. **The noise part without zCDP.** Item 1 converts zCDP to (epsilon, delta), which costs about
+   5 % of noise. The lemma of item 3 gives the exact Gaussian profile instead, up to a tiny
+   shift. In round ``r`` (given the history and every user's subset) the output on the keys
+   others hold is ``N_Z(mu_i + d_i, sigma2)`` against ``N_Z(mu_i, sigma2)`` coordinatewise, with
+   integer ``d`` (``u``'s weights), ``||d||_2 <= scale`` and ``||d||_1 <= l1 = max_t t w_t <=
+   sqrt(Delta0) scale``. The privacy loss of the output is ``L = ||d||**2 / (2 sigma2) + sum_i
+   (d_i / sigma2) Z_i`` (the discrete Gaussian's normaliser does not change under integer
+   shifts), in both directions (``Z`` is symmetric); by the lemma, ``L`` is stochastically below
+   ``a + eta + sqrt(2a) N(0, 1)`` with ``a = ||d||**2 / (2 sigma2)`` and ``eta = 2 l1 / sigma2``:
+   the privacy loss of the continuous Gaussian mechanism plus ``eta``. Since ``(1 -
+   exp(epsilon - x))_+`` increases in ``x``, and the Gaussian profile ``delta_G(e; mu) =
+   Phi(-e / mu + mu / 2) - exp(e) Phi(-e / mu - mu / 2)`` increases in ``mu`` at every real ``e``
+   (a Gaussian with a smaller shift is a post-processing of one with a larger shift), an
+   induction from the last round back (each step conditions on the history; the remaining
+   rounds' bound is an increasing function of the loss so far; sums of independent Gaussian
+   losses are Gaussian losses with the ``mu**2`` added) bounds the hockey-stick divergence of
+   the whole transcript, in both directions, by ``delta_G(epsilon - eta_tot; mu_tot)`` with
+   ``mu_tot**2 = sum_r scale**2 / sigma2_r`` and ``eta_tot = sum_r 2 l1 / sigma2_r`` (the count
+   release, with ``||d||_2**2, ||d||_1 <= k_c``, adds ``k_c / sigma2_c`` and ``2 k_c /
+   sigma2_c``). Mixtures over the users' subsets keep the bound (hockey-stick divergences are
+   jointly convex). Item 2's coupling then gives ``(epsilon, delta_G(epsilon + ln(1 - p_F) -
+   eta_tot; mu_tot) + p_F)``-DP (:meth:`CumulativeSIPS.certified_delta`, in 50-digit arithmetic,
+   rounded up); the noise is calibrated to it. With a cap bought privately first
+   (``spent_rho > 0``) the zCDP route of item 1 is used instead, so the two parts compose in
+   zCDP. ``eta_tot`` is about ``1e-4`` at the defaults.
+
 ``T_r`` is the smallest integer for which round ``r``'s term of ``p_F`` is at most its share
 of ``threshold_share * delta`` (:func:`round_targets`: 80 % to the last round, the rest in equal
 parts); the zCDP budget is calibrated as for DP-SIPS. Defaults (``R = 6`` rounds, zCDP fractions
@@ -88,6 +114,7 @@ from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.weighted import WeightedSource
 from privhist.mechanisms.registry import register_weighted
+from privhist.mechanisms.user_level._gauss import calibrate, sigma2_for
 from privhist.mechanisms.user_level.selectors import (
     DEFAULT_COUNT_MAX_KEYS,
     DEFAULT_COUNT_SHARE,
@@ -137,6 +164,21 @@ def round_targets(p_f: float, rounds: int) -> list[float]:
         return [p_f * (1 - 1e-12)]
     rest = p_f * (1 - LAST_ROUND_SHARE) / (rounds - 1)
     return [x * (1 - 1e-12) for x in [rest] * (rounds - 1) + [p_f * LAST_ROUND_SHARE]]
+
+
+def gaussian_profile_upper(epsilon: float, mu2: Fraction, eta: Fraction) -> float:
+    """``delta_G(epsilon - eta; mu) = Phi(-e / mu + mu / 2) - exp(e) Phi(-e / mu - mu / 2)``
+    at ``e = epsilon - eta``, ``mu = sqrt(mu2)``, in 50-digit arithmetic and rounded up (item 4).
+
+    >>> round(gaussian_profile_upper(1.0, Fraction(1), Fraction(0)), 6)  # mu = 1, epsilon = 1
+    0.126937
+    """
+    with mpmath.workdps(50):
+        m2 = mpmath.mpf(mu2.numerator) / mu2.denominator
+        mu = mpmath.sqrt(m2)
+        e = mpmath.mpf(epsilon) - mpmath.mpf(eta.numerator) / eta.denominator
+        d = mpmath.ncdf(-e / mu + mu / 2) - mpmath.exp(e) * mpmath.ncdf(-e / mu - mu / 2)
+        return min(1.0, float(d * (1 + _MARGIN)) * (1 + 1e-12) + 1e-300)
 
 
 @lru_cache(maxsize=65536)
@@ -212,6 +254,10 @@ class CumulativeSIPS(WeightedSelector):
             confidence=confidence,
         )
         fn = type(self).__name__
+        #: whether the guarantee is item 4's Gaussian profile (else item 1's zCDP conversion)
+        self.gaussian_profile = self.spent_rho == 0
+        if self.gaussian_profile:
+            self._calibrate_gaussian()
         if min(self.sigma2s) < 1:  # item 3 needs sigma2 >= 1 unit
             raise ValidationError("scale", fn, "large enough that every sigma2 >= 1", scale)
         if min(self.weights) < 1:  # a held key must be a candidate in every round
@@ -227,6 +273,69 @@ class CumulativeSIPS(WeightedSelector):
             self.cum_variance.append(var)
         self.targets = round_targets(self.delta * self.threshold_share, self.rounds)
         self.thresholds = [self._threshold(r, t) for r, t in enumerate(self.targets)]
+
+    # -- the Gaussian profile (item 4) ------------------------------------------------------
+
+    def _sigma2s_for(self, mu2: Fraction) -> tuple[list[Fraction], Fraction | None]:
+        """Round and count variances for a total ``mu**2`` (split as the zCDP budget is:
+        ``count_share`` to the counts, the rest over the rounds by ``fractions``)."""
+        rho = mu2 / 2
+        rho_sel = rho * (1 - Fraction(self.count_share)) if self.counts else rho
+        s2s = [sigma2_for(rho_sel * f, self.scale * self.scale) for f in self.fractions]
+        c2 = None
+        if self.counts:
+            c2 = sigma2_for(rho * Fraction(self.count_share), self.count_max_keys)
+        return s2s, c2
+
+    def _profile_parts(self, s2s: list[Fraction], c2: Fraction | None) -> tuple[Fraction, Fraction]:
+        """``(mu_tot**2, eta_tot)`` of item 4 for these variances, as exact rationals."""
+        l1 = max(t * w for t, w in enumerate(self.weights, start=1))
+        mu2 = sum((Fraction(self.scale**2) / v for v in s2s), Fraction(0))
+        eta = sum((Fraction(2 * l1) / v for v in s2s), Fraction(0))
+        if c2 is not None:
+            mu2 += Fraction(self.count_max_keys) / c2
+            eta += Fraction(2 * self.count_max_keys) / c2
+        return mu2, eta
+
+    def _calibrate_gaussian(self) -> None:
+        """The largest ``mu_tot`` (bisection over ``mu**2``) whose rounded variances keep
+        ``delta_G(epsilon + ln(1 - p_F target) - eta_tot; mu_tot)`` within the noise's share."""
+        _, p_f = calibrate(self.epsilon, self.delta, self.threshold_share)
+        eps_z = self.epsilon + math.log1p(-p_f) * (1 + 1e-12)
+        target = self.delta * (1 - self.threshold_share) * (1 - 1e-9)
+
+        def ok(mu2: Fraction) -> bool:
+            s2s, c2 = self._sigma2s_for(mu2)
+            m2, eta = self._profile_parts(s2s, c2)
+            return gaussian_profile_upper(eps_z, m2, eta) <= target
+
+        lo = Fraction(2) * self.rho  # the zCDP calibration: feasible in every case measured
+        if not ok(lo):  # pragma: no cover - then the zCDP route stays
+            self.gaussian_profile = False
+            return
+        hi = lo * 2
+        while ok(hi):
+            lo, hi = hi, hi * 2
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            mid = Fraction(round(mid * 2**48), 2**48)
+            if mid <= lo or mid >= hi:
+                break
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+        self.sigma2s, self.count_sigma2 = self._sigma2s_for(lo)
+        self.rho = lo / 2
+
+    def certified_delta(self) -> float:
+        """Item 4 (``gaussian_profile``): ``delta_G(epsilon + ln(1 - p_F) - eta_tot; mu_tot) +
+        p_F``, rounded up; else the zCDP bound of the base class."""
+        if not self.gaussian_profile:
+            return super().certified_delta()
+        p_f = self.private_key_bound()
+        if p_f >= 1:
+            return 1.0
+        eps_z = self.epsilon + math.log1p(-p_f) * (1 + 1e-12)
+        mu2, eta = self._profile_parts(self.sigma2s, self.count_sigma2)
+        return min(1.0, gaussian_profile_upper(eps_z, mu2, eta) + p_f * (1 + 1e-12))
 
     # -- thresholds and the private-key bound -----------------------------------------------
 

@@ -329,8 +329,12 @@ def test_certified_delta_is_the_gaussian_profile_formula(mech: CumulativeSIPS) -
     assert delta_at(mu2 * 1.02**2) > mech.delta  # 2 % less noise would exceed delta
 
 
-def test_a_cap_bought_first_keeps_the_zcdp_route() -> None:
-    """With ``spent_rho > 0`` the two parts compose in zCDP (item 4's last sentence)."""
+def test_the_zcdp_route_stays_where_item_4_does_not_pay() -> None:
+    """With ``spent_rho > 0`` the two parts compose in zCDP; with counts at (3, 1e-5) the count
+    term's ``eta`` would leave more noise than the zCDP route; both certify delta."""
     m = CumulativeSIPS(1.0, 1e-8, spent_rho=Fraction(1, 1000))
     assert not m.gaussian_profile and m.certified_delta() <= 1e-8
     assert m.sigma2s[-1] > CumulativeSIPS(1.0, 1e-8).sigma2s[-1]  # more noise than item 4's
+    c = CumulativeSIPS(3.0, 1e-5, counts=True)
+    assert not c.gaussian_profile and c.certified_delta() <= 1e-5
+    assert CumulativeSIPS(3.0, 1e-5).gaussian_profile  # keys only: item 4 pays

@@ -78,12 +78,18 @@ Guarantee (adding or removing one user ``u``; the structure of
    the whole transcript, in both directions, by ``delta_G(epsilon - eta_tot; mu_tot)`` with
    ``mu_tot**2 = sum_r scale**2 / sigma2_r`` and ``eta_tot = sum_r 2 l1 / sigma2_r`` (the count
    release, with ``||d||_2**2, ||d||_1 <= k_c``, adds ``k_c / sigma2_c`` and ``2 k_c /
-   sigma2_c``). Mixtures over the users' subsets keep the bound (hockey-stick divergences are
-   jointly convex). Item 2's coupling then gives ``(epsilon, delta_G(epsilon + ln(1 - p_F) -
+   sigma2_c``). Mixtures over the users' subsets keep the bound: the held subsets are drawn
+   before the first round, and the count step's subset is a function of a random order of
+   ``u``'s keys that can be drawn then too, so every round is analysed given them (hockey-stick
+   divergences are jointly convex). The two directions are two inductions of the same form:
+   each round's conditional loss has the same law both ways (the transcripts' laws need not).
+   Item 2's coupling then gives ``(epsilon, delta_G(epsilon + ln(1 - p_F) -
    eta_tot; mu_tot) + p_F)``-DP (:meth:`CumulativeSIPS.certified_delta`, in 50-digit arithmetic,
    rounded up); the noise is calibrated to it. With a cap bought privately first
    (``spent_rho > 0``) the zCDP route of item 1 is used instead, so the two parts compose in
-   zCDP. ``eta_tot`` is about ``1e-4`` at the defaults.
+   zCDP. ``eta_tot`` is ``3e-4`` at the defaults at (1, 1e-8), ``2e-2`` with counts; where the
+   count term would leave more noise than the zCDP route (counts at a large epsilon, e.g. (3,
+   1e-5)), or a variance would fall below 1, the zCDP route is used.
 
 ``T_r`` is the smallest integer for which round ``r``'s term of ``p_F`` is at most its share
 of ``threshold_share * delta`` (:func:`round_targets`: 80 % to the last round, the rest in equal
@@ -299,18 +305,22 @@ class CumulativeSIPS(WeightedSelector):
 
     def _calibrate_gaussian(self) -> None:
         """The largest ``mu_tot`` (bisection over ``mu**2``) whose rounded variances keep
-        ``delta_G(epsilon + ln(1 - p_F target) - eta_tot; mu_tot)`` within the noise's share."""
+        ``delta_G(epsilon + ln(1 - p_F target) - eta_tot; mu_tot)`` within the noise's share;
+        the zCDP route stays when that gives more noise than it (a large count ``eta``, with
+        counts at a large epsilon) or a variance below 1 (the lemma's condition)."""
         _, p_f = calibrate(self.epsilon, self.delta, self.threshold_share)
         eps_z = self.epsilon + math.log1p(-p_f) * (1 + 1e-12)
         target = self.delta * (1 - self.threshold_share) * (1 - 1e-9)
 
         def ok(mu2: Fraction) -> bool:
             s2s, c2 = self._sigma2s_for(mu2)
+            if min(s2s) < 1 or (c2 is not None and c2 < 1):
+                return False
             m2, eta = self._profile_parts(s2s, c2)
             return gaussian_profile_upper(eps_z, m2, eta) <= target
 
-        lo = Fraction(2) * self.rho  # the zCDP calibration: feasible in every case measured
-        if not ok(lo):  # pragma: no cover - then the zCDP route stays
+        lo = Fraction(2) * self.rho  # mu**2 of the zCDP calibration
+        if not ok(lo):
             self.gaussian_profile = False
             return
         hi = lo * 2

@@ -15,9 +15,9 @@ Defaults (data-independent, measured by ``benchmarks/bench_user_level.py`` on ``
   is flat from 20 to 100 on both).
   A larger cap spreads a heavy user's unit of weight over keys others already carry; a smaller
   one drops the keys of users holding many. The same cap serves cumulative-sips (the user-level
-  default): for ``Delta0`` = 1..100 as above (mean of 3 runs) retail 332, 643, 1,297, 1,793,
-  2,101, 2,139, 2,099; msweb 95, 121, 140, 149, 149, 150, 147; msweb.test 26, 34, 47, 51, 51,
-  51, 51: 20 is within 2% of the best on each.
+  default): for ``Delta0`` = 1..100 as above (mean of 2 runs) retail 347, 708, 1,404, 1,921,
+  2,220, 2,294, 2,247; msweb 98, 124, 146, 152, 152, 153, 152; msweb.test 28, 38, 52, 51, 52,
+  52, 48: 20 is within 4% of the best on each.
 * :data:`DEFAULT_COUNT_CAP` = 10 for Gaussian thresholding on counts (``k``): retail 316, 503,
   874, 1,069, 1,019, 589, 338 keys for k = 1..100 as above (peak at 10), msweb 94, 104, 108, 99,
   80, 58, 46 (10 within 9% of the best, 5). On msweb's 5,000 held-out users

@@ -394,12 +394,19 @@ def throughput(records: int) -> None:
     t = time.perf_counter()
     rel = DPSIPS(1.0, 1e-8).release_weighted(src, SeededRandom(8))
     t_sips = time.perf_counter() - t
+    t = time.perf_counter()
+    cum = CumulativeSIPS(1.0, 1e-8).release_weighted(src, SeededRandom(9))
+    t_cum = time.perf_counter() - t
     print(f"\n### throughput, {records:,} user-level records ({n_users:,} users)")
     print("| step | seconds | keys |")
     print("|---|---|---|")
     print(f"| engine count, k = 10 (today's user-level histogram) | {t_count:.2f} | {len(c):,} |")
     print(f"| distinct pairs + one weighted_sums (Delta0 = 20) | {t_weight:.2f} | {len(w):,} |")
     print(f"| DP-SIPS release, 3 rounds (pairs already held) | {t_sips:.2f} | {len(rel):,} |")
+    print(
+        f"| cumulative-sips release, 6 rounds (the default; pairs already held) | {t_cum:.2f} | "
+        f"{len(cum):,} |"
+    )
 
 
 def main() -> None:

@@ -151,8 +151,8 @@ def test_the_exact_check_catches_thresholds_set_for_six_times_the_delta(
     mech: CumulativeSIPS,
 ) -> None:
     """Power. The union bound over rounds and private keys is loose on these small cases (the
-    calibrated instances reach 0.26 and 0.20 of delta, thresholds set for 2 and 4 times the
-    delta still pass), so the check is shown to fail for thresholds set for six times it."""
+    calibrated instances reach 0.25 and 0.20 of delta; thresholds set for twice the delta pass
+    on both, for four times on one), so the check is shown to fail for six times it."""
     weak = CumulativeSIPS.__new__(CumulativeSIPS)
     weak.__dict__.update(mech.__dict__)
     weak.thresholds = [mech._threshold(r, 6 * t) for r, t in enumerate(mech.targets)]

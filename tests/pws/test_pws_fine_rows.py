@@ -15,11 +15,11 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
+from tests.pws.test_pws_audit import Words
 from tests.stats import assert_fits, assert_rejects, chi2_cells
 
 from privhist import SeededRandom, ValidationError
 from privhist.accounting.profile import NOT_RELEASED, check_dp
-from privhist.core.random import RandomSource
 from privhist.mechanisms._grid import ONE
 from privhist.mechanisms.sampling.pws import schemes as S
 from privhist.mechanisms.sampling.pws.fine_rows import (
@@ -170,21 +170,6 @@ def test_fine_draw_follows_the_certified_law() -> None:
     assert_fits(chi2_cells(obs, law(freq), max_cells=None))
     assert_rejects(chi2_cells(obs, law(freq - 1), max_cells=None))
     assert_rejects(chi2_cells(obs, law(freq + 1), max_cells=None))
-
-
-class Words(RandomSource):
-    """A source that returns given 64-bit words (to land on a tie of the high parts)."""
-
-    def __init__(self, words: list[int]) -> None:
-        self.words = list(words)
-
-    def uint64(self, n: int) -> np.ndarray[Any, Any]:
-        out, self.words = self.words[:n], self.words[n:]
-        return np.array(out, dtype=np.uint64)
-
-    @property
-    def description(self) -> str:
-        return "fixed words"
 
 
 def test_a_tie_of_the_high_parts_is_decided_by_the_low_bits() -> None:

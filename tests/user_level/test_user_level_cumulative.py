@@ -23,16 +23,14 @@ from typing import Any
 import mpmath
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 import pytest
 from scipy import stats
 from tests.stats import ALPHA
-from tests.user_level.test_user_level_selectors import _cases, _subsets
+from tests.user_level.test_user_level_selectors import _cases, _source, _subsets
 
 from privhist import SeededRandom, ValidationError
 from privhist.accounting.profile import check_dp
 from privhist.core.weighted import WeightedCounts
-from privhist.engines.local.weighting import LocalWeightedSource
 from privhist.mechanisms.registry import weighted_registry
 from privhist.mechanisms.user_level import CumulativeSIPS
 from privhist.mechanisms.user_level.cumulative import sum_tail_upper
@@ -201,17 +199,6 @@ def test_sum_tail_bound_holds_and_is_close() -> None:
         assert exact <= bound * (1 + 1e-9), (x, exact, bound)
         if x > 3 * sd:
             assert bound < 2 * exact
-
-
-def _source(counts: list[int], seed: int) -> LocalWeightedSource:
-    users: list[int] = []
-    keys: list[int] = []
-    uid = 0
-    for i, n in enumerate(counts):
-        users.extend(range(uid, uid + n))
-        keys.extend([i] * n)
-        uid += n
-    return LocalWeightedSource(pl.DataFrame({"user": users, "key": keys}), SeededRandom(seed))
 
 
 @pytest.mark.parametrize("mech", INSTANCES)

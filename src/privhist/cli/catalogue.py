@@ -358,7 +358,7 @@ _SELECTOR_CONSTRAINTS: tuple[tuple[str, Constraint], ...] = (
     ("max_keys", _AT_LEAST_ONE),
     ("scale", Constraint.integer(1, 2**24)),
     ("rounds", Constraint.integer(1, optional=True)),
-    ("ratio", _POSITIVE),
+    ("ratio", Constraint.real(0, open_low=True, optional=True)),
     ("threshold_share", _SHARE),
     ("counts", Constraint.flag()),
     ("count_share", _SHARE),

@@ -80,15 +80,23 @@ def _kept_degrees(kept: pl.DataFrame) -> npt.NDArray[np.int64]:
     return np.repeat(sizes, sizes)
 
 
-def _sums(kept: pl.DataFrame, k: int, s: int) -> pl.DataFrame:
+def _sums(kept: pl.DataFrame, k: int, s: int, info: dict[str, Any]) -> WeightedCounts:
     """Per-key sums of ``floor(s / sqrt(t))`` over kept pairs sorted by (user, key), ``t`` the
-    user's number of kept pairs; with ``units``, the number of users keeping each key."""
+    user's number of kept pairs, with ``units`` (users keeping each key) and ``info``."""
     degrees = _kept_degrees(kept)
     table = np.zeros(k + 1, dtype=np.int64)
     for t in range(1, k + 1):
         table[t] = math.isqrt(s * s // t)
     frame = kept.select("key").with_columns(w=pl.Series(table[degrees], dtype=pl.Int64))
-    return frame.group_by("key").agg(pl.col("w").sum(), pl.len().alias("units")).sort("key")
+    agg = frame.group_by("key").agg(pl.col("w").sum(), pl.len().alias("units")).sort("key")
+    return WeightedCounts(
+        keys=_keys(agg["key"]),
+        weights=_int64(agg["w"]),
+        scale=s,
+        max_keys=k,
+        units=_int64(agg["units"]),
+        info=info,
+    )
 
 
 def weighted_sums(
@@ -130,7 +138,6 @@ def weighted_sums(
     kept, users, users_bounded = _bound(
         remaining.with_columns(n=pl.lit(1)), k, 1, LazyPriorities(rng)
     )
-    agg = _sums(kept, k, s)
     info: dict[str, Any] = {
         "users": users_before,
         "users_with_remaining_keys": users,
@@ -138,14 +145,7 @@ def weighted_sums(
         "pairs_remaining": remaining.height,
         "pairs_kept": kept.height,
     }
-    return WeightedCounts(
-        keys=_keys(agg["key"]),
-        weights=_int64(agg["w"]),
-        scale=s,
-        max_keys=k,
-        units=_int64(agg["units"]),
-        info=info,
-    )
+    return _sums(kept, k, s, info)
 
 
 def wanted_keys(keys: npt.ArrayLike, max_keys: int, fn: str) -> tuple[int, npt.NDArray[Any]]:
@@ -312,21 +312,13 @@ class LocalWeightedSource:
             self._held[k] = (kept.select("user", "key").sort("user", "key"), bounded)
         held, bounded = self._held[k]
         remaining = _exclude(held, exclude)
-        agg = _sums(remaining, k, s)
         info: dict[str, Any] = {
             "users": int(self.pairs["user"].n_unique()) if self.pairs.height else 0,
             "users_bounded": bounded,
             "pairs_held": held.height,
             "pairs_kept": remaining.height,
         }
-        return WeightedCounts(
-            keys=_keys(agg["key"]),
-            weights=_int64(agg["w"]),
-            scale=s,
-            max_keys=k,
-            units=_int64(agg["units"]),
-            info=info,
-        )
+        return _sums(remaining, k, s, info)
 
     def unit_counts(self, keys: npt.ArrayLike, max_keys: int) -> Counts:
         return unit_counts(self.pairs, keys, max_keys, self.rng)

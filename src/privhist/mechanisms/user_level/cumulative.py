@@ -123,11 +123,6 @@ from privhist.core.weighted import WeightedSource
 from privhist.mechanisms.registry import register_weighted
 from privhist.mechanisms.user_level._gauss import calibrate, sigma2_for
 from privhist.mechanisms.user_level.selectors import (
-    DEFAULT_COUNT_MAX_KEYS,
-    DEFAULT_COUNT_SHARE,
-    DEFAULT_MAX_KEYS,
-    DEFAULT_SCALE,
-    DEFAULT_THRESHOLD_SHARE,
     WeightedSelector,
 )
 from privhist.noise import discrete_gaussian
@@ -228,47 +223,21 @@ class CumulativeSIPS(WeightedSelector):
     name = "cumulative-sips"
     summary = "iterated weighted Gaussian selection deciding on the evidence of all rounds so far"
     default_rounds = CUMULATIVE_ROUNDS
+    default_ratio = CUMULATIVE_RATIO
     uses_held_subsets: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        epsilon: float,
-        delta: float,
-        *,
-        max_keys: int = DEFAULT_MAX_KEYS,
-        scale: int = DEFAULT_SCALE,
-        rounds: int | None = None,
-        ratio: float = CUMULATIVE_RATIO,
-        threshold_share: float = DEFAULT_THRESHOLD_SHARE,
-        counts: bool = False,
-        count_share: float = DEFAULT_COUNT_SHARE,
-        count_max_keys: int = DEFAULT_COUNT_MAX_KEYS,
-        spent_rho: Fraction | float = 0,
-        confidence: float = 0.95,
-    ) -> None:
-        super().__init__(
-            epsilon,
-            delta,
-            max_keys=max_keys,
-            scale=scale,
-            rounds=rounds,
-            ratio=ratio,
-            threshold_share=threshold_share,
-            counts=counts,
-            count_share=count_share,
-            count_max_keys=count_max_keys,
-            spent_rho=spent_rho,
-            confidence=confidence,
-        )
+    def _finish_calibration(self) -> None:
+        """Item 4's calibration (or the zCDP route), then the combination weights and the
+        thresholds of the running statistics (module notes)."""
         fn = type(self).__name__
         #: whether the guarantee is item 4's Gaussian profile (else item 1's zCDP conversion)
         self.gaussian_profile = self.spent_rho == 0
         if self.gaussian_profile:
             self._calibrate_gaussian()
         if min(self.sigma2s) < 1:  # item 3 needs sigma2 >= 1 unit
-            raise ValidationError("scale", fn, "large enough that every sigma2 >= 1", scale)
+            raise ValidationError("scale", fn, "large enough that every sigma2 >= 1", self.scale)
         if min(self.weights) < 1:  # a held key must be a candidate in every round
-            raise ValidationError("scale", fn, "at least sqrt(max_keys)", scale)
+            raise ValidationError("scale", fn, "at least sqrt(max_keys)", self.scale)
         self.combine = combination_weights(self.sigma2s)
         self.cum_weight: list[int] = []
         self.cum_variance: list[Fraction] = []

@@ -120,6 +120,8 @@ class WeightedSelector:
     summary: ClassVar[str] = ""
     requires_delta: ClassVar[bool] = True
     default_rounds: ClassVar[int] = 1
+    #: the geometric ratio of the rounds' zCDP fractions when ``ratio`` is not given
+    default_ratio: ClassVar[float] = DEFAULT_RATIO
 
     @classmethod
     def constraints(cls) -> dict[str, Constraint]:
@@ -132,7 +134,7 @@ class WeightedSelector:
             "max_keys": Constraint.integer(1),
             "scale": Constraint.integer(1, 2**24),
             "rounds": Constraint.integer(1, optional=True),
-            "ratio": Constraint.real(0, open_low=True),
+            "ratio": Constraint.real(0, open_low=True, optional=True),
             "threshold_share": share,
             "counts": Constraint.flag(),
             "count_share": share,
@@ -150,7 +152,7 @@ class WeightedSelector:
         max_keys: int = DEFAULT_MAX_KEYS,
         scale: int = DEFAULT_SCALE,
         rounds: int | None = None,
-        ratio: float = DEFAULT_RATIO,
+        ratio: float | None = None,
         threshold_share: float = DEFAULT_THRESHOLD_SHARE,
         counts: bool = False,
         count_share: float = DEFAULT_COUNT_SHARE,
@@ -169,7 +171,7 @@ class WeightedSelector:
         self.max_keys: int = check("max_keys", max_keys)
         self.scale: int = check("scale", scale)
         self.rounds: int = check("rounds", rounds) or self.default_rounds
-        self.ratio: float = check("ratio", ratio)
+        self.ratio: float = check("ratio", self.default_ratio if ratio is None else ratio)
         self.threshold_share: float = check("threshold_share", threshold_share)
         self.counts: bool = check("counts", counts)
         self.count_share: float = check("count_share", count_share)
@@ -202,6 +204,10 @@ class WeightedSelector:
         self.count_sigma2: Fraction | None = None
         if counts:
             self.count_sigma2 = sigma2_for(rho * Fraction(self.count_share), self.count_max_keys)
+        self._finish_calibration()
+
+    def _finish_calibration(self) -> None:
+        """What a subclass calibrates beyond the noise and per-round thresholds (none here)."""
 
     # -- guarantee --------------------------------------------------------------------------
 

@@ -162,6 +162,20 @@ def test_block_width_check_is_rigorous() -> None:
 # -- float bounds and exact decisions ---------------------------------------------------------
 
 
+def _bounds_at(s: Any, m: int, rest: int, x: Any, j: Any) -> Any:
+    """``ratio_bounds`` for offsets ``x`` and blocks ``j`` of one (n, p)'s setup ``s``."""
+    size = x.shape[0]
+    return direct.ratio_bounds(
+        np.full(size, m),
+        np.full(size, rest),
+        np.full(size, s.c[0]),
+        x,
+        j,
+        np.full(size, s.a_up[0]),
+        np.full(size, s.b_up[0]),
+    )
+
+
 @pytest.mark.parametrize(
     ("n", "p"),
     [(520, Fraction(1, 2)), (2570, Fraction(1, 10)), (2570, Fraction(9, 10)), (4000, BENCH_P)],
@@ -175,16 +189,7 @@ def test_float_bounds_bracket_the_exact_ratio(n: int, p: Fraction) -> None:
     for extra in (0, 1, 3):  # the real block and larger j (a > 1 is allowed in the bounds)
         x = np.array(xs, dtype=np.int64)
         j = np.array([b + extra for b in blocks], dtype=np.int64)
-        size = x.shape[0]
-        t_lo, t_hi, valid = direct.ratio_bounds(
-            np.full(size, m),
-            np.full(size, rest),
-            np.full(size, s.c[0]),
-            x,
-            j,
-            np.full(size, s.a_up[0]),
-            np.full(size, s.b_up[0]),
-        )
+        t_lo, t_hi, valid = _bounds_at(s, m, rest, x, j)
         for i, xv in enumerate(xs):
             a = ratios[xv] * 4 ** int(j[i])
             assert Fraction(float(t_lo[i])) <= a <= Fraction(float(t_hi[i])), (xv, int(j[i]))
@@ -227,16 +232,7 @@ def test_far_offsets_get_only_an_upper_bound() -> None:
     xs = [x for x in ratios if 4 * abs(x) > min(m, rest)]
     x = np.array(xs, dtype=np.int64)
     j = np.array([_block(v, w) for v in xs], dtype=np.int64)
-    size = x.shape[0]
-    t_lo, t_hi, valid = direct.ratio_bounds(
-        np.full(size, m),
-        np.full(size, rest),
-        np.full(size, s.c[0]),
-        x,
-        j,
-        np.full(size, s.a_up[0]),
-        np.full(size, s.b_up[0]),
-    )
+    t_lo, t_hi, valid = _bounds_at(s, m, rest, x, j)
     assert not valid.any() and (t_lo == 0).all()
     for i, xv in enumerate(xs):
         assert ratios[xv] * 4 ** int(j[i]) <= Fraction(float(t_hi[i])), xv

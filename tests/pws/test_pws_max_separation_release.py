@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -186,27 +187,12 @@ def test_cli_refuses_algorithm_5_with_keys_only(
 
 
 def test_session_weighted_sample_with_algorithm_5(elements: Path) -> None:
-    ws = Session().weighted_sample(
-        str(elements),
-        key="item",
-        tau=0.05,
-        epsilon=1.0,
-        delta=1e-3,
-        max_frequency=100,
-        seed=3,
-        frequency_rule="max-separation",
+    kwargs: dict[str, Any] = dict(
+        key="item", tau=0.05, epsilon=1.0, delta=1e-3, max_frequency=100, seed=3
     )
+    ws = Session().weighted_sample(str(elements), frequency_rule="max-separation", **kwargs)
     assert ws.metadata["frequency_rule"] == "max-separation" and ws.metadata["certified"]
-    old = Session().weighted_sample(
-        str(elements),
-        key="item",
-        tau=0.05,
-        epsilon=1.0,
-        delta=1e-3,
-        max_frequency=100,
-        seed=3,
-        frequency_rule="algorithm5",
-    )
+    old = Session().weighted_sample(str(elements), frequency_rule="algorithm5", **kwargs)
     assert old.metadata["frequency_rule"] == "max-separation"
     assert old.table.equals(ws.table)
     assert "sanitized_value" in ws.table.columns

@@ -33,7 +33,7 @@ the slack ``s`` grows fourfold and the matrix is rebuilt; the slack is at most a
 ``2**-20`` of delta (the reporting probabilities lose at most that), and in the cases of the
 tests it is a relative ``1e-15`` or less.
 
-Draw (:func:`draw_fine_tokens`). A sampled key of frequency ``i`` needs a uniform integer ``V``
+Draw (:func:`draw_tokens`). A sampled key of frequency ``i`` needs a uniform integer ``V``
 below ``Q_i 2**(B - 62)``; its token is ``1 + #{c : C_(i,c) <= V}`` with ``C_(i,c)`` the integer
 cumulative sums of row ``i``. ``V = V_hi 2**(B-62) + V_lo`` with ``V_hi`` uniform below ``Q_i``
 (one word, as on ``2**-62``) and ``V_lo`` uniform below ``2**(B-62)``; ``V_lo`` is drawn only when
@@ -297,10 +297,11 @@ def split_cumulative(E: OBJ, bits: int) -> tuple[I64, OBJ]:
     return hi, lo
 
 
-def draw_fine_tokens(f: I64, v_hi: I64, hi: I64, lo: OBJ, bits: int, rng: RandomSource) -> I64:
-    """The token ``1 + #{c : C_(f,c) <= V}`` for each key (frequency ``f[k]``, high part
-    ``v_hi[k]`` of ``V``, uniform below ``Q_f``); the low part of ``V`` is drawn only on a tie
-    (module notes)."""
+def draw_tokens(f: I64, v_hi: I64, hi: I64, lo: OBJ | None, bits: int, rng: RandomSource) -> I64:
+    """The token ``1 + #{c : C_(f,c) <= V}`` for each key (frequency ``f[k]``, ``v_hi[k]`` the
+    high part of ``V``, uniform below ``Q_f``), one ``searchsorted`` per distinct frequency. On
+    ``2**-62`` (``lo`` None) ``V = v_hi`` and the high parts decide; on a finer grid the low part
+    of ``V`` is drawn only on a tie (module notes)."""
     shift = bits - ONE_BITS
     n = int(f.shape[0])
     out = np.zeros(n, dtype=np.int64)
@@ -311,8 +312,11 @@ def draw_fine_tokens(f: I64, v_hi: I64, hi: I64, lo: OBJ, bits: int, rng: Random
     for s0, s1 in zip(starts.tolist(), ends.tolist(), strict=True):
         idx = order[s0:s1]
         row = int(fs[s0])
-        left = np.searchsorted(hi[row], v_hi[idx], side="left")
         right = np.searchsorted(hi[row], v_hi[idx], side="right")
+        if lo is None:
+            out[idx] = right + 1
+            continue
+        left = np.searchsorted(hi[row], v_hi[idx], side="left")
         count = left.astype(np.int64)
         for t in np.flatnonzero(right > left).tolist():
             v_lo = rng.randbelow(1 << shift)

@@ -103,7 +103,7 @@ def max_separation_rows(Q: I64, epsilon: float, delta: float) -> tuple[I64, floa
     >>> E.shape[1] - 1 == len(x) <= 3 * 4, bool(E[1:, 1:].sum(axis=1).max() <= 2**62)
     (True, True)
     """
-    from privhist.mechanisms.sampling.pws.sanitize import verify_frequency_rows
+    from privhist.mechanisms.sampling.pws.sanitize import certify_float_rows
 
     m = Q.shape[0] - 1
     if m > MAX_SEPARATION_FREQUENCY:
@@ -114,20 +114,11 @@ def max_separation_rows(Q: I64, epsilon: float, delta: float) -> tuple[I64, floa
             m,
         )
     qf = Q.astype(np.float64) / float(ONE)
-    s = min(16 * (3 * m + 6) * 2.0**-53 * (1 + math.exp(epsilon)), delta / 64)
-    while s < delta / 2:
-        A = max_separation_pdfs(qf, epsilon, delta - s)
-        P = np.asarray(A.matrix, dtype=np.float64)
-        E = np.zeros(P.shape, dtype=np.int64)
-        body = np.floor(np.clip(P[:, 1:], 0.0, 1.0) * float(ONE))
-        E[:, 1:] = np.minimum(body, float(ONE)).astype(np.int64)
-        E[0] = 0
-        excess = np.maximum(E[:, 1:].sum(axis=1) - Q, 0)
-        top = 1 + np.argmax(E[:, 1:], axis=1)
-        E[np.arange(m + 1), top] -= excess
-        if verify_frequency_rows(E, Q, epsilon, delta):
-            return E, delta - s, np.asarray(A.breakpoints, dtype=np.float64)
-        s *= 4
-    raise ValidationError(  # pragma: no cover - not reached for delta >= 1e-12
-        "delta", "max_separation_rows", "a value admitting a certified matrix", delta
-    )
+
+    def build(d: float) -> tuple[F64, F64]:
+        A = max_separation_pdfs(qf, epsilon, d)
+        return np.asarray(A.matrix, dtype=np.float64), np.asarray(A.breakpoints, dtype=np.float64)
+
+    start = min(16 * (3 * m + 6) * 2.0**-53 * (1 + math.exp(epsilon)), delta / 64)
+    E, used, x = certify_float_rows(build, Q, epsilon, delta, start, "max_separation_rows")
+    return E, used, x

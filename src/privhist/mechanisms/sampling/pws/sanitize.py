@@ -47,6 +47,7 @@ estimator at the frequency the MLE attributes to its token (all computed from ``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -61,7 +62,7 @@ from privhist.mechanisms._grid import ONE, ONE_BITS, LazyBernoulliTable
 from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
 from privhist.mechanisms.sampling.pws.fine_rows import (
     certified_fine_rows,
-    draw_fine_tokens,
+    draw_tokens,
     fine_to_float,
     needs_fine_grid,
     split_cumulative,
@@ -359,28 +360,48 @@ def _shift_rows(Q: I64, eps: float, dl: float) -> I64:
     return E
 
 
-def _integer_token_rows(Q: I64, eps: float, dl: float) -> tuple[I64, float]:
-    """Algorithm 4 in floats with ``delta - s``, rounded down, ``s`` doubled until certified."""
+def certify_float_rows(
+    build: Callable[[float], tuple[F64, Any]], Q: I64, eps: float, dl: float, start: float, fn: str
+) -> tuple[I64, float, Any]:
+    """The rows of a double-precision construction on the ``2**-62`` grid, certified.
+
+    ``build(delta')`` returns the float end-to-end matrix (column 0 unused) built with
+    ``delta' = delta - s`` and anything to pass along. Every entry is rounded down to the grid;
+    a row whose float sum lands a few units above ``Q_i`` loses them on its largest entry; the
+    integer matrix must pass :func:`verify_frequency_rows` at the full ``delta``, else ``s``
+    (from ``start``) grows fourfold. Returns ``(E, delta', extra)``."""
     m = Q.shape[0] - 1
-    qf = Q.astype(np.float64) / float(ONE)
-    # start above the float pre-check's error bound, so most pairs are cleared without big ints
-    s = min(16 * (m + 6) * 2.0**-53 * (1 + math.exp(eps)), dl / 64)
+    s = start
     while s < dl / 2:
-        P = np.asarray(integer_token_matrix(qf, eps, dl - s), dtype=np.float64)
-        E = np.zeros((m + 1, m + 1), dtype=np.int64)
+        P, extra = build(dl - s)
+        E = np.zeros(P.shape, dtype=np.int64)
         body = np.floor(np.clip(P[:, 1:], 0.0, 1.0) * float(ONE))
         E[:, 1:] = np.minimum(body, float(ONE)).astype(np.int64)
         E[0] = 0
-        # a float row can sum to a few grid units above Q_i: take them off its largest entry
         excess = np.maximum(E[:, 1:].sum(axis=1) - Q, 0)
         top = 1 + np.argmax(E[:, 1:], axis=1)
         E[np.arange(m + 1), top] -= excess
         if verify_frequency_rows(E, Q, eps, dl):
-            return E, dl - s
+            return E, dl - s, extra
         s *= 4
-    raise ValidationError(
-        "delta", "frequency_sanitizer", "a value admitting a certified matrix", dl
-    )  # pragma: no cover - not reached for delta >= 1e-12
+    raise ValidationError(  # pragma: no cover - not reached for delta >= 1e-12
+        "delta", fn, "a value admitting a certified matrix", dl
+    )
+
+
+def _integer_token_rows(Q: I64, eps: float, dl: float) -> tuple[I64, float]:
+    """Algorithm 4 in floats with ``delta - s``, rounded down, ``s`` doubled until certified
+    (:func:`certify_float_rows`)."""
+    m = Q.shape[0] - 1
+    qf = Q.astype(np.float64) / float(ONE)
+
+    def build(d: float) -> tuple[F64, None]:
+        return np.asarray(integer_token_matrix(qf, eps, d), dtype=np.float64), None
+
+    # start above the float pre-check's error bound, so most pairs are cleared without big ints
+    start = min(16 * (m + 6) * 2.0**-53 * (1 + math.exp(eps)), dl / 64)
+    E, used, _ = certify_float_rows(build, Q, eps, dl, start, "frequency_sanitizer")
+    return E, used
 
 
 def grid_frequency_sanitizer(
@@ -551,20 +572,9 @@ def sanitize_frequencies(
     part = np.nonzero(bound < ONE)[0]
     if part.size:
         v[part] = rng.uniform_below(np.maximum(bound[part], 1))
-    if san.bits != ONE_BITS:  # a finer grid: v is the high part, the rest drawn on a tie
-        low = san.cumulative_low
-        assert low is not None
-        j = draw_fine_tokens(f, v, cum, low, san.bits, rng)
-        return _private_sample(sample, san, j, bound, m, eps, dl)
-    # token j = #{columns c : cum[f, c] <= v} + 1, one searchsorted per distinct frequency
-    j = np.zeros(n, dtype=np.int64)
-    order = np.argsort(f, kind="stable")
-    fs = f[order]
-    starts = np.flatnonzero(np.r_[True, fs[1:] != fs[:-1]]) if n else np.zeros(0, dtype=int)
-    ends = np.r_[starts[1:], n] if n else starts
-    for lo_, hi_ in zip(starts.tolist(), ends.tolist(), strict=True):
-        idx = order[lo_:hi_]
-        j[idx] = np.searchsorted(cum[int(fs[lo_])], v[idx], side="right") + 1
+    # token j = #{columns c : cum[f, c] <= V} + 1; on a finer grid v is V's high part and the
+    # low part is drawn only on a tie (:func:`.fine_rows.draw_tokens`)
+    j = draw_tokens(f, v, cum, san.cumulative_low, san.bits, rng)
     return _private_sample(sample, san, j, bound, m, eps, dl)
 
 

@@ -192,22 +192,25 @@ class WeightedSelector:
         raw = [Fraction(self.ratio) ** r for r in range(self.rounds)]
         self.fractions = [f / sum(raw) for f in raw]
         self.weights = unit_weights(self.scale, self.max_keys)
-        target = p_f / self.rounds
+        #: the threshold failure target of the whole release (``threshold_share delta``)
+        self.failure_target = p_f
         self.sigma2s: list[Fraction] = []
-        self.thresholds: list[int] = []
         for f in self.fractions:
             s2 = sigma2_for(rho_sel * f, self.scale * self.scale)
             if s2.numerator >= 2**61 or s2 > 2**60:
                 raise ValidationError("epsilon", fn, "large enough for a sampleable noise", epsilon)
             self.sigma2s.append(s2)
-            self.thresholds.append(calibrate_threshold(s2, self.weights, target))
         self.count_sigma2: Fraction | None = None
         if counts:
             self.count_sigma2 = sigma2_for(rho * Fraction(self.count_share), self.count_max_keys)
+        self.thresholds: list[int] = []
         self._finish_calibration()
 
     def _finish_calibration(self) -> None:
-        """What a subclass calibrates beyond the noise and per-round thresholds (none here)."""
+        """The thresholds, once the noise is set: here each round's own rule with an equal share
+        of the failure target; a subclass may recalibrate the noise and use its own rule."""
+        target = self.failure_target / self.rounds
+        self.thresholds = [calibrate_threshold(s2, self.weights, target) for s2 in self.sigma2s]
 
     # -- guarantee --------------------------------------------------------------------------
 

@@ -217,6 +217,8 @@ class LocalWeightedSource:
         self._max_records: npt.NDArray[np.int64] | None = None
         self.rng = rng or SecureRandom()
         self.null_pairs = pairs.height - pairs.select("user", "key").drop_nulls().height
+        #: per max_keys: the held (user, key) pairs, the users bounded, the users
+        self._held: dict[int, tuple[pl.DataFrame, int, int]] = {}
 
     @classmethod
     def from_source(
@@ -303,17 +305,15 @@ class LocalWeightedSource:
         s = check_positive_int(scale, fn, "scale")
         if s > MAX_SCALE:
             raise ValidationError("scale", fn, f"at most {MAX_SCALE}", s)
-        if not hasattr(self, "_held"):
-            self._held: dict[int, tuple[pl.DataFrame, int]] = {}
         if k not in self._held:
-            kept, _, bounded = _bound(
+            kept, users, bounded = _bound(
                 self.pairs.with_columns(n=pl.lit(1)), k, 1, LazyPriorities(self.rng)
             )
-            self._held[k] = (kept.select("user", "key").sort("user", "key"), bounded)
-        held, bounded = self._held[k]
+            self._held[k] = (kept.select("user", "key").sort("user", "key"), bounded, users)
+        held, bounded, users = self._held[k]
         remaining = _exclude(held, exclude)
         info: dict[str, Any] = {
-            "users": int(self.pairs["user"].n_unique()) if self.pairs.height else 0,
+            "users": users,
             "users_bounded": bounded,
             "pairs_held": held.height,
             "pairs_kept": remaining.height,

@@ -60,11 +60,7 @@ from privhist.accounting.composition import PrivacyEvent as Event
 from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
 from privhist.core.budget import Budget
 from privhist.core.data import Counts
-from privhist.core.errors import (
-    BudgetExceededError,
-    UnsupportedError,
-    ValidationError,
-)
+from privhist.core.errors import UnsupportedError, ValidationError
 from privhist.core.faults import checkpoint
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import default_source
@@ -303,10 +299,6 @@ class Session:
             )
         st = self.status()
         assert st is not None and self.dataset is not None
-        admission = st.admission(cost, event)
-        if not admission.admitted:
-            reason = admission.detail if st.regime == "renyi" else None
-            raise BudgetExceededError(self.dataset, cost, st.remaining, reason)
         st.check(cost, neighbouring, event)
 
     def _dry_run(

@@ -55,14 +55,16 @@ import numpy.typing as npt
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
 from privhist.mechanisms._grid import ONE, ONE_BITS, grid_bits
+from privhist.mechanisms.sampling.pws.frequencies import SHIFT_MIN_BITS
 from privhist.noise import exp_rational_bounds
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 OBJ = npt.NDArray[Any]  # Python ints
 
-#: the double-precision rows of :mod:`.sanitize` serve delta >= 2**-FINE_FROM_BITS per key
-FINE_FROM_BITS = 42
+#: the double-precision rows of :mod:`.sanitize` serve delta >= 2**-FINE_FROM_BITS per key (the
+#: bound below which the exact shift pmf, too, moves to a finer grid)
+FINE_FROM_BITS = SHIFT_MIN_BITS
 
 
 def needs_fine_grid(delta: float) -> bool:
@@ -83,15 +85,9 @@ def fine_grid_bits(delta: float, epsilon: float = 0.0) -> int:
     >>> fine_grid_bits(1e-13), fine_grid_bits(2.0**-70), fine_grid_bits(1e-200, 1.0)
     (106, 132, 729)
     """
-    d = Fraction(delta)
     extra = math.ceil(epsilon / math.log(2)) if epsilon > 0 else 0
-    if d >= Fraction(1, ONE):  # grid_bits is 62 there; ceil(log2(1 / delta)) <= 62
-        q, p = d.denominator, d.numerator
-        L = (q // p).bit_length() - 1
-        if Fraction(1, 1 << L) > d:
-            L += 1
-        return ONE_BITS + L + extra
-    return grid_bits(d) + extra
+    # grid_bits(delta / 2**62) = 62 + ceil(log2(2**62 / delta)) = 124 + ceil(log2(1 / delta))
+    return grid_bits(Fraction(delta) / ONE) - ONE_BITS + extra
 
 
 def ratio_bound(epsilon: float, bits: int) -> Fraction:

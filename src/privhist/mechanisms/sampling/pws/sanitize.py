@@ -350,10 +350,10 @@ def _float_precheck(body: Any, sums: list[int], e: float, d: Fraction) -> npt.ND
     return out
 
 
-def _shift_rows(Q: I64, eps: float, dl: float) -> I64:
-    m = Q.shape[0] - 1
-    d = np.array(exact_shift_pmf(Fraction(eps), Fraction(dl)), dtype=np.int64)
-    E = np.zeros((m + 1, m + 1), dtype=np.int64)
+def _shift_rows(d: npt.NDArray[Any], m: int) -> npt.NDArray[Any]:
+    """Rows ``0..m`` of the shift mechanism with pmf ``d`` (token ``i - K``, ``K ~ d``), of
+    ``d``'s dtype (int64 on ``2**-62``, Python ints on a finer grid); column 0 left at 0."""
+    E = np.zeros((m + 1, m + 1), dtype=d.dtype)
     for i in range(1, m + 1):
         k = np.arange(0, min(i, d.shape[0]))
         E[i, i - k] = d[k]
@@ -432,7 +432,8 @@ def grid_frequency_sanitizer(
     E: npt.NDArray[Any]
     if needs_fine_grid(dl) and rule == "integer-tokens" and no_sampling:
         bits, d = exact_shift_grid(Fraction(eps), Fraction(dl))
-        E = _shift_rows_fine(d, bits, m)
+        E = _shift_rows(np.array(d, dtype=object), m)
+        E[:, 0] = (1 << bits) - E[:, 1:].sum(axis=1)
         used = dl
         if not verify_fine_rows(E, Qa, eps, dl, bits):  # pragma: no cover - certified pmf
             raise ValidationError("delta", fn, "a certified shift pmf", dl)
@@ -445,7 +446,8 @@ def grid_frequency_sanitizer(
                 values = np.concatenate(([0.0], x))
                 no_sampling = False  # not the shift rows
             elif no_sampling:
-                E, used = _shift_rows(Qa, eps, dl), dl
+                d62 = np.array(exact_shift_pmf(Fraction(eps), Fraction(dl)), dtype=np.int64)
+                E, used = _shift_rows(d62, m), dl
                 if not verify_frequency_rows(E, Qa, eps, dl):  # pragma: no cover - certified
                     raise ValidationError("delta", fn, "a certified shift pmf", dl)
             else:
@@ -500,16 +502,6 @@ def grid_frequency_sanitizer(
 
 class _NeedsFineGrid(Exception):
     """Internal: the rows are built on the fine grid."""
-
-
-def _shift_rows_fine(d: tuple[int, ...], bits: int, m: int) -> npt.NDArray[np.object_]:
-    """The exact shift rows over ``2**bits`` (Python ints), column 0 the not-reported mass."""
-    E = np.zeros((m + 1, m + 1), dtype=object)
-    for i in range(m + 1):
-        for k in range(min(i, len(d))):
-            E[i, i - k] = d[k]
-        E[i, 0] = (1 << bits) - int(E[i, 1:].sum())
-    return E
 
 
 def frequency_sanitizer(

@@ -118,10 +118,8 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
-from privhist.accounting.events import ZcdpThresholdEvent
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
-from privhist.core.validation import float_up
 from privhist.core.weighted import WeightedSource
 from privhist.mechanisms.registry import register_weighted
 from privhist.mechanisms.user_level._gauss import calibrate, sigma2_for
@@ -307,18 +305,6 @@ class CumulativeSIPS(WeightedSelector):
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
         self.sigma2s, self.count_sigma2 = self._sigma2s_for(lo)
         self.rho = lo / 2
-
-    def bound_event(self) -> ZcdpThresholdEvent:
-        """The base class's bound (the calibrated zCDP budget, which covers the selectors a
-        privately chosen cap gives: ``spent_rho > 0``, the zCDP route), raised to this
-        selector's own zCDP parameter, which item 4's calibration makes larger."""
-        base = super().bound_event()
-        return ZcdpThresholdEvent(
-            max(base.rho, float_up(self.zcdp_rho())),
-            base.failure,
-            epsilon=self.epsilon,
-            delta=self.delta,
-        )
 
     def certified_delta(self) -> float:
         """Item 4 (``gaussian_profile``): ``delta_G(epsilon + ln(1 - p_F) - eta_tot; mu_tot) +

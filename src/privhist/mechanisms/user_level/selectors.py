@@ -230,7 +230,9 @@ class WeightedSelector:
         whatever its ``max_keys`` and ``spent_rho``: the calibrated zCDP budget and threshold
         failure target (:func:`~privhist.mechanisms.user_level._gauss.calibrate`), which the
         rounded noise and thresholds never exceed. What the ledger records for a release whose
-        cap is chosen privately inside the spend (:func:`.caps.auto_selector`)."""
+        cap is chosen privately inside the spend (:func:`.caps.auto_selector`). Such a cap
+        makes ``spent_rho > 0``; a cumulative-sips instance without one is calibrated by the
+        Gaussian profile, whose zCDP parameter is larger, and is not what this bounds."""
         rho, p_f = calibrate(self.epsilon, self.delta, self.threshold_share)
         return ZcdpThresholdEvent(
             float_up(rho), float_up(Fraction(p_f)), epsilon=self.epsilon, delta=self.delta

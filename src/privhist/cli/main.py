@@ -360,7 +360,10 @@ def _plugins(package: str) -> list[Any]:
 
 
 def _planners() -> dict[str, Any]:
-    return {m.NAME: m for m in _plugins("privhist.cli.planners")}
+    from privhist.cli.planners import _weighted
+
+    found = {m.NAME: m for m in _plugins("privhist.cli.planners")}
+    return {**found, **{p.NAME: p for p in _weighted.planners()}}
 
 
 def _plan_order(name: str) -> tuple[int, str]:

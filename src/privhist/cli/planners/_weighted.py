@@ -1,10 +1,13 @@
-"""The shared body of ``privhist plan wgm`` and ``privhist plan dp-sips``: the weighted selectors'
-parameters and Pr[released] by the number of users holding a key
-(:func:`privhist.planning.user_level.selector_curve`)."""
+"""``privhist plan NAME`` for every weighted selector (``wgm``, ``dp-sips``, ``cumulative-sips``):
+the selector's parameters and Pr[released] by the number of users holding a key
+(:func:`privhist.planning.user_level.selector_curve`). :func:`planners` gives one planner per
+selector the catalogue names, so a new selector needs no module here."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+from types import SimpleNamespace
 from typing import Any
 
 from privhist.cli.common import print_report
@@ -56,3 +59,21 @@ def run(name: str, args: argparse.Namespace) -> int:
     }
     print_report(report, args.json)
     return 0
+
+
+def planners() -> list[Any]:
+    """One planner (``NAME``, ``COMMON``, ``add_arguments``, ``run``) per weighted selector of
+    :data:`privhist.cli.catalogue.WEIGHTED`."""
+    from privhist.cli import catalogue
+
+    return [
+        SimpleNamespace(
+            NAME=name,
+            COMMON=COMMON,
+            add_arguments=add_arguments,
+            run=functools.partial(run, name),
+            __doc__=f"``privhist plan {name}``: the {name} selector's parameters and "
+            "Pr[released] by the number of users holding a key",
+        )
+        for name in catalogue.WEIGHTED
+    ]

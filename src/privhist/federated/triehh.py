@@ -101,7 +101,7 @@ from privhist.core.validation import (
 from privhist.federated.population import Population
 from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
 from privhist.federated.triehh_intervals import node_interval
-from privhist.mechanisms.sampling.pair import profile_points, threshold_pair_event
+from privhist.mechanisms.sampling.pair import threshold_pair_event
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import binomial
 
@@ -126,14 +126,6 @@ CERTIFIED_STEP = Fraction(1, 2**14)
 
 # --------------------------------------------------------------------------------------------
 # the per-level dominating pair and the three compositions
-
-
-def _forward_constraints(
-    p: Fraction, tau: int, level_epsilon: float, certified: bool = True
-) -> tuple[tuple[float, float], ...]:
-    """``(eps_i, delta_i)`` on the grid (:func:`privhist.mechanisms.sampling.pair.profile_points`);
-    ``certified=False`` only while searching the per-level epsilon."""
-    return profile_points(p, tau, level_epsilon, certified)
 
 
 def _pld(

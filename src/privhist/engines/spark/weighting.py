@@ -120,7 +120,7 @@ class SparkWeightedSource:
         if k not in self._held:
             kept, stats = self._bound(self.pairs, k)
             held = kept.select("user", "key").cache()
-            self._held[k] = (held, stats["bounded"], int(held.count()))
+            self._held[k] = (held, stats["bounded"], stats["kept"])
         held, bounded, pairs_held = self._held[k]
         remaining = self._without(held, exclude, keep=False)
         recounted = remaining.withColumn("t", F.count(F.lit(1)).over(Window.partitionBy("user")))
@@ -201,7 +201,8 @@ class SparkWeightedSource:
 
     def _bound(self, pairs: Any, k: int) -> tuple[Any, dict[str, int]]:
         """Each user's pairs with ``t`` (the user's number of pairs) and, for users holding more
-        than ``k``, only the ``k`` of smallest priority; plus counts of users and pairs."""
+        than ``k``, only the ``k`` of smallest priority; plus counts of users, pairs and pairs
+        kept (``kept``)."""
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
@@ -213,10 +214,13 @@ class SparkWeightedSource:
                 F.countDistinct("user").alias("users"),
                 F.count(F.lit(1)).alias("pairs"),
                 F.countDistinct(F.when(F.col("t") > k, F.col("user"))).alias("bounded"),
+                F.count(F.when(F.col("t") <= k, F.lit(1))).alias("small"),
             ).collect()[0]
             stats = {
                 "users": int(row["users"]),
                 "pairs": int(row["pairs"]),
+                # pairs kept: all of a user's up to k, k of a bounded user's
+                "kept": int(row["small"] or 0) + k * int(row["bounded"] or 0),
                 "bounded": int(row["bounded"] or 0),
                 "users_before": int(self._users()),
             }

@@ -20,12 +20,6 @@ MAX_DOMAIN = 1 << 26
 DOMAIN_SIZE = Constraint.integer(1, MAX_DOMAIN)
 
 
-def check_domain_size(value: Any, function: str) -> int:
-    """``value`` as an int in ``[1, 2**26]``."""
-    b: int = DOMAIN_SIZE.check(value, "domain_size", function)
-    return b
-
-
 def check_items(items: Any, domain_size: int, function: str) -> I64:
     """Client items as a 1-d int64 array of bucket ids in ``[0, domain_size)``.
 

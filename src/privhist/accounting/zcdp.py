@@ -27,11 +27,12 @@ stopping adaptively on a mixture of both needs an argument not written here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import mpmath
 
-__all__ = ["certified_delta", "threshold_epsilon", "zcdp_delta"]
+__all__ = ["certified_delta", "threshold_epsilon", "with_threshold_failure", "zcdp_delta"]
 
 #: digits of the mpmath evaluations
 _DPS = 60
@@ -78,16 +79,23 @@ def zcdp_delta(rho: Fraction | float, epsilon: float) -> float:
         return min(1.0, float(val * (1 + _MARGIN)) * (1 + 1e-12))
 
 
+def with_threshold_failure(
+    noise_delta: Callable[[float], float], epsilon: float, p_f: float
+) -> float:
+    """``noise_delta(epsilon + ln(1 - p_F)) + p_F``, rounded up (item 3): the delta of noise
+    whose profile is ``noise_delta`` and a threshold that releases a key only the added user
+    holds with probability at most ``p_F``."""
+    if p_f >= 1:
+        return 1.0
+    eps_z = epsilon + math.log1p(-p_f) * (1 + 1e-12)
+    return min(1.0, noise_delta(eps_z) + p_f * (1 + 1e-12))
+
+
 def certified_delta(rho: Fraction | float, epsilon: float, p_f: float) -> float:
     """``delta_z(epsilon + ln(1 - p_F)) + p_F`` (item 3): a proven bound on the delta achieved by
     noise of zCDP parameter ``rho`` and a threshold that releases a private key with probability
     at most ``p_F``."""
-    if p_f >= 1:
-        return 1.0
-    eps_z = epsilon + math.log1p(-p_f) * (1 + 1e-12)
-    if eps_z <= 0:
-        return 1.0
-    return min(1.0, zcdp_delta(rho, eps_z) + p_f * (1 + 1e-12))
+    return with_threshold_failure(lambda e: 1.0 if e <= 0 else zcdp_delta(rho, e), epsilon, p_f)
 
 
 def threshold_epsilon(rho: Fraction | float, failure: float, delta: float) -> float:

@@ -118,6 +118,7 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
+from privhist.accounting.zcdp import with_threshold_failure
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.weighted import WeightedSource
@@ -311,12 +312,10 @@ class CumulativeSIPS(WeightedSelector):
         p_F``, rounded up; else the zCDP bound of the base class."""
         if not self.gaussian_profile:
             return super().certified_delta()
-        p_f = self.private_key_bound()
-        if p_f >= 1:
-            return 1.0
-        eps_z = self.epsilon + math.log1p(-p_f) * (1 + 1e-12)
         mu2, eta = self._profile_parts(self.sigma2s, self.count_sigma2)
-        return min(1.0, gaussian_profile_upper(eps_z, mu2, eta) + p_f * (1 + 1e-12))
+        return with_threshold_failure(
+            lambda e: gaussian_profile_upper(e, mu2, eta), self.epsilon, self.private_key_bound()
+        )
 
     # -- thresholds and the private-key bound -----------------------------------------------
 

@@ -177,37 +177,32 @@ class SparkEngine:
         from privhist.engines.spark.publish import SparkDraw
 
         if self.noise == "executors" and runs_per_key(mechanism):
-            from privhist.engines.spark.noise import release_frame
+            from privhist.engines.spark.noise import release_table
 
             counted = self.count_table(source, request, rng)
             keys_counted = counted.info.pop("keys_counted")
 
-            def draw_on_executors() -> tuple[Release, Any]:
+            def draw_on_executors() -> Release:
                 try:
-                    release, frame = release_frame(
-                        counted.table,
-                        counted.neighbouring,
-                        mechanism,
-                        rng,
-                        counted.info,
-                        keep=True,
+                    release = release_table(
+                        counted.table, counted.neighbouring, mechanism, rng, counted.info
                     )
                 finally:
                     counted.close()
                 release.diagnostics.setdefault("distinct_keys_counted", keys_counted)
                 release.diagnostics.setdefault("engine", self.name)
                 release.diagnostics["noise"] = "executors"
-                return release, frame
+                return release
 
             return SparkDraw(self.spark, draw_on_executors)
         counts = self.count(source, request, rng, progress=progress)
 
-        def draw_on_driver() -> tuple[Release, Any]:
+        def draw_on_driver() -> Release:
             release: Release = mechanism.release(counts, rng)
             release.diagnostics.setdefault("distinct_keys_counted", len(counts))
             release.diagnostics.setdefault("engine", self.name)
             release.diagnostics["noise"] = "driver"
-            return release, None
+            return release
 
         return SparkDraw(self.spark, draw_on_driver)
 
@@ -219,7 +214,7 @@ class SparkEngine:
         .publisher`, so every Parquet release of this engine is a dataset written by Spark."""
         from privhist.engines.spark.publish import SparkDraw
 
-        def nothing() -> tuple[Release, Any]:
+        def nothing() -> Release:
             raise AssertionError("the release is drawn by the session")
 
         return SparkDraw(self.spark, nothing).publisher(output, format)

@@ -123,41 +123,16 @@ def release_table(
 ) -> Release:
     """Draw the noise secret from ``rng`` (on the driver), release ``table`` on the executors and
     collect the released rows in canonical key order."""
-    release, _ = release_frame(table, neighbouring, mechanism, rng, info, keep=False)
-    return release
-
-
-def release_frame(
-    table: Any,
-    neighbouring: Neighbouring,
-    mechanism: Any,
-    rng: RandomSource,
-    info: dict[str, Any],
-    *,
-    keep: bool,
-) -> tuple[Release, Any]:
-    """:func:`release_table`, also returning the Spark DataFrame of the released rows; with
-    ``keep`` it stays in executor memory (``MEMORY_ONLY``: never spilled to disk; the caller
-    unpersists it) for a writer on the executors (:mod:`privhist.engines.spark.publish`)."""
-    from pyspark import StorageLevel
-
     from privhist.engines.spark.engine import arrow_keys
 
     check_mechanism(mechanism, neighbouring, "release_table")
     secret = draw_secret(rng)
     frame, types = released_frame(table, neighbouring, mechanism, secret, rng.private)
-    if keep:
-        frame = frame.persist(StorageLevel.MEMORY_ONLY)
-    try:
-        arrow = frame.toArrow()
-    except BaseException:
-        if keep:
-            frame.unpersist()
-        raise
+    arrow = frame.toArrow()
     keys = arrow_keys(arrow.column("key"))
     order = np.argsort(keys, kind="stable")
     cols: dict[str, Any] = {}
     for name, kind in types.items():
         col = np.asarray(arrow.column(name).to_numpy(), dtype="f8" if kind == "double" else "i8")
         cols[name] = col[order]
-    return finish(mechanism, keys[order], cols, rng, info), (frame if keep else None)
+    return finish(mechanism, keys[order], cols, rng, info)

@@ -2,19 +2,19 @@
 published by one rename, only after the release's spend is committed.
 
 When a release drawn by :class:`~privhist.engines.spark.SparkEngine` goes to a Parquet
-destination, the released rows are written by Spark itself (from the executors, never through
-the driver), as a Parquet dataset: the destination becomes a directory of part files in canonical
-key order, plus ``_privhist.json``, the release metadata with its integrity entry (row count,
-:mod:`privhist.io.integrity`). Readers of Parquet datasets (Spark, Arrow, Polars) skip files whose
-names start with ``_``.
+destination, the released rows are written by Spark itself as a Parquet dataset, from the rows of
+the release the driver already holds (the release is collected there in any case, so nothing is
+recomputed from the source after the spend): the destination becomes a directory holding a part
+file in canonical key order, plus ``_privhist.json``, the release metadata with its integrity
+entry (row count, :mod:`privhist.io.integrity`). Readers of Parquet datasets (Spark, Arrow,
+Polars) skip files whose names start with ``_``.
 
 The order of the steps keeps the rule of :mod:`privhist.io.writers` (no unpaid release on disk)
 and the one of the release path (a failure before the commit spends nothing):
 
-1. inside the ledger transaction, the draw runs on the executors and its rows are kept in
-   executor memory (``persist(MEMORY_ONLY)``: never spilled to disk; a lost block is recomputed,
-   and the keyed streams give the same rows again), and the metadata is encoded in memory:
-   a failing or killed job leaves no spend and nothing on disk;
+1. inside the ledger transaction, the draw runs (on the executors for per-key noise) and its rows
+   are collected into the release on the driver, and the metadata is encoded in memory: a
+   failing or killed job leaves no spend and nothing on disk;
 2. the spend is committed;
 3. Spark writes the rows, sorted by key, into a hidden directory beside the destination
    (``.NAME.XXXX.tmp``), the driver adds ``_privhist.json`` and syncs it, and the directory is
@@ -52,26 +52,15 @@ class SparkDraw:
 
     Args:
         spark: the Spark session.
-        draw: draws the release and returns it with the Spark DataFrame of its rows, or None
-            when the rows were drawn on the driver.
+        draw: draws the release (on the executors or the driver).
     """
 
-    def __init__(self, spark: Any, draw: Callable[[], tuple[Release, Any]]) -> None:
+    def __init__(self, spark: Any, draw: Callable[[], Release]) -> None:
         self.spark = spark
         self._draw = draw
-        self._frame: Any = None
 
     def __call__(self) -> Release:
-        self.close()
-        release, frame = self._draw()
-        self._frame = frame
-        return release
-
-    def close(self) -> None:
-        """Release the drawn rows kept in executor memory."""
-        if self._frame is not None:
-            self._frame.unpersist()
-            self._frame = None
+        return self._draw()
 
     def publisher(
         self, output: str | os.PathLike[str], format: str | None
@@ -106,16 +95,10 @@ class SparkDraw:
                 metadata_to_json(release, "histogram"), None, row_count=len(release)
             )
             encoded = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
-            if self._frame is not None:
-                frame = _named(self._frame, release).orderBy("key")
-            else:
-                frame = self._driver_frame(release)
+            frame = self._driver_frame(release)
 
             def publish() -> Path:
-                try:
-                    return write_dataset(frame, dest, encoded)
-                finally:
-                    self.close()
+                return write_dataset(frame, dest, encoded)
 
             return publish
 
@@ -127,15 +110,6 @@ class SparkDraw:
         from privhist.io.writers import release_to_frame
 
         return self.spark.createDataFrame(release_to_frame(release).to_pandas()).coalesce(1)
-
-
-def _named(frame: Any, release: Release) -> Any:
-    """The executors' rows (``key`` and the Release fields ``values``, ``estimates``, ``lower``,
-    ``upper``) with the column names of :meth:`Release.columns`, as every release file has."""
-    from pyspark.sql import functions as F
-
-    field = {release.value_column: "values", "estimate": "estimates"}
-    return frame.select(*(F.col(field.get(name, name)).alias(name) for name in release.columns()))
 
 
 def write_dataset(frame: Any, dest: Path, metadata: bytes) -> Path:

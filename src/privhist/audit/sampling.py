@@ -18,7 +18,7 @@ privacy", CCS 2012).
   Other mechanisms are released once per sample (reported as such).
 * :class:`CallableSampler` — any ``f(records) -> output`` (a peer library, a user's function):
   called once per sample; ``records`` is the list of keys, one entry per record; the output is a
-  mapping ``key -> value``, a :class:`~privhist.core.release.Release`, or an iterable of released
+  mapping ``key -> value``, a :class:`~privhist.io.release.Release`, or an iterable of released
   keys.
 """
 
@@ -38,7 +38,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import UnsupportedError, ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource
-from privhist.core.release import Release
+from privhist.io.release import Release
 from privhist.mechanisms.base import Mechanism
 
 __all__ = [
@@ -183,7 +183,7 @@ class MechanismSampler:
         m = self.mechanism
         if not isinstance(m, Mechanism):
             raise ValidationError("mechanism", "MechanismSampler", "a privhist Mechanism", m)
-        if getattr(m, "output_formats", None) is not None:
+        if m.output_formats is not None:
             raise UnsupportedError(
                 f"audit: {m.name} releases a compact polynomial, not rows; audit it with "
                 "'privhist audit exact' (its rows cannot be sampled as outputs)"

@@ -56,6 +56,48 @@ def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
 
 
+def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "records are read") -> None:
+    """``--engine`` (the names of :mod:`privhist.engines.registry`) and ``--spark-master``."""
+    from privhist.engines.registry import ENGINES, NAMES
+
+    parser.add_argument(
+        "--engine",
+        choices=list(NAMES),
+        default=NAMES[0],
+        help=f"where {what}: " + "; ".join(f"{n}: {d}" for n, (d, _) in ENGINES.items()),
+    )
+    parser.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
+    parser.add_argument(
+        "--noise-on",
+        choices=["driver", "executors"],
+        help="where per-key mechanisms draw their noise: on the driver (this process), or where "
+        "the data lives from keyed streams (the local engine draws the same streams, so both "
+        "engines give the same release for a seed in either mode); default: the engine's "
+        "(local: driver, spark: executors)",
+    )
+
+
+def add_dry_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dry-run`` (and ``--json`` unless the command has it)."""
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the cost, the remaining budget and Pr[released] by true count as a table "
+        "(JSON with --json); read no data, spend nothing",
+    )
+    if "--json" not in parser._option_string_actions:
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def print_dry_run(dry: Any, as_json: bool) -> int:
+    """Print a :class:`~privhist.session.DryRun` as a table (or one JSON object)."""
+    if as_json:
+        print(json.dumps(dry.to_dict()))
+    else:
+        print(dry)
+    return 0
+
+
 def session_for(args: argparse.Namespace, function: str) -> Any:
     """The :class:`~privhist.session.Session` a command's ``--ledger``/``--dataset`` describe.
 
@@ -78,8 +120,15 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
         raise ValidationError("--spark-master", function, "given with --engine spark", None)
     dataset = getattr(args, "dataset", None)
     progress = not getattr(args, "no_progress", True)
+    noise_on = getattr(args, "noise_on", None)
     if dataset is None:
         if getattr(args, "ledger", None) is not None:
             raise ValidationError("--dataset", function, "a dataset id with --ledger", None)
-        return Session(engine=engine, progress=progress)
-    return Session(args.ledger or default_ledger_path(), dataset, engine=engine, progress=progress)
+        return Session(engine=engine, noise_on=noise_on, progress=progress)
+    return Session(
+        args.ledger or default_ledger_path(),
+        dataset,
+        engine=engine,
+        noise_on=noise_on,
+        progress=progress,
+    )

@@ -60,14 +60,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _as_command(exc: BaseException, args: argparse.Namespace) -> BaseException:
     """A mechanism's error names its class (``StabilityHistogram``); on the command line it names
     the command that built it instead (``histogram --mechanism stability``, ``plan stability``).
-    An error a Session method relabelled (``Session.histogram``) is shown as the method received
-    it (its cause), which names the command (``histogram``) or the class."""
+    An error a Session method labelled (``Session.histogram with mechanism stability``) names the
+    command and the mechanism flag instead (``histogram --mechanism stability``)."""
     registry = sys.modules.get("privhist.mechanisms.registry")
     command = getattr(args, "command", None)
     if not isinstance(exc, ValidationError) or not command:
         return exc
-    while exc.function.startswith("Session.") and isinstance(exc.__cause__, ValidationError):
-        exc = exc.__cause__
+    if exc.function.startswith("Session."):
+        # the Session's label names the method and the mechanism: on the command line, the
+        # command and the mechanism flag ("histogram --mechanism stability")
+        _, _, mechanism = exc.function.partition(" with mechanism ")
+        where = f"{command} --mechanism {mechanism}" if mechanism else command
+        return ValidationError(exc.parameter, where, exc.expected, exc.got)
     if registry is None:
         return exc
     known = {**registry.registry(), **registry.weighted_registry()}
@@ -187,6 +191,8 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
 
 
 def _histogram_parser(sub: Any) -> None:
+    from privhist.cli.common import add_dry_run_arguments, add_engine_arguments
+
     h = sub.add_parser("histogram", help="release a private histogram of a column")
     h.add_argument("input", help="CSV, Parquet, NDJSON, text (.txt[.gz]) or FIMI (.dat) file")
     h.add_argument("--key", help="key column (not needed for --text or FIMI input)")
@@ -227,20 +233,8 @@ def _histogram_parser(sub: Any) -> None:
     h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     h.add_argument("--no-progress", action="store_true", help="no progress display")
-    h.add_argument(
-        "--engine",
-        choices=["local", "spark"],
-        default="local",
-        help="where records are counted: this process (local) or Apache Spark (pip install "
-        "'privhist[spark]'; CSV/TSV, Parquet and NDJSON inputs)",
-    )
-    h.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
-    h.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print (JSON) the cost, the remaining budget and Pr[released] by true count; read "
-        "no data, spend nothing",
-    )
+    add_engine_arguments(h, "records are counted")
+    add_dry_run_arguments(h)
     h.set_defaults(run=_cmd_histogram)
 
 
@@ -539,7 +533,7 @@ def _plot(args: argparse.Namespace, mech: Any, nb: Neighbouring, domain: Any) ->
 
 
 def _cmd_histogram(args: argparse.Namespace) -> int:
-    from privhist.cli.common import session_for
+    from privhist.cli.common import print_dry_run, session_for
     from privhist.io.writers import release_to_csv
     from privhist.session import DryRun
 
@@ -567,8 +561,7 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
     )
     if isinstance(release, DryRun):
-        print(json.dumps(release.to_dict()))
-        return 0
+        return print_dry_run(release, args.json)
     if args.output is None:
         sys.stdout.write(release_to_csv(release, escape_formulas=not args.no_csv_escape))
         sys.stdout.flush()

@@ -90,7 +90,6 @@ from privhist.core.budget import Budget
 from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.release import Release
 from privhist.core.validation import (
     check_delta,
     check_epsilon,
@@ -101,6 +100,7 @@ from privhist.core.validation import (
 from privhist.federated.population import Population
 from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
 from privhist.federated.triehh_intervals import node_interval
+from privhist.io.release import Release
 from privhist.mechanisms.sampling.pair import threshold_pair_event
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import binomial
@@ -306,7 +306,7 @@ class HeavyHitters:
     upper: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def release(self) -> Release:
-        """The complete items as a :class:`~privhist.core.release.Release` (for the writers),
+        """The complete items as a :class:`~privhist.io.release.Release` (for the writers),
         with the interval for each item's number of clients as ``lower`` / ``upper``."""
         return Release(
             keys=self.items,

@@ -111,7 +111,7 @@ def infer_format(path: str | os.PathLike[str], function: str = "scan") -> str:
     fmt = EXTENSIONS.get(suffix)
     if fmt is None or (stem != name and fmt not in _COMPRESSIBLE):
         raise ValidationError(
-            "format",
+            "input_format",
             function,
             f"one of {', '.join(FORMATS)} (or a file name ending in "
             f"{', '.join(sorted(EXTENSIONS))}, optionally followed by .gz)",
@@ -264,7 +264,7 @@ def resolve_format(
     aliases = {"jsonl": "ndjson", "txt": "text", "dat": "fimi", "pq": "parquet"}
     fmt = aliases.get(fmt, fmt)
     if fmt not in FORMATS:
-        raise ValidationError("format", function, f"one of {', '.join(FORMATS)}", format)
+        raise ValidationError("input_format", function, f"one of {', '.join(FORMATS)}", format)
     return fmt
 
 

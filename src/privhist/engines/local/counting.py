@@ -194,7 +194,7 @@ def count(
     fmt: str | None = None
     if isinstance(source, pl.LazyFrame | pl.DataFrame):
         if format is not None:
-            raise ValidationError("format", fn, "None when source is a table", format)
+            raise ValidationError("input_format", fn, "None when source is a table", format)
         if isinstance(user, bool):
             raise ValidationError("user", fn, "a column name when source is a table", user)
         lf = select_records(

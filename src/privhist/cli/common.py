@@ -68,12 +68,11 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
 
     engine: Any = getattr(args, "engine", None) or "local"
     if engine == "spark":
-        from pyspark.sql import SparkSession
-
         from privhist.engines.spark import SparkEngine
+        from privhist.engines.spark.sessions import spark_session
 
         master = getattr(args, "spark_master", None) or "local[*]"
-        engine = SparkEngine(SparkSession.builder.master(master).getOrCreate())
+        engine = SparkEngine(spark_session(master))
     elif getattr(args, "spark_master", None) is not None:
         raise ValidationError("--spark-master", function, "given with --engine spark", None)
     dataset = getattr(args, "dataset", None)

@@ -107,9 +107,9 @@ class SparkEngine:
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            from pyspark.sql import SparkSession
+            from privhist.engines.spark.sessions import spark_session
 
-            self._spark = SparkSession.builder.master("local[*]").getOrCreate()
+            self._spark = spark_session()
         return self._spark
 
     def accepts(self, source: Any) -> bool:

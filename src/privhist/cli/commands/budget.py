@@ -156,8 +156,10 @@ def _line(st: LedgerStatus) -> str:
             f"remaining {st.remaining}"
         )
     text = f"{st.dataset}: total {total}, Renyi filter, {_releases(len(st.spends))}: "
-    if view.releases:
-        share = float(view.used / view.budget) if view.budget > 0 else float("inf")
+    if view.budget <= 0:
+        text += "no order of the filter has a positive Renyi budget at this total; "
+    elif view.releases:
+        share = float(view.used / view.budget)
         text += f"order {view.order:g} has used {share:.1%} of its Renyi budget; "
     if view.rho_left > 0:
         text += (

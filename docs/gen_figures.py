@@ -73,6 +73,7 @@ def _run(name: str, out: Path) -> None:
     env.setdefault("MPLBACKEND", "Agg")
     # a directory of this run's own: nothing else writes into it or renames it
     tmp = Path(tempfile.mkdtemp(prefix=f"{name}.partial-", dir=out.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would stay on the cache once renamed
     try:
         t0 = time.monotonic()
         done = subprocess.run(

@@ -53,11 +53,15 @@ Metrics not asked for are not computed, and a group absent from the data is rele
 is public. Groups released privately are a function of the noisy selection only; the metrics of
 the released groups use the same user contributions bounded again among the released groups.
 
-**Budget split.** The metrics' budget is split equally among the components (a count shared by a
-mean and a variance of the same column is one component), and with private groups half of the
-zCDP budget (user level; record level: half of epsilon and delta) goes to the selection. Bounds
-``"auto"`` take 5% of the metrics' budget each from it. These shares are constants, not tuned to
-any data set.
+**Budget split.** The metrics' budget is split equally among the metrics, and each metric's share
+among its components to minimise the variance of its estimate for values about half-way between
+the middle and an end of their range (``|mean - m| = M / 2``, data-independent): a mean's error
+``r sqrt(sigma_s**2 + (mean - m)**2 sigma_n**2) / n`` is smallest with ``rho_s : rho_n = 2 : 1``;
+a variance's three terms (squares, sum, count, weighing ``M**2``, ``M**2`` and ``0.83 M**2``) with
+``rho`` in the same ratios (Lagrange: ``rho_i`` proportional to each term's weight). With private
+groups half of the zCDP budget (user level; record level: half of epsilon and delta) goes to the
+selection. Bounds ``"auto"`` take 5% of the metrics' budget each from it. These shares are
+constants, not tuned to any data set.
 
 **Estimates.** ``count``, ``count_users`` and ``sum`` are the noisy aggregates (counts clamped at
 0), each with a confidence interval for the aggregate of the bounded, clamped data (not of the raw
@@ -70,7 +74,7 @@ noisy first, clamped to ``[0, (upper - lower)**2 / 4]``; quantiles by descending
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -112,6 +116,17 @@ TREE = (4, 16)
 #: share of the zCDP budget (user level) or of epsilon and delta (record level) spent choosing
 #: the groups when they are private
 SELECTION_SHARE = 0.5
+#: how a metric's budget is split among its components, to minimise the error of its estimate
+#: (module notes): a mean's count and centred sum 1 : 2, a variance's count, centred sum and
+#: centred squares 0.83 : 1 : 1
+WITHIN: dict[str, dict[str, Fraction]] = {
+    "mean": {"n": Fraction(1, 3), "sum": Fraction(2, 3)},
+    "variance": {
+        "n": Fraction(83, 283),
+        "sum": Fraction(100, 283),
+        "squares": Fraction(100, 283),
+    },
+}
 #: share of the metrics' budget spent on each bound chosen privately
 AUTO_SHARE = 0.05
 #: the quantiles of the units' largest and smallest values that an automatic bound is
@@ -344,11 +359,16 @@ class Aggregation:
         return out
 
     def _shares(self) -> tuple[Fraction, int]:
-        """The share of the metrics' budget each component gets, and the number of automatic
-        bounds (each takes :data:`AUTO_SHARE` first)."""
+        """The share of the metrics' budget each metric gets (equal), and the number of
+        automatic bounds (each takes :data:`AUTO_SHARE` first)."""
         n_auto = sum((m.lower == "auto") + (m.upper == "auto") for m in self.metrics.values())
         rest = 1 - Fraction(AUTO_SHARE) * n_auto
-        return rest / len(self.components()), n_auto
+        return rest / len(self.metrics), n_auto
+
+    def component_share(self, comp: Component) -> Fraction:
+        """A component's share of its metric's budget (:data:`WITHIN`)."""
+        kind = self.metrics[comp.metric].kind
+        return WITHIN.get(kind, {}).get(comp.what, Fraction(1))
 
     # -- drawing ------------------------------------------------------------------------------
 
@@ -426,10 +446,11 @@ class Aggregation:
         k = self.max_partitions
         out = []
         for comp in self.components(chosen):
+            part = share * self.component_share(comp)
             if self.noise == "gaussian":
-                out.append((comp, _sigma2(self.rho_m * share, k * comp.l2 * comp.l2)))
+                out.append((comp, _sigma2(self.rho_m * part, k * comp.l2 * comp.l2)))
             else:
-                eps_i = Fraction(self.eps_m) * share
+                eps_i = Fraction(self.eps_m) * part
                 out.append((comp, rational_at_least(k * comp.l1 / eps_i)))
         return out
 
@@ -567,7 +588,9 @@ class Aggregation:
             "noise": self.noise,
             "components": noise,
             "budget_split": (
-                f"equal shares of the metrics' budget ({float(share):.4g} each)"
+                f"equal shares of the metrics' budget ({float(share):.4g} each; a mean's "
+                "count and centred sum 1:2, a variance's count, centred sum and squares "
+                "0.83:1:1)"
                 + (f"; {AUTO_SHARE:g} per automatic bound" if chosen else "")
                 + (
                     f"; {SELECTION_SHARE:g} of the budget chose the groups"
@@ -653,3 +676,84 @@ def _decoded_keys(table: GroupTable, by: tuple[str, ...]) -> npt.NDArray[Any]:
 def _order(keys: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
     """The canonical order: by the group's values (data-independent given the released set)."""
     return np.asarray(sorted(range(keys.shape[0]), key=lambda i: keys[i]), dtype=np.int64)
+
+
+def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) -> dict[str, Any]:
+    """The expected error of each metric before any data is read: per metric, the noise's
+    standard deviation in the column's units and, for a group of each of ``sizes`` records (users
+    at user level), the standard deviation of its estimate (mean and variance: worst case over the
+    group's values, by the delta method; quantiles: the rank error, a share of the group, of the
+    tree's descent); with private groups, the count at which a group is released with probability
+    1/2 and 0.99. Bounds ``"auto"`` are planned at the bounds given beside them, or as a unit
+    range when both are automatic."""
+    g = aggregation.guarantee()
+    chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
+    std: dict[tuple[str, str], float] = {}
+    for comp, param in aggregation.noise_parameters(chosen):
+        if aggregation.noise == "gaussian":
+            std[(comp.metric, comp.what)] = float(DiscreteGaussian(param).var()) ** 0.5
+        else:
+            std[(comp.metric, comp.what)] = float(DiscreteLaplace(param).var()) ** 0.5
+    specs = {s.name: s for s in aggregation._specs(chosen)}
+    metrics: dict[str, Any] = {}
+    for name, m in aggregation.metrics.items():
+        entry: dict[str, Any] = {"kind": m.kind}
+        if m.kind in ("count", "count_users"):
+            sd = std[(name, "records" if m.kind == "count" else "users")]
+            entry["noise_std"] = sd
+            entry["relative_error_std"] = {n: sd / n for n in sizes}
+        else:
+            spec = specs[name]
+            r = spec.resolution
+            if m.kind == "sum":
+                sd = std[(name, "sum")] * r
+                entry["noise_std"] = sd
+            elif m.kind in ("mean", "variance"):
+                half = max(spec.high - spec.center, spec.center - spec.low)
+                s_sum, s_n = std[(name, "sum")], std[(name, "n")]
+                entry["mean_error_std"] = {
+                    n: r * math.sqrt(s_sum**2 + (half * s_n) ** 2) / n for n in sizes
+                }
+                if m.kind == "variance":
+                    s_sq = std[(name, "squares")]
+                    entry["variance_error_std"] = {
+                        n: r * r * math.sqrt(s_sq**2 + (half * half * s_n) ** 2) / n for n in sizes
+                    }
+            else:
+                levels, b = TREE
+                sd = std[(name, "tree")] * math.sqrt(levels * (b - 1) / 2)
+                entry["rank_error_std"] = {n: sd / n for n in sizes}
+            entry["resolution"] = r
+        metrics[name] = entry
+    report: dict[str, Any] = {
+        "release": "aggregate",
+        "guarantee": {"epsilon": g.epsilon, "delta": g.delta},
+        "neighbouring": aggregation.neighbouring.describe(),
+        "noise": aggregation.noise,
+        "groups": "public" if aggregation.partitions is not None else "chosen privately",
+        "metrics": metrics,
+    }
+    sel = aggregation._selector
+    if sel is not None:
+        top = 2_000
+        if aggregation.user_level:
+            curve = sel.ever_released(np.arange(top + 1) * sel.scale)
+        else:
+            curve = sel.reporting_probability(top)
+        for level, label in (
+            (0.5, "released_with_probability_one_half_at"),
+            (0.99, "released_with_probability_0.99_at"),
+        ):
+            hit = np.flatnonzero(np.asarray(curve) >= level)
+            report[label] = int(hit[0]) if hit.size else None
+    return report
+
+
+def _planned_bounds(metric: Metric) -> tuple[float, float]:
+    """Bounds to plan an ``"auto"`` metric at: the given one and one unit beyond it."""
+    lo, hi = metric.lower, metric.upper
+    if isinstance(lo, int | float) and not isinstance(lo, str):
+        return float(lo), float(lo) + 1.0
+    if isinstance(hi, int | float) and not isinstance(hi, str):
+        return float(hi) - 1.0, float(hi)
+    return 0.0, 1.0

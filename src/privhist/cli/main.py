@@ -227,6 +227,12 @@ def _histogram_parser(sub: Any) -> None:
     _privacy_args(h)
     h.add_argument("--domain", help="file with the public key domain, one key per line")
     h.add_argument("--output", "-o", help="output file (default: CSV on stdout)")
+    h.add_argument(
+        "--top",
+        type=int,
+        help="on stdout, only the K rows of largest count, largest first (the file and the "
+        "release keep every row, in key order)",
+    )
     h.add_argument("--format", choices=["csv", "json", "parquet"], help="output format")
     h.add_argument(
         "--no-csv-escape",
@@ -520,6 +526,8 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
 
     if args.output is None and args.format not in (None, "csv"):
         raise ValidationError("--format", "histogram", "csv when writing to stdout", args.format)
+    if args.top is not None and args.top < 1:
+        raise ValidationError("--top", "histogram", "an integer >= 1", args.top)
     session = session_for(args, "histogram")
     release = session.histogram(
         args.input,
@@ -545,10 +553,29 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
     if isinstance(release, DryRun):
         return print_dry_run(release, args.json)
     if args.output is None:
-        sys.stdout.write(release_to_csv(release, escape_formulas=not args.no_csv_escape))
+        text = release_to_csv(release, escape_formulas=not args.no_csv_escape)
+        sys.stdout.write(_shown(text, release, args.top))
         sys.stdout.flush()
     _summary(release)
     return 0
+
+
+def _shown(text: str, release: Any, top: int | None) -> str:
+    """The CSV rows as printed: keys that are all integers in numeric order (1, 2, 10 rather than
+    1, 10, 2; the order of the released set, so it says nothing more), or with ``--top K`` the K
+    rows of largest count first."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= 2:
+        return text
+    head, rows = lines[0], lines[1:]
+    keys = [str(k) for k in release.keys.tolist()]
+    order = list(range(len(rows)))
+    if all(k.lstrip("-").isdigit() for k in keys):
+        order.sort(key=lambda i: int(keys[i]))
+    if top is not None and release.values is not None:
+        values = release.values.tolist()
+        order = sorted(order, key=lambda i: -values[i])[:top]
+    return head + "".join(rows[i] for i in order)
 
 
 def _is_fimi(path: str) -> bool:
@@ -574,8 +601,13 @@ def _summary(release: Any) -> None:
     if isinstance(effective, float) and effective < g["epsilon"] * (1 - 1e-9):
         parts.append(f"effective epsilon {effective:.6g} of the requested {g['epsilon']:.6g}")
     facts = []
-    if "distinct_keys_counted" in info:
-        facts.append(f"{info['distinct_keys_counted']} distinct keys")
+    before, kept = info.get("distinct_keys"), info.get("distinct_keys_counted")
+    if before is not None:
+        facts.append(f"{before} distinct keys")
+        if kept is not None and kept != before:
+            facts.append(f"{kept} of them kept after bounding")
+    elif kept is not None:
+        facts.append(f"{kept} distinct keys")
     if "users" in info:
         facts.append(f"{info['users']} users")
     if info.get("null_keys"):

@@ -104,8 +104,10 @@ def histogram(
     if name == "default" and user_level and no_cap and domain is None:
         # user-level data with no cap given: the most accurate release measured
         name = USER_LEVEL_DEFAULT
+        _needs_delta(fn, delta)
     if max_partitions == "auto" and name == "default":
         name = USER_LEVEL_DEFAULT
+        _needs_delta(fn, delta)
     auto = "auto" in (max_partitions, max_per_partition)
     if name in registry.weighted_registry():
         return _weighted(
@@ -135,6 +137,19 @@ def histogram(
     )
     mech = mechanism(name, epsilon, delta, nb, domain, confidence, dict(options))
     return mech, mech, {"mechanism": mech.name}
+
+
+def _needs_delta(fn: str, delta: float) -> None:
+    """The user-level default (cumulative-sips) needs a delta: say so, and what would not."""
+    if delta <= 0:
+        raise ValidationError(
+            "delta",
+            fn,
+            f"> 0 for the default mechanism of user-level data ({USER_LEVEL_DEFAULT}); with "
+            "delta 0 give a cap (max_partitions) and a pure-DP mechanism: dense or "
+            "basic-geometric with a public domain, or pure-sparse",
+            delta,
+        )
 
 
 def _weighted(

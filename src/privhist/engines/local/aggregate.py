@@ -15,7 +15,7 @@ on their order or partitioning, so every engine makes the same ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,13 +70,30 @@ def group_frame(
     return lf.select(exprs), types
 
 
-def fixed_point(column: pl.Expr, spec: ValueSpec) -> pl.Expr:
-    """A value column as clamped fixed-point units ``floor(x / resolution + 1/2)`` (null when the
-    cell is empty or not a finite number)."""
+def parsed(column: pl.Expr) -> pl.Expr:
+    """A value column's cells as numbers: each read as text and parsed on its own (null when
+    empty, not a number, or not finite)."""
     x = column.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
-    x = pl.when(x.is_finite()).then(x)
-    v = (x / spec.resolution + 0.5).floor()
-    return v.clip(spec.low, spec.high).cast(pl.Int64)
+    return pl.when(x.is_finite()).then(x)
+
+
+def with_units(
+    df: pl.DataFrame, specs: Sequence[ValueSpec], columns: Sequence[str]
+) -> pl.DataFrame:
+    """``df`` (with parsed value columns ``x0, x1, ...`` for ``columns``) with each spec's clamped
+    fixed-point units ``s0, s1, ...``: ``floor(x / resolution + 1/2)`` computed by NumPy's true
+    IEEE division (every engine converts with this function, so all agree to the unit; Polars'
+    division by a constant multiplies by its reciprocal, which can differ by one unit at a half).
+    """
+    index = {c: i for i, c in enumerate(columns)}
+    added = []
+    for j, spec in enumerate(specs):
+        x = df[f"x{index[spec.column]}"].to_numpy().astype(np.float64)
+        valid = ~np.isnan(x)
+        v = np.floor(np.where(valid, x, 0.0) / spec.resolution + 0.5)
+        v = np.clip(v, spec.low, spec.high).astype(np.int64)
+        added.append(pl.Series(f"s{j}", v, dtype=pl.Int64).scatter(np.flatnonzero(~valid), None))
+    return df.with_columns(added).drop([f"x{i}" for i in range(len(columns))])
 
 
 def aggregates(
@@ -92,10 +109,8 @@ def aggregates(
     index = {c: i for i, c in enumerate(columns)}
     user_level = request.fields.user_level
     exprs = [pl.col("key")] + ([pl.col("user")] if user_level else [])
-    exprs += [
-        fixed_point(pl.col(f"v{index[s.column]}"), s).alias(f"s{j}") for j, s in enumerate(specs)
-    ]
-    df: pl.DataFrame = collect(lf.select(exprs))
+    exprs += [parsed(pl.col(f"v{index[c]}")).alias(f"x{index[c]}") for c in columns]
+    df: pl.DataFrame = with_units(collect(lf.select(exprs)), specs, columns)
     facts: dict[str, Any] = {"records": df.height, "null_groups": int(df["key"].null_count())}
     keep = pl.col("key").is_not_null()
     if user_level:
@@ -109,7 +124,7 @@ def aggregates(
         facts["records_outside_groups"] = int((~inside).sum())
         df = df.filter(inside)
     if user_level:
-        df, bounded = _bound(df, request, len(specs), LazyPriorities(rng))
+        df, bounded = bound(df, request, len(specs), LazyPriorities(rng))
         facts["users"] = int(df["user"].n_unique()) if df.height else 0
         facts.update(bounded)
     facts["records_kept"] = df.height
@@ -123,9 +138,15 @@ def _group_array(groups: Sequence[Any], dtype: pl.DataType) -> npt.NDArray[Any]:
     return np.array(sorted({str(g) for g in groups}), dtype=object)
 
 
-def _bound(
-    df: pl.DataFrame, request: GroupAggregates, n_specs: int, prio: LazyPriorities
+def bound(
+    df: pl.DataFrame,
+    request: GroupAggregates,
+    n_specs: int,
+    prio: Callable[[Any, Any], npt.NDArray[np.uint64]],
 ) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The records of each user bounded to ``k`` groups and ``c`` records per group (module
+    notes), with the numbers of users and of (user, group) pairs bounded; ``prio`` gives the
+    priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`)."""
     k = request.max_partitions or 1
     c = request.max_per_partition or 1
     facts = {"users_bounded": 0, "pairs_bounded": 0}

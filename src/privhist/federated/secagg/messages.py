@@ -49,6 +49,10 @@ from privhist.federated.secagg.shamir import PRIME, SHARE_BYTES
 I64 = npt.NDArray[np.int64]
 
 VERSION = 2
+#: the gRPC service that carries the messages (:mod:`privhist.federated.secagg.runtime`)
+SERVICE = "privhist.federated.v1.SecAgg"
+#: bound on a JSON control request (``Join``, ``NextRound``)
+MAX_CONTROL_BYTES = 1 << 12
 #: deepest JSON nesting any message or control request may have
 MAX_DEPTH = 8
 #: server's sender id in messages it sends

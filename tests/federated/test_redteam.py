@@ -260,7 +260,10 @@ def test_a_bad_share_is_caught_and_the_sum_is_exact(
     d.honest(honest)
     d.honest([1], make_protocol=_off_by_one)
     out = d.finish()
-    assert out["release"] == {"sum": exact_sum(params, list(range(clients))), "contributors": clients}
+    assert out["release"] == {
+        "sum": exact_sum(params, list(range(clients))),
+        "contributors": clients,
+    }
     culprits = d.coord.records[-1].culprits
     assert list(culprits) == [1] and "does not match" in culprits[1]
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from privhist.federated.secagg import client as _client
+from privhist.federated.secagg.protocol import STAGES
 
-STAGE_NAMES = list(_client.STAGES)
+STAGE_NAMES = list(STAGES)
 add_arguments = _client.add_arguments
 main = _client.main
 

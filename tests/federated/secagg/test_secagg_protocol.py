@@ -247,7 +247,7 @@ def test_clients_reject_inconsistent_server_messages() -> None:
     with pytest.raises(ProtocolError, match="authentication"):
         c0.handle(Message("forward", 11, -1, {"inbox": forged}))
     # a share that does not match the commitment its dealer published names the dealer
-    v, ct, kc, sc = fwd.body["inbox"][0]
+    v, ct, kc, _sc = fwd.body["inbox"][0]
     lying = [(v, ct, kc, bytes(16)), *fwd.body["inbox"][1:]]
     with pytest.raises(ProtocolError, match=f"shares of client {v} do not match"):
         c0.handle(Message("forward", 11, -1, {"inbox": lying}))

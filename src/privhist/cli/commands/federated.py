@@ -123,7 +123,9 @@ def register(sub: Any) -> None:
     _task_arguments(s)
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
-    s.add_argument("--ca", help="the deployment CA's certificate: clients must present one it signed")
+    s.add_argument(
+        "--ca", help="the deployment CA's certificate: clients must present one it signed"
+    )
     s.add_argument("--tls-key", help="the server's PEM private key (from 'credentials')")
     s.add_argument("--tls-cert", help="the server's PEM certificate")
     s.add_argument(
@@ -159,7 +161,10 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
     if args.min_contributors is not None:
         if args.min_contributors > args.clients:
             raise ValidationError(
-                "--min-contributors", FN, f"at most --clients ({args.clients})", args.min_contributors
+                "--min-contributors",
+                FN,
+                f"at most --clients ({args.clients})",
+                args.min_contributors,
             )
         params["min_contributors"] = args.min_contributors
     if args.task == "sample-threshold":
@@ -171,7 +176,9 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
         )
     elif args.task == "tffe":
         if args.dimension > 1024:
-            raise ValidationError("--dimension", f"{FN} --task tffe", "at most 1024", args.dimension)
+            raise ValidationError(
+                "--dimension", f"{FN} --task tffe", "at most 1024", args.dimension
+            )
         params.update(
             dimension=args.dimension, max_items=args.max_items, bits=args.bits, theta=args.theta
         )

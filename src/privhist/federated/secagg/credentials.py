@@ -57,7 +57,9 @@ def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
-def _builder(subject: str, issuer: x509.Name, public: ec.EllipticCurvePublicKey, days: int) -> x509.CertificateBuilder:
+def _builder(
+    subject: str, issuer: x509.Name, public: ec.EllipticCurvePublicKey, days: int
+) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
@@ -200,7 +202,9 @@ def read_pem(path: str | os.PathLike[str], what: str, function: str, parameter: 
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise ValidationError(parameter, function, f"a readable PEM {what} file", f"{p} ({exc.strerror})") from None
+        raise ValidationError(
+            parameter, function, f"a readable PEM {what} file", f"{p} ({exc.strerror})"
+        ) from None
     try:
         if what == "key":
             serialization.load_pem_private_key(data, password=None)
@@ -222,7 +226,9 @@ def check_pair(key_pem: bytes, cert_pem: bytes, function: str) -> None:
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     if not same:
-        raise ValidationError("--tls-cert", function, "the certificate of --tls-key", "another key's")
+        raise ValidationError(
+            "--tls-cert", function, "the certificate of --tls-key", "another key's"
+        )
 
 
 def check_signed_by(cert_pem: bytes, ca_pem: bytes, function: str, parameter: str) -> None:
@@ -232,4 +238,6 @@ def check_signed_by(cert_pem: bytes, ca_pem: bytes, function: str, parameter: st
     try:
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature):
-        raise ValidationError(parameter, function, "a certificate signed by --ca", "another issuer's") from None
+        raise ValidationError(
+            parameter, function, "a certificate signed by --ca", "another issuer's"
+        ) from None

@@ -130,9 +130,7 @@ def agree(private: bytes | X25519PrivateKey, public: bytes, info: bytes, round_i
     the all-zero secret, which ``cryptography`` refuses).
     """
     check_public_key(public, "agree")
-    key = (
-        X25519PrivateKey.from_private_bytes(private) if isinstance(private, bytes) else private
-    )
+    key = X25519PrivateKey.from_private_bytes(private) if isinstance(private, bytes) else private
     try:
         secret = key.exchange(X25519PublicKey.from_public_bytes(public))
     except ValueError as exc:

@@ -101,7 +101,7 @@ def _list(value: Any, item: Callable[[Any], Any], max_items: int = MAX_CLIENTS) 
 def _tuple(value: Any, *items: Callable[[Any], Any]) -> tuple[Any, ...]:
     if type(value) is not list or len(value) != len(items):
         raise ProtocolError(f"expected a list of {len(items)} entries")
-    return tuple([f(v) for f, v in zip(items, value)])
+    return tuple([f(v) for f, v in zip(items, value, strict=True)])
 
 
 _cid = _int(0, MAX_CLIENTS - 1)
@@ -194,6 +194,7 @@ SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
     "unmask": {"key_shares": _shares, "seed_shares": _shares},
     "done": {"ok": _bool, "reason": _reason},
 }
+
 
 def _b64s(raw: bytes) -> str:
     return base64.b64encode(raw).decode()

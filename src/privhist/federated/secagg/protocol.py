@@ -137,7 +137,9 @@ class RoundConfig:
         if not isinstance(self.round_id, int) or not 0 <= self.round_id < 1 << 63:
             raise ValidationError("round_id", fn, "an integer in [0, 2**63)", self.round_id)
         if not isinstance(self.dimension, int) or not 1 <= self.dimension <= MAX_DIMENSION:
-            raise ValidationError("dimension", fn, f"an integer in [1, {MAX_DIMENSION}]", self.dimension)
+            raise ValidationError(
+                "dimension", fn, f"an integer in [1, {MAX_DIMENSION}]", self.dimension
+            )
         ids = list(self.clients)
         if len(set(ids)) != len(ids) or any(not 0 <= i < MAX_CLIENTS for i in ids):
             raise ValidationError("clients", fn, "distinct ids in [0, 2**20)", ids[:10])
@@ -724,7 +726,9 @@ class SecAggServer:
             sk = sk_int.to_bytes(32, "big") if sk_int < 1 << 256 else b""
             if not sk or crypto.public_key(sk) != adv[v].body["s_pk"]:
                 self.culprits[v] = "dealt shares of a key that does not match its s_pk"
-                raise ProtocolError(f"client {v} dealt shares of a key that does not match its s_pk")
+                raise ProtocolError(
+                    f"client {v} dealt shares of a key that does not match its s_pk"
+                )
             keys[v] = sk
         total = np.zeros(d, dtype=np.int64)
         for u in u3:

@@ -53,7 +53,6 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -393,9 +392,7 @@ class Coordinator:
             server.receive(msg, caller.client)
             self._cond.notify_all()
             deadline = time.monotonic() + 2 * self.stage_timeout + 5.0
-            self._wait(
-                context, deadline, lambda: self._closed > stage_index, "the stage to close"
-            )
+            self._wait(context, deadline, lambda: self._closed > stage_index, "the stage to close")
             reply = self._replies[stage_index].get(msg.sender)
             if reply is None:  # the stage closed without this client (aborted round)
                 done = Message(
@@ -540,7 +537,9 @@ def start_server(
     except ValueError as exc:
         if isinstance(exc, ValidationError):
             raise
-        raise ValidationError("--tls-key", fn, "a PEM key and its certificate", "unreadable") from None
+        raise ValidationError(
+            "--tls-key", fn, "a PEM key and its certificate", "unreadable"
+        ) from None
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(_handler(coordinator, fn))
         for name, fn in (
@@ -692,4 +691,3 @@ def run_local(
                     "stderr": err.decode().strip()[-300:],
                 }
     return RunResult(release, coord.records, results, time.monotonic() - t0)
-

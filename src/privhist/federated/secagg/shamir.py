@@ -148,4 +148,3 @@ class Weights:
         for x, y, u in zip(self.xs, ys, self.us, strict=True):
             acc += y * u % PRIME * (x * pow(x - challenge, e, PRIME))
         return acc % PRIME == 0
-

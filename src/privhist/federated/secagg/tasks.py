@@ -113,7 +113,9 @@ def check_guarantee(
 MAX_TASK_CLIENTS = 1 << 20
 
 
-def _param(params: Mapping[str, Any], name: str, lo: float, hi: float, fn: str, kind: type = int) -> Any:
+def _param(
+    params: Mapping[str, Any], name: str, lo: float, hi: float, fn: str, kind: type = int
+) -> Any:
     value = params[name]
     ok = not isinstance(value, bool) and isinstance(value, int | float if kind is float else int)
     if not ok or not lo <= value <= hi:

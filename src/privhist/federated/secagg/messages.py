@@ -1,8 +1,9 @@
 """The protocol's messages: typed, versioned, schema-checked JSON (never pickle).
 
-Every message is one JSON object ``{"v": 1, "type": ..., "round": ..., "sender": ..., ...}``;
-byte strings travel as base64, masked vectors as base64 of fixed-width little-endian integers
-(``ceil(bitlen(q - 1) / 8)`` bytes each). :func:`decode` checks, before anything else reads the
+Every message is one JSON object ``{"v": 2, "type": ..., "round": ..., "sender": ..., ...}``;
+byte strings travel as base64; the masked vector travels as raw bytes after the JSON object and
+one NUL byte (the object gives its length), fixed-width little-endian integers of
+``ceil(bitlen(q - 1) / 8)`` bytes each. :func:`decode` checks, before anything else reads the
 message, its total size, the version, the type, the exact set of fields and each field's kind
 and range; anything else raises :class:`~privhist.core.errors.ProtocolError`. JSON nested
 deeper than :data:`MAX_DEPTH` is refused before it is parsed (:func:`loads`). Whether a message
@@ -174,12 +175,19 @@ def _reason(value: Any) -> str:
 
 
 def _vector(value: Any) -> bytes:
-    return _b64(value, MAX_MESSAGE_BYTES)
+    if not isinstance(value, bytes):  # only ever set by decode from the attachment
+        raise ProtocolError("expected the attached bytes")
+    return value
 
 
 def _digest(value: Any) -> bytes:
     return _b64(value, 32, 32)
 
+
+#: fields carried as raw bytes after the JSON head and a NUL byte (JSON text never holds a raw
+#: NUL), the head giving their length: the masked vector, so it costs its own size on the wire
+ATTACHED = frozenset({"y"})
+_WITH_ATTACHMENT = frozenset({"masked"})
 
 #: the fields of every message type and the check of each (decoded values)
 SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
@@ -214,7 +222,6 @@ _ENCODERS: dict[str, Callable[[Any], Any]] = {
         [i, base64.b64encode(ct).decode(), base64.b64encode(k).decode(), _b64s(s)]
         for i, ct, k, s in rows
     ],
-    "y": lambda b: base64.b64encode(b).decode(),
     "ids": list,
     "digest": lambda b: base64.b64encode(b).decode(),
     "key_shares": lambda rows: [
@@ -248,9 +255,15 @@ class Message:
             "round": self.round,
             "sender": self.sender,
         }
+        attached = b""
         for name, value in self.body.items():
-            obj[name] = _ENCODERS[name](value)
-        return json.dumps(obj, separators=(",", ":")).encode()
+            if name in ATTACHED:
+                attached = bytes(value)
+                obj[name] = len(attached)
+            else:
+                obj[name] = _ENCODERS[name](value)
+        head = json.dumps(obj, separators=(",", ":")).encode()
+        return head + b"\x00" + attached if self.type in _WITH_ATTACHMENT else head
 
 
 def decode(data: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
@@ -259,7 +272,9 @@ def decode(data: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
         raise ProtocolError("decode: a message must be bytes")
     if len(data) > max_bytes:
         raise ProtocolError(f"decode: message of {len(data)} bytes exceeds {max_bytes}")
-    obj = loads(bytes(data), "decode")
+    raw = bytes(data)
+    head, nul, attached = raw.partition(b"\x00")
+    obj = loads(head, "decode")
     if not isinstance(obj, dict):
         raise ProtocolError("decode: a message is a JSON object")
     if obj.get("v") != VERSION:
@@ -271,8 +286,14 @@ def decode(data: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
     expected = {"v", "type", "round", "sender", *spec}
     if set(obj) != expected:
         raise ProtocolError(f"decode: fields of '{kind}' must be {sorted(expected)}")
+    if bool(nul) != (kind in _WITH_ATTACHMENT):
+        raise ProtocolError(f"decode: '{kind}' {'needs' if not nul else 'takes no'} attachment")
     rnd = _int(0, (1 << 63) - 1)(obj["round"])
     sender = _int(SERVER, MAX_CLIENTS - 1)(obj["sender"])
+    for name in ATTACHED & set(spec):
+        if type(obj[name]) is not int or obj[name] != len(attached):
+            raise ProtocolError(f"decode: field '{name}' must give the attachment's length")
+        obj[name] = attached
     body = {}
     for name, check in spec.items():
         try:

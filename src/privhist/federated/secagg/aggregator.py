@@ -164,7 +164,8 @@ MAX_SECAGG_SECONDS = 60.0
 _KEYPAIR_S = 70e-6  # X25519 key pair from a seed
 _AGREE_S = 40e-6  # X25519 exchange + HKDF
 _PAIR_MISC_S = 40e-6  # per neighbour and client: AES-GCM both ways, commitments, encodings
-_MULMOD_S = 0.6e-6  # one step of Horner's rule or of an interpolation over GF(2**256 + 297)
+_HORNER_S = 0.15e-6  # one step of Horner's rule (dealing a share)
+_INTERPOLATE_S = 0.05e-6  # one small-integer product of an interpolation's weights
 _PRG_CALL_S = 10e-6  # one mask expansion, fixed part
 _PRG_ENTRY_S = 12e-9  # one mask entry (AES-CTR, rejection, modular addition)
 _CLIENT_MISC_S = 300e-6  # per client and round: messages, state
@@ -217,7 +218,8 @@ def round_cost(variant: str, n: int, d: int, neighbours: int, threshold: int) ->
         2 * n * _KEYPAIR_S
         + n * k * _AGREE_S
         + n * k * _PAIR_MISC_S
-        + (2 * n * s * t + n * s * s) * _MULMOD_S
+        + 2 * n * s * t * _HORNER_S
+        + n * s * s * _INTERPOLATE_S
         + n * (k + 2) * (_PRG_CALL_S + d * _PRG_ENTRY_S)
         + n * _CLIENT_MISC_S
     )

@@ -498,3 +498,10 @@ def test_an_aborted_round_raises() -> None:
         SecAggregator(101, 2, variant="secagg", dropouts={"masked": {0, 1}}).aggregate(
             [np.zeros((3, 2), dtype=np.int64)]
         )
+
+
+def test_the_cli_names_the_protocols_stages() -> None:
+    from privhist.cli.commands.federated import STAGE_NAMES
+    from privhist.federated.secagg.protocol import STAGES
+
+    assert STAGE_NAMES == STAGES

@@ -1,18 +1,29 @@
 """``privhist federated client``: a thin wrapper of :mod:`privhist.federated.secagg.client`
-(the process ``privhist federated run`` starts is that module itself)."""
+(the process ``privhist federated run`` starts is that module itself). It is imported when the
+command line is built, so it loads the client (and NumPy) only when the command runs."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
-from privhist.federated.secagg import client as _client
-from privhist.federated.secagg.protocol import STAGES
 
-STAGE_NAMES = list(STAGES)
-add_arguments = _client.add_arguments
-main = _client.main
+def add_arguments(c: argparse.ArgumentParser) -> None:
+    """The client's flags (:func:`privhist.federated.secagg.client.add_arguments`)."""
+    from privhist.federated.secagg import client
+
+    client.add_arguments(c)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run one client from the parsed flags of ``privhist federated client``."""
-    return _client.run(args)
+    from privhist.federated.secagg import client
+
+    return client.run(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``privhist federated client`` as a function (one line on stderr on errors)."""
+    from privhist.federated.secagg import client
+
+    return client.main(argv)

@@ -23,7 +23,8 @@ from privhist.cli import federated_client
 from privhist.core.errors import ValidationError
 
 FN = "privhist federated"
-STAGE_NAMES = federated_client.STAGE_NAMES
+#: the protocol's stages (privhist.federated.secagg.protocol.STAGES, not imported at start-up)
+STAGE_NAMES = ("advertise", "shares", "masked", "ack", "unmask")
 
 #: (flag, attribute, lowest, highest, integer?) of every number; None: no bound on that side
 _BOUNDS: list[tuple[str, str, float, float, bool]] = [

@@ -335,6 +335,11 @@ class SecAggregator(SecureAggregator):
             self.dropouts,
             shared_agreements=True,
         )
+        # keep what describes the round (graph, survivors, culprits, costs), not its messages
+        outcome.clients.clear()
+        outcome.server.transcript.clear()
+        for received in outcome.server.received.values():
+            received.clear()
         self.last = outcome
         server = outcome.server
         if server.stage is not Stage.DONE:

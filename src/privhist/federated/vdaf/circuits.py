@@ -86,7 +86,7 @@ def _chunked_range_check(
         powers[:, k : k + m] = powers[:, :m] * powers[:, k - 1 : k]
         k += m
     inputs = field.stack([powers * x, x - _shares_inv(field, num_shares)], axis=-1)
-    out = call(0, inputs.reshape(calls, 2 * chunk))
+    out: FieldVec = call(0, inputs.reshape(calls, 2 * chunk))
     return out.sum(axis=0)
 
 
@@ -110,7 +110,7 @@ class Count(Valid[int, int]):
     def eval(
         self, meas: FieldVec, joint_rand: FieldVec, num_shares: int, call: GadgetCall
     ) -> FieldVec:
-        sq = call(0, self.field.stack([meas[:1], meas[:1]], axis=-1))
+        sq: FieldVec = call(0, self.field.stack([meas[:1], meas[:1]], axis=-1))
         return sq - meas[:1]
 
     def truncate(self, meas: FieldVec) -> FieldVec:

@@ -217,7 +217,7 @@ class FieldVec:
         if isinstance(other, FieldVec):
             if type(other) is not type(self):
                 raise ValidationError("operand", self.NAME, f"a {self.NAME} vector", other.NAME)
-            return other  # type: ignore[return-value]
+            return other
         return self.from_ints(other)
 
     def _pair(self, other: FieldVec | int) -> tuple[U64, U64]:
@@ -310,7 +310,8 @@ def _reduce128_64(lo: U64, hi: U64) -> U64:
     t1 = hi_lo * _EPS64  # hi_lo * 2**64 = hi_lo * (2**32 - 1), < 2**64
     r = t0 + t1
     r = np.where(r < t1, r + _EPS64, r)  # carry: +2**64 = +(2**32 - 1)
-    return np.where(r >= _P64_U, r - _P64_U, r)
+    out: U64 = np.where(r >= _P64_U, r - _P64_U, r)
+    return out
 
 
 class Field64(FieldVec):

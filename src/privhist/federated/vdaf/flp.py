@@ -237,16 +237,14 @@ class Flp(Generic[M, R]):
             if done[i] + calls > valid.GADGET_CALLS[i]:
                 raise ValidationError("calls", valid.NAME, f"<= {valid.GADGET_CALLS[i]}", calls)
             recorded[i].append(inp)
-            out = outputs(i, inp, done[i])
+            out: FieldVec = outputs(i, inp, done[i])
             done[i] += calls
             return out
 
         out = valid.eval(meas, joint_rand, num_shares, call)
         if done != valid.GADGET_CALLS:
             raise ValidationError("calls", valid.NAME, str(valid.GADGET_CALLS), done)
-        inputs = [
-            rec[0] if len(rec) == 1 else self.field.concat(rec, axis=0) for rec in recorded
-        ]
+        inputs = [rec[0] if len(rec) == 1 else self.field.concat(rec, axis=0) for rec in recorded]
         return out, inputs
 
     def _wires(self, seeds: FieldVec, inputs: FieldVec, calls: int) -> FieldVec:

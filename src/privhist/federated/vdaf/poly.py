@@ -30,7 +30,7 @@ from typing import TypeVar
 import numpy as np
 
 from privhist.core.errors import ValidationError
-from privhist.federated.vdaf.field import FieldVec
+from privhist.federated.vdaf.field import FIELDS, FieldVec
 
 V = TypeVar("V", bound=FieldVec)
 
@@ -55,8 +55,9 @@ def _bitrev(n: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=256)
-def _stage_twiddles(field: type[FieldVec], n: int, inverse: bool) -> list[FieldVec]:
+def _stage_twiddles(name: str, n: int, inverse: bool) -> list[FieldVec]:
     """For each butterfly layer of half-size ``m``: the powers ``w_{2m}**j``, ``j < m``."""
+    field = FIELDS[name]
     p = field.MODULUS
     out = []
     m = 1
@@ -82,7 +83,7 @@ def ntt(x: V, inverse: bool = False) -> V:
     lead = x.shape[:-1]
     y = x[..., _bitrev(n)]
     m = 1
-    for tw in _stage_twiddles(field, n, inverse):
+    for tw in _stage_twiddles(field.NAME, n, inverse):
         blocks = y.reshape(*lead, n // (2 * m), 2, m)
         even = blocks[..., 0, :]
         odd = blocks[..., 1, :] * tw
@@ -98,7 +99,8 @@ def inv_ntt(x: V) -> V:
 
 
 @lru_cache(maxsize=256)
-def _coset_scale(field: type[FieldVec], n: int) -> FieldVec:
+def _coset_scale(name: str, n: int) -> FieldVec:
+    field = FIELDS[name]
     p = field.MODULUS
     s = field.nth_root(2 * n)
     powers = [1] * n
@@ -111,7 +113,7 @@ def double_evaluations(x: V) -> V:
     """The ``2n`` values at the ``2n``-th roots from the ``n`` values on the last axis
     (draft ``Lagrange.double_evaluations``: even points are the inputs, odd points ``s w**i``)."""
     n = x.shape[-1]
-    odd = ntt(inv_ntt(x) * _coset_scale(type(x), n))
+    odd = ntt(inv_ntt(x) * _coset_scale(type(x).NAME, n))
     both = type(x).stack([x, odd], axis=-1)  # (..., n, 2)
     return both.reshape(*x.shape[:-1], 2 * n)
 

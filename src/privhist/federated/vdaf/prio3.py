@@ -36,7 +36,7 @@ from privhist.federated.vdaf.circuits import (
     SumVec,
 )
 from privhist.federated.vdaf.field import Field64, Field128, FieldVec
-from privhist.federated.vdaf.flp import Flp, Valid
+from privhist.federated.vdaf.flp import Flp
 from privhist.federated.vdaf.xof import Xof, XofTurboShake128
 
 VERSION = 18
@@ -218,13 +218,21 @@ class Prio3(Generic[M, R]):
         Raises:
             ValidationError: Wrong nonce or randomness size, or an invalid measurement.
         """
+        return self.shard_encoded(ctx, self.flp.encode(measurement), nonce, rand)
+
+    def shard_encoded(
+        self, ctx: bytes, meas: FieldVec, nonce: bytes, rand: bytes
+    ) -> tuple[list[bytes] | None, list[InputShare]]:
+        """:meth:`shard` of an already encoded measurement, valid or not (a client that does
+        not follow the encoding, as a malicious one may, produces such reports)."""
         if len(nonce) != self.NONCE_SIZE:
             raise ValidationError("nonce", "shard", f"{self.NONCE_SIZE} bytes", len(nonce))
         if len(rand) != self.RAND_SIZE:
             raise ValidationError("rand", "shard", f"{self.RAND_SIZE} bytes", len(rand))
+        if meas.shape != (self.flp.MEAS_LEN,) or type(meas) is not self.field:
+            raise ValidationError("meas", "shard", f"{self.flp.MEAS_LEN} elements", meas.shape)
         s = self.xof.SEED_SIZE
         seeds = [rand[i : i + s] for i in range(0, self.RAND_SIZE, s)]
-        meas = self.flp.encode(measurement)
         flp = self.flp
         k = self.SHARES - 1
         if self.uses_joint_rand:
@@ -454,9 +462,7 @@ class Prio3(Generic[M, R]):
     def upload_size(self) -> int:
         """Bytes a client sends: public share plus every input share (and the nonce)."""
         s = self.xof.SEED_SIZE * self.SHARES if self.uses_joint_rand else 0
-        return (
-            self.NONCE_SIZE + s + sum(self.input_share_size(j) for j in range(self.SHARES))
-        )
+        return self.NONCE_SIZE + s + sum(self.input_share_size(j) for j in range(self.SHARES))
 
 
 # --------------------------------------------------------------------------------------------

@@ -193,3 +193,81 @@ def check_file(path: str | Path) -> VectorResult:
     if not isinstance(data, dict):
         return VectorResult(str(path), variant, False, failures=["not a JSON object"])
     return run_vector(data, variant, str(path))
+
+
+def generate_vector(
+    vdaf: Prio3[Any, Any],
+    params: Mapping[str, Any],
+    measurements: list[Any],
+    ctx: bytes = b"some application",
+) -> dict[str, Any]:
+    """A test vector in the draft's schema for ``measurements``, with the draft generator's
+    regular inputs (``rand``, nonce and verification key ``i % 256``).
+
+    Produced by this implementation: it documents our outputs (for other implementations to
+    compare with); it is not evidence of agreement with the draft by itself.
+    """
+
+    def regular(n: int) -> bytes:
+        return bytes(i % 256 for i in range(n))
+
+    key, nonce = regular(vdaf.VERIFY_KEY_SIZE), regular(vdaf.NONCE_SIZE)
+    reports: list[dict[str, Any]] = []
+    ops: list[dict[str, Any]] = []
+    aggs = [vdaf.agg_init() for _ in range(vdaf.SHARES)]
+    for r, m in enumerate(measurements):
+        rand = regular(vdaf.RAND_SIZE)
+        public, shares = vdaf.shard(ctx, m, nonce, rand)
+        ops.append({"operation": "shard", "report_index": r, "success": True})
+        inits = [vdaf.verify_init(key, ctx, j, nonce, public, s) for j, s in enumerate(shares)]
+        ops += [
+            {"operation": "verify_init", "aggregator_id": j, "report_index": r, "success": True}
+            for j in range(vdaf.SHARES)
+        ]
+        msg = vdaf.verifier_shares_to_message(ctx, [vs for _, vs in inits])
+        ops.append(
+            {
+                "operation": "verifier_shares_to_message",
+                "report_index": r,
+                "round": 0,
+                "success": True,
+            }
+        )
+        outs = [vdaf.verify_next(st, msg) for st, _ in inits]
+        ops += [
+            {
+                "operation": "verify_next",
+                "aggregator_id": j,
+                "report_index": r,
+                "round": 1,
+                "success": True,
+            }
+            for j in range(vdaf.SHARES)
+        ]
+        aggs = [vdaf.agg_update(a, o) for a, o in zip(aggs, outs, strict=True)]
+        reports.append(
+            {
+                "measurement": m,
+                "nonce": nonce.hex(),
+                "rand": rand.hex(),
+                "public_share": vdaf.encode_public_share(public).hex(),
+                "input_shares": [vdaf.encode_input_share(s).hex() for s in shares],
+                "verifier_shares": [[vdaf.encode_verifier_share(vs).hex() for _, vs in inits]],
+                "verifier_messages": [vdaf.encode_verifier_message(msg).hex()],
+                "out_shares": [o.encode().hex() for o in outs],
+            }
+        )
+    ops += [
+        {"operation": "aggregate", "aggregator_id": j, "success": True} for j in range(vdaf.SHARES)
+    ]
+    ops.append({"operation": "unshard", "success": True})
+    return {
+        **dict(params),
+        "ctx": ctx.hex(),
+        "verify_key": key.hex(),
+        "agg_param": "",
+        "reports": reports,
+        "agg_shares": [vdaf.encode_agg_share(a).hex() for a in aggs],
+        "agg_result": vdaf.unshard(aggs, len(measurements)),
+        "operations": ops,
+    }

@@ -116,5 +116,5 @@ class XofFixedKeyAes128(Xof):
         lo, hi = blocks[:, 0], blocks[:, 1]
         sigma = np.stack([hi, hi ^ lo], axis=1).astype("<u8")
         enc = np.frombuffer(self._aes.update(sigma.tobytes()), dtype="<u8").reshape(-1, 2)
-        out = (enc ^ sigma).astype("<u8").tobytes()
+        out = bytes((enc ^ sigma).astype("<u8").tobytes())
         return out[offset : offset + length]

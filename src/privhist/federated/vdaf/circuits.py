@@ -17,10 +17,12 @@ side with typed errors (the draft's ``encode`` assumes valid input).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from privhist.core.errors import ValidationError
-from privhist.federated.vdaf.field import Field64, Field128, FieldVec
+from privhist.federated.vdaf.field import FIELDS, Field64, Field128, FieldVec
 from privhist.federated.vdaf.flp import GadgetCall, Mul, ParallelSum, PolyEval, Valid
 
 
@@ -36,6 +38,12 @@ def _int(value: object, name: str, function: str, lo: int, hi: int) -> int:
 def range_weights(field: type[FieldVec], max_measurement: int) -> FieldVec:
     """Weights of the modified bit encoding: powers of two, the last making the sum
     ``max_measurement`` (draft ``encode_range_checked_int``)."""
+    return _range_weights(field.NAME, max_measurement)
+
+
+@lru_cache(maxsize=64)
+def _range_weights(name: str, max_measurement: int) -> FieldVec:
+    field = FIELDS[name]
     bits = max_measurement.bit_length()
     rest = 2 ** (bits - 1) - 1
     return field.from_ints([1 << i for i in range(bits - 1)] + [max_measurement - rest])
@@ -59,6 +67,12 @@ def _decode_range(field: type[FieldVec], enc: FieldVec, max_measurement: int) ->
 
 
 def _shares_inv(field: type[FieldVec], num_shares: int) -> FieldVec:
+    return _shares_inv_of(field.NAME, num_shares)
+
+
+@lru_cache(maxsize=64)
+def _shares_inv_of(name: str, num_shares: int) -> FieldVec:
+    field = FIELDS[name]
     return field.from_ints(field.inv(num_shares))
 
 

@@ -253,7 +253,7 @@ class Flp(Generic[M, R]):
         p_len = wire_poly_len(calls)
         wires = self.field.zeros((arity, p_len))
         wires[:, 0] = seeds
-        wires[:, 1 : calls + 1] = inputs.moveaxis(0, 1)
+        wires[:, 1 : calls + 1] = inputs.swap()
         return wires
 
     def prove(self, meas: FieldVec, prove_rand: FieldVec, joint_rand: FieldVec) -> FieldVec:

@@ -109,11 +109,26 @@ def _coset_scale(name: str, n: int) -> FieldVec:
     return field.from_ints(powers)
 
 
+@lru_cache(maxsize=64)
+def _odd_matrix(name: str, n: int) -> FieldVec:
+    """The (n, n) matrix mapping values at the ``n``-th roots to values at ``s w**i``."""
+    field = FIELDS[name]
+    eye = field.from_ints(np.eye(n, dtype=np.int64).astype(object))
+    return ntt(inv_ntt(eye) * _coset_scale(name, n))  # row k: the image of unit vector k
+
+
+#: up to this size, the odd-point values are one matrix product (fewer NumPy calls than NTTs)
+DENSE_DOUBLING = 16
+
+
 def double_evaluations(x: V) -> V:
     """The ``2n`` values at the ``2n``-th roots from the ``n`` values on the last axis
     (draft ``Lagrange.double_evaluations``: even points are the inputs, odd points ``s w**i``)."""
     n = x.shape[-1]
-    odd = ntt(inv_ntt(x) * _coset_scale(type(x).NAME, n))
+    if n <= DENSE_DOUBLING:
+        odd = x.dot(_odd_matrix(type(x).NAME, n))  # type: ignore[arg-type]
+    else:
+        odd = ntt(inv_ntt(x) * _coset_scale(type(x).NAME, n))
     both = type(x).stack([x, odd], axis=-1)  # (..., n, 2)
     return both.reshape(*x.shape[:-1], 2 * n)
 
@@ -123,13 +138,25 @@ def poly_mul(p: V, q: V) -> V:
     return double_evaluations(p) * double_evaluations(q)
 
 
-def _roots(field: type[FieldVec], n: int) -> list[int]:
+@lru_cache(maxsize=256)
+def _roots_of(name: str, n: int) -> tuple[int, ...]:
+    field = FIELDS[name]
     p = field.MODULUS
     w = field.nth_root(n)
     out = [1] * n
     for i in range(1, n):
         out[i] = out[i - 1] * w % p
-    return out
+    return tuple(out)
+
+
+def _roots(field: type[FieldVec], n: int) -> tuple[int, ...]:
+    """The powers ``w**i``, ``i < n``, of the principal ``n``-th root."""
+    return _roots_of(field.NAME, n)
+
+
+@lru_cache(maxsize=256)
+def _roots_vec(name: str, n: int, m: int) -> FieldVec:
+    return FIELDS[name].from_ints(list(_roots_of(name, n)[:m]))
 
 
 def _batch_inverse(values: list[int], p: int) -> list[int]:
@@ -157,14 +184,15 @@ def lagrange_weights(field: type[V], n: int, t: int) -> V:
     if tn1 == 0:
         raise ValidationError("t", "lagrange_weights", "not an n-th root of unity", t)
     inv_d = _batch_inverse([(t - r) % p for r in roots], p)
-    c = tn1 * pow(n, -1, p) % p
-    return field.from_ints([c * r % p * d % p for r, d in zip(roots, inv_d, strict=True)])
+    c = tn1 * field.inv(n) % p
+    return field._from_list([c * r % p * d % p for r, d in zip(roots, inv_d, strict=True)], (n,))
 
 
 def poly_eval(values: V, t: int) -> V:
     """Evaluate polynomials given by their values at the ``n``-th roots (last axis) at ``t``."""
     n = values.shape[-1]
-    return (values * lagrange_weights(type(values), n, t)).sum(axis=-1)
+    weights = lagrange_weights(type(values), n, t)
+    return values.dot(weights.reshape(n, 1)).reshape(*values.shape[:-1])
 
 
 def extend_values(values: V, n: int) -> V:
@@ -181,7 +209,7 @@ def extend_values(values: V, n: int) -> V:
     if m == n - 1:
         # the x**(n-1) coefficient (1/n) sum_i v_i w**i of a polynomial of degree <= n-2 is 0,
         # and w**(n-1) = w**-1, so v_{n-1} = -w sum_{i<n-1} v_i w**i
-        acc = (values * field.from_ints(roots[:m])).sum(axis=-1)
+        acc = (values * _roots_vec(field.NAME, n, m)).sum(axis=-1)
         last = -(acc * roots[1])
         return field.concat([values, last.reshape(1)], axis=-1)
     # barycentric weights on the m given points

@@ -80,6 +80,8 @@ def ntt(x: V, inverse: bool = False) -> V:
     if not is_power_of_2(n):
         raise ValidationError("n", "ntt", "a power of two", n)
     field = type(x)
+    if x.v.dtype == object:
+        return field(_ntt_lazy(x.v[0], field.NAME, n, inverse)[None, ...])
     lead = x.shape[:-1]
     y = x[..., _bitrev(n)]
     m = 1
@@ -92,6 +94,28 @@ def ntt(x: V, inverse: bool = False) -> V:
     return y
 
 
+def _ntt_lazy(a: np.ndarray, name: str, n: int, inverse: bool) -> np.ndarray:
+    """The NTT on an object array of Python ints, reducing only after multiplications: the
+    sums and differences of a layer grow by at most ``p`` in absolute value, and Python
+    integers do not overflow, so one final ``% p`` gives the canonical values."""
+    p = FIELDS[name].MODULUS
+    lead = a.shape[:-1]
+    y = a[..., _bitrev(n)]
+    m = 1
+    for tw in _stage_twiddles(name, n, inverse):
+        blocks = y.reshape(*lead, n // (2 * m), 2, m)
+        even = blocks[..., 0, :]
+        odd = blocks[..., 1, :]
+        if m > 1:  # the first layer's twiddle is 1
+            odd = (odd * tw.v[0]) % p
+        out = np.empty_like(blocks)
+        np.add(even, odd, out=out[..., 0, :])
+        np.subtract(even, odd, out=out[..., 1, :])
+        y = out.reshape(*lead, n)
+        m *= 2
+    return np.asarray(y % p, dtype=object)
+
+
 def inv_ntt(x: V) -> V:
     """Coefficients of the polynomials whose values at ``w**i`` are on the last axis."""
     n = x.shape[-1]
@@ -100,10 +124,12 @@ def inv_ntt(x: V) -> V:
 
 @lru_cache(maxsize=256)
 def _coset_scale(name: str, n: int) -> FieldVec:
+    """``s**j / n`` for ``j < n``: the inverse transform's ``1/n`` and the coset shift."""
     field = FIELDS[name]
     p = field.MODULUS
     s = field.nth_root(2 * n)
-    powers = [1] * n
+    inv_n = field.inv(n)
+    powers = [inv_n] * n
     for j in range(1, n):
         powers[j] = powers[j - 1] * s % p
     return field.from_ints(powers)
@@ -114,7 +140,7 @@ def _odd_matrix(name: str, n: int) -> FieldVec:
     """The (n, n) matrix mapping values at the ``n``-th roots to values at ``s w**i``."""
     field = FIELDS[name]
     eye = field.from_ints(np.eye(n, dtype=np.int64).astype(object))
-    return ntt(inv_ntt(eye) * _coset_scale(name, n))  # row k: the image of unit vector k
+    return ntt(ntt(eye, inverse=True) * _coset_scale(name, n))  # row k: image of unit vector k
 
 
 #: up to this size, the odd-point values are one matrix product (fewer NumPy calls than NTTs)
@@ -128,7 +154,7 @@ def double_evaluations(x: V) -> V:
     if n <= DENSE_DOUBLING:
         odd = x.dot(_odd_matrix(type(x).NAME, n))  # type: ignore[arg-type]
     else:
-        odd = ntt(inv_ntt(x) * _coset_scale(type(x).NAME, n))
+        odd = ntt(ntt(x, inverse=True) * _coset_scale(type(x).NAME, n))
     both = type(x).stack([x, odd], axis=-1)  # (..., n, 2)
     return both.reshape(*x.shape[:-1], 2 * n)
 

@@ -17,8 +17,10 @@ Parties (identities are the common names of their certificates, :mod:`.tls`):
   unshards: ``counts + N_leader + N_helper`` as signed integers; optionally drops buckets below
   a threshold (post-processing).
 
-Messages are JSON with hex-encoded Prio3 messages (the draft's encodings), over unary gRPC
-methods of the service ``privhist.federated.vdaf.v1.Prio3``. A handler reads the sender from
+A client's upload is binary, ``nonce || public share || input share`` in the draft's encodings
+(so a report costs exactly the draft's encoding size plus gRPC and TLS framing); the messages
+between the parties are JSON with hex-encoded Prio3 messages. All are unary gRPC methods of the
+service ``privhist.federated.vdaf.v1.Prio3``. A handler reads the sender from
 the verified peer certificate; requests from the wrong role get ``PERMISSION_DENIED``, malformed
 ones ``INVALID_ARGUMENT``. A batch is collected once (Prio3 allows each report to be aggregated
 once); reports are bounded by the task's ``max_reports``.
@@ -29,17 +31,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
 from privhist.core.errors import ProtocolError, ValidationError
-from privhist.core.random import RandomSource, SecureRandom
+from privhist.core.random import RandomSource, SecureRandom, SeededRandom
 from privhist.federated.vdaf import tls
 from privhist.federated.vdaf.dp import AggregatorNoise, false_positive_threshold
 from privhist.federated.vdaf.field import FieldVec
@@ -48,6 +52,12 @@ from privhist.federated.vdaf.prio3 import Prio3, VerifyState, prio3_histogram
 SERVICE = "privhist.federated.vdaf.v1.Prio3"
 MAX_MESSAGE = 64 << 20
 VERIFY_BATCH = 64
+
+
+class Caller(Protocol):
+    """Anything that sends one request to an aggregator (a :class:`Channel`)."""
+
+    def call(self, method: str, payload: bytes) -> bytes: ...
 
 
 class PermissionDenied(ProtocolError):
@@ -178,17 +188,16 @@ class _Aggregator:
             raise ValidationError("verify_key", "aggregator", "32 bytes", len(self.verify_key))
 
     def upload(self, sender: str, data: bytes) -> bytes:
+        """A client's report, in binary: ``nonce || public share || input share`` (the
+        draft's encodings, whose lengths the task fixes)."""
         if not sender.startswith("client-"):
             raise PermissionDenied(f"{sender} is not a client")
-        req = _json(data, {"nonce", "public_share", "input_share"})
-        nonce = _unhex(req["nonce"], "nonce")
-        public = _unhex(req["public_share"], "public_share")
-        share = _unhex(req["input_share"], "input_share")
-        if len(nonce) != self.vdaf.NONCE_SIZE:
-            raise ProtocolError("nonce of the wrong size")
+        k = self.vdaf.NONCE_SIZE
+        pub = self.vdaf.xof.SEED_SIZE * self.vdaf.SHARES if self.vdaf.uses_joint_rand else 0
+        if len(data) != k + pub + self.vdaf.input_share_size(self.agg_id):
+            raise ProtocolError("report of the wrong size")
+        nonce, public, share = data[:k], data[k : k + pub], data[k + pub :]
         self.vdaf.decode_public_share(public)  # lengths only; contents are checked in verify
-        if len(share) != self.vdaf.input_share_size(self.agg_id):
-            raise ProtocolError("input share of the wrong size")
         with self.lock:
             if sender in self.clients:
                 raise ProtocolError(f"{sender} already uploaded a report")
@@ -457,8 +466,8 @@ class Channel:
 def upload(
     task: Task,
     bucket: int,
-    leader: Channel,
-    helper: Channel,
+    leader: Caller,
+    helper: Caller,
     rng: RandomSource | None = None,
 ) -> int:
     """A client's report: shard ``bucket`` and send each aggregator its share; returns the
@@ -473,27 +482,21 @@ def send_report(
     nonce: bytes,
     public: Any,
     shares: list[Any],
-    leader: Channel,
-    helper: Channel,
+    leader: Caller,
+    helper: Caller,
 ) -> int:
     """Send an already sharded report (an honest one, or one built by a test's malicious
     client with :meth:`Prio3.shard_encoded`)."""
     sent = 0
     for channel, share in ((leader, shares[0]), (helper, shares[1])):
-        body = json.dumps(
-            {
-                "nonce": nonce.hex(),
-                "public_share": vdaf.encode_public_share(public).hex(),
-                "input_share": vdaf.encode_input_share(share).hex(),
-            }
-        ).encode()
+        body = nonce + vdaf.encode_public_share(public) + vdaf.encode_input_share(share)
         sent += len(body)
         channel.call("Upload", body)
     return sent
 
 
 def collect(
-    task: Task, leader: Channel, helper: Channel, threshold: int | None = None
+    task: Task, leader: Caller, helper: Caller, threshold: int | None = None
 ) -> dict[str, Any]:
     """The collector: both aggregate shares, checked and unsharded into the noisy histogram.
 
@@ -531,3 +534,113 @@ def collect(
 def auto_threshold(task: Task, expected_false: float = 0.05) -> int:
     """:func:`.dp.false_positive_threshold` for the task."""
     return false_positive_threshold(task.noise_model(), task.length, expected_false)
+
+
+#: the malicious reports :func:`invalid_report` builds, in turn
+INVALID_KINDS = ("count of 1000", "two buckets", "no bucket", "bucket of -1", "split public share")
+
+
+def invalid_report(task: Task, kind: int, rng: RandomSource) -> tuple[bytes, Any, list[Any], Any]:
+    """A malicious client's report (for demonstrations and tests): an encoded vector that is not
+    one-hot, proved and shared like an honest one; kind 4 is a valid vector whose public share
+    is sent altered to the helper. Returns the nonce, the public share, the input shares and the
+    public share to send the helper."""
+    vdaf = task.vdaf()
+    enc = [0] * task.length
+    k = kind % len(INVALID_KINDS)
+    if k == 0:
+        enc[0] = 1000
+    elif k == 1:
+        enc[0] = enc[-1] = 1
+    elif k == 3:
+        enc[0], enc[-1] = -1, 1
+        enc[task.length // 2] += 1
+    elif k == 4:
+        enc[0] = 1
+    words = rng.uint64((vdaf.NONCE_SIZE + vdaf.RAND_SIZE) // 8).tobytes()
+    nonce, rand = words[: vdaf.NONCE_SIZE], words[vdaf.NONCE_SIZE :]
+    public, shares = vdaf.shard_encoded(task.ctx, vdaf.field.from_ints(enc), nonce, rand)
+    helper_public = public
+    if k == 4 and public is not None:
+        helper_public = [bytes([public[0][0] ^ 1]) + public[0][1:], *public[1:]]
+    return nonce, public, shares, helper_public
+
+
+class _Drop:
+    """A :class:`Caller` that sends nothing (a report meant for the other aggregator only)."""
+
+    def call(self, method: str, payload: bytes) -> bytes:
+        return b"{}"
+
+
+@dataclass
+class LocalRun:
+    """What :func:`run_local` measured."""
+
+    release: dict[str, Any]
+    seconds: float
+    upload_bytes: int
+
+
+def run_local(
+    task: Task,
+    clients: int,
+    invalid: int = 0,
+    *,
+    buckets: Callable[[int], int] | None = None,
+    seed: int | None = None,
+    threshold: int | None = None,
+) -> LocalRun:
+    """Leader, helper, collector and ``clients`` clients on 127.0.0.1 in this process, with a
+    fresh PKI in a temporary folder and a fresh verification key; ``invalid`` clients, evenly
+    spread, send :func:`invalid_report` reports. ``seed`` makes the clients' and the
+    aggregators' randomness reproducible (the release is then marked not private)."""
+    if not 0 <= invalid <= clients:
+        raise ValidationError("invalid", "run_local", f"in [0, {clients}]", invalid)
+    pick = buckets or (lambda i: i % task.length)
+    t0 = time.perf_counter()
+    key = os.urandom(32)
+    rng: RandomSource = SecureRandom() if seed is None else SeededRandom(seed)
+    lead_rng = None if seed is None else SeededRandom(seed + 1)
+    help_rng = None if seed is None else SeededRandom(seed + 2)
+    step = clients // invalid if invalid else clients + 1
+    bad = [i * step for i in range(invalid)]
+    vdaf = task.vdaf()
+    sent = 0
+    with tempfile.TemporaryDirectory(prefix="privhist-vdaf-") as tmp:
+        names = ["leader", "helper", "collector"] + [f"client-{i}" for i in range(clients)]
+        pki = tls.issue(tmp, names)
+        helper = Helper(task, key, help_rng)
+        hserver, hport = serve(helper, pki["helper"])
+        to_helper = Channel(f"127.0.0.1:{hport}", pki["leader"])
+        leader = Leader(task, key, to_helper.call, lead_rng)
+        lserver, lport = serve(leader, pki["leader"])
+        try:
+            for i in range(clients):
+                lead = Channel(f"127.0.0.1:{lport}", pki[f"client-{i}"])
+                help_ = Channel(f"127.0.0.1:{hport}", pki[f"client-{i}"])
+                try:
+                    if i in bad:
+                        nonce, public, shares, hpub = invalid_report(task, bad.index(i), rng)
+                        send_report(vdaf, nonce, public, shares, lead, _Drop())
+                        send_report(vdaf, nonce, hpub, shares, _Drop(), help_)
+                    else:
+                        sent += upload(task, pick(i), lead, help_, rng)
+                finally:
+                    lead.close()
+                    help_.close()
+            c_lead = Channel(f"127.0.0.1:{lport}", pki["collector"])
+            c_help = Channel(f"127.0.0.1:{hport}", pki["collector"])
+            try:
+                release = collect(task, c_lead, c_help, threshold)
+            finally:
+                c_lead.close()
+                c_help.close()
+        finally:
+            to_helper.close()
+            lserver.stop(0)
+            hserver.stop(0)
+    # an honest client's bytes; both uploads carry the nonce: count it once, as the draft does
+    honest = max(1, clients - invalid)
+    per_client = (sent - vdaf.NONCE_SIZE * (clients - invalid)) // honest
+    return LocalRun(release, time.perf_counter() - t0, per_client)

@@ -144,7 +144,7 @@ def test_identities_come_from_certificates(
     # a certificate from another authority is refused at the TLS handshake
     other = tls.issue(tmp_path / "other", ["collector"])["collector"]
     stranger = Channel(f"127.0.0.1:{deployment.lport}", other, timeout=2)
-    with pytest.raises(ProtocolError, match="UNAVAILABLE|DEADLINE_EXCEEDED"):
+    with pytest.raises(ProtocolError, match=r"UNAVAILABLE|DEADLINE_EXCEEDED"):
         stranger.call("Collect", b"{}")
     for c in (lead, help_, m_lead, m_help, stranger):
         c.close()

@@ -1,7 +1,7 @@
 """Prio3Histogram: client time, upload bytes and verification time, privhist vs the draft's code.
 
 Usage: python benchmarks/bench_vdaf.py --reference-poc PATH [--reference-python PY]
-       [--buckets 10 100 1000] [--rounds 5] [--reports 20]
+       [--buckets 10 100 1000] [--rounds 5] [--reports 32]
 
 The peer is the Python reference implementation published with draft-irtf-cfrg-vdaf-20 (its
 ``poc/`` folder, package ``vdaf_poc``; it needs Python >= 3.12 with ``pycryptodomex``). Obtain it
@@ -16,7 +16,11 @@ What is timed, per report, for both implementations with the same parameters (tw
   shares to bytes;
 * verification: decoding the public and input shares, ``verify_init`` at both aggregators,
   ``verifier_shares_to_message`` and ``verify_next`` at both (the whole verification of one
-  report; halve it for one aggregator's share).
+  report; halve it for one aggregator's share), one report at a time as the reference's API
+  does; and, for privhist only, the same through ``verify_init_many`` /
+  ``verifier_shares_to_message_many`` on all the worker's reports at once (what the deployed
+  aggregators do, in batches of 64), per report, with its ratio to the reference's
+  one-at-a-time figure.
 
 CPU seconds of the worker process (``time.process_time``) after one untimed warm-up report.
 Each (implementation, size) runs in a fresh process; rounds interleave the two (the order
@@ -71,7 +75,26 @@ def worker_ours(buckets: int, chunk: int, reports: int) -> dict[str, Any]:
         for state, _ in inits:
             vdaf.verify_next(state, msg)
 
-    return _measure(client, verify, reports)
+    def verify_batch(uploads: list[tuple[bytes, bytes, list[bytes]]]) -> None:
+        decoded = [
+            (
+                n,
+                vdaf.decode_public_share(p),
+                [vdaf.decode_input_share(j, b) for j, b in enumerate(s)],
+            )
+            for n, p, s in uploads
+        ]
+        inits = [
+            vdaf.verify_init_many(key, CTX, j, [(n, p, s[j]) for n, p, s in decoded])
+            for j in range(2)
+        ]
+        shares = [[inits[0][r][1], inits[1][r][1]] for r in range(len(decoded))]  # type: ignore[index]
+        msgs = vdaf.verifier_shares_to_message_many(CTX, shares)
+        for r, msg in enumerate(msgs):
+            for j in range(2):
+                vdaf.verify_next(inits[j][r][0], msg)  # type: ignore[index, arg-type]
+
+    return _measure(client, verify, reports, verify_batch)
 
 
 def worker_reference(buckets: int, chunk: int, reports: int, poc: str) -> dict[str, Any]:
@@ -99,7 +122,7 @@ def worker_reference(buckets: int, chunk: int, reports: int, poc: str) -> dict[s
     return _measure(client, verify, reports)
 
 
-def _measure(client: Any, verify: Any, reports: int) -> dict[str, Any]:
+def _measure(client: Any, verify: Any, reports: int, batch: Any = None) -> dict[str, Any]:
     verify(*client(10_000))  # warm-up, untimed
     t0 = time.process_time()
     uploads = [client(i) for i in range(reports)]
@@ -108,11 +131,17 @@ def _measure(client: Any, verify: Any, reports: int) -> dict[str, Any]:
         verify(*up)
     t2 = time.process_time()
     nonce, public, shares = uploads[0]
-    return {
+    out = {
         "client_s": (t1 - t0) / reports,
         "verify_s": (t2 - t1) / reports,
         "upload_bytes": len(nonce) + len(public) + sum(len(s) for s in shares),
     }
+    if batch is not None:
+        batch(uploads[:2])  # warm-up of the batched path, untimed
+        t3 = time.process_time()
+        batch(uploads)
+        out["verify_batch_s"] = (time.process_time() - t3) / reports
+    return out
 
 
 def draft_upload_bytes(buckets: int, chunk: int) -> int:
@@ -145,7 +174,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--buckets", type=int, nargs="+", default=[10, 100, 1000])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reports", type=int, default=20, help="reports per worker process")
+    p.add_argument("--reports", type=int, default=32, help="reports per worker process")
     p.add_argument("--reference-poc", help="the draft's poc/ folder (package vdaf_poc)")
     p.add_argument("--reference-python", default=sys.executable, help="Python >= 3.12 for it")
     p.add_argument("--worker", choices=["ours", "reference"], help=argparse.SUPPRESS)
@@ -181,13 +210,15 @@ def main() -> None:
     print()
     print(
         f"{'buckets':>7} {'chunk':>5} {'client ms':>10} {'ref':>9} {'ratio':>7} "
-        f"{'verify ms':>10} {'ref':>9} {'ratio':>7} {'upload B':>9} {'ref':>7} {'draft':>7}"
+        f"{'verify ms':>10} {'ref':>9} {'ratio':>7} {'batched':>8} {'ratio':>7} "
+        f"{'upload B':>9} {'ref':>7} {'draft':>7}"
     )
     for b in args.buckets:
         chunk = max(1, math.isqrt(b))
         ours, ref = rows[b]["ours"], rows[b]["ref"]
         c = statistics.median(x["client_s"] for x in ours) * 1e3
         v = statistics.median(x["verify_s"] for x in ours) * 1e3
+        vb = statistics.median(x["verify_batch_s"] for x in ours) * 1e3
         up = ours[0]["upload_bytes"]
         if ref:
             rc = statistics.median(x["client_s"] for x in ref) * 1e3
@@ -198,19 +229,25 @@ def main() -> None:
             vr = statistics.median(
                 y["verify_s"] / x["verify_s"] for x, y in zip(ours, ref, strict=True)
             )
+            br = statistics.median(
+                y["verify_s"] / x["verify_batch_s"] for x, y in zip(ours, ref, strict=True)
+            )
             rup = ref[0]["upload_bytes"]
             print(
                 f"{b:>7} {chunk:>5} {c:>10.3f} {rc:>9.3f} {cr:>6.1f}x {v:>10.3f} {rv:>9.3f} "
-                f"{vr:>6.1f}x {up:>9} {rup:>7} {draft_upload_bytes(b, chunk):>7}"
+                f"{vr:>6.1f}x {vb:>8.3f} {br:>6.1f}x {up:>9} {rup:>7} "
+                f"{draft_upload_bytes(b, chunk):>7}"
             )
         else:
             print(
                 f"{b:>7} {chunk:>5} {c:>10.3f} {'skipped':>9} {'':>7} {v:>10.3f} "
-                f"{'skipped':>9} {'':>7} {up:>9} {'':>7} {draft_upload_bytes(b, chunk):>7}"
+                f"{'skipped':>9} {'':>7} {vb:>8.3f} {'':>7} {up:>9} {'':>7} "
+                f"{draft_upload_bytes(b, chunk):>7}"
             )
     print(
         "\nms: median CPU milliseconds per report; ratio: median over rounds of the reference's "
-        "time over privhist's in the same round; verify: both aggregators' whole verification"
+        "time over privhist's in the same round; verify: both aggregators' whole verification, "
+        "one report at a time; batched: the same in one batch of the worker's reports"
     )
     print(f"load average at end: {os.getloadavg()}")
 

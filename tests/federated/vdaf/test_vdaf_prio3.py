@@ -146,3 +146,43 @@ def test_client_side_validation_is_typed() -> None:
         prio3_histogram(1, 4, 2)
     with pytest.raises(ValidationError):
         prio3_histogram(2, 4, 2).shard(CTX, 1, bytes(15), bytes(128))
+
+
+@pytest.mark.parametrize(
+    ("vdaf", "measure"),
+    [
+        (prio3_histogram(2, 10, 3), lambda i: i % 10),
+        (prio3_count(3), lambda i: i % 2),
+        (prio3_sum(2, 100), lambda i: i),
+        (prio3_sum_vec(2, 4, 7, 3), lambda i: [i % 8] * 4),
+        (
+            prio3_multihot_count_vec(2, 6, 2, 2),
+            lambda i: [True, False, False, False, False, i % 2 == 0],
+        ),
+    ],
+)
+def test_batched_verification_equals_one_at_a_time(vdaf: Prio3[Any, Any], measure: Any) -> None:
+    rng = SeededRandom(21)
+    reports = [vdaf.shard_random(CTX, measure(i), rng) for i in range(9)]
+    bad = vdaf.field.zeros(vdaf.flp.MEAS_LEN)
+    bad[0] = bad[0] + 2  # an invalid report in the middle of the batch
+    nonce = reports[4][0]
+    reports[4] = (nonce, *vdaf.shard_encoded(CTX, bad, nonce, bytes(vdaf.RAND_SIZE)))
+    one_shares = []
+    for j in range(vdaf.SHARES):
+        single = [vdaf.verify_init(KEY, CTX, j, n, p, s[j]) for n, p, s in reports]
+        many = vdaf.verify_init_many(KEY, CTX, j, [(n, p, s[j]) for n, p, s in reports])
+        for a, b in zip(single, many, strict=True):
+            assert isinstance(b, tuple)
+            assert a[0] == b[0]
+            assert vdaf.encode_verifier_share(a[1]) == vdaf.encode_verifier_share(b[1])
+        one_shares.append([vs for _, vs in single])
+    per_report = [[one_shares[j][r] for j in range(vdaf.SHARES)] for r in range(9)]
+    many_msgs = vdaf.verifier_shares_to_message_many(CTX, per_report)
+    for r, shares in enumerate(per_report):
+        if r == 4:
+            with pytest.raises(ProtocolError):
+                vdaf.verifier_shares_to_message(CTX, shares)
+            assert isinstance(many_msgs[r], ProtocolError)
+        else:
+            assert many_msgs[r] == vdaf.verifier_shares_to_message(CTX, shares)

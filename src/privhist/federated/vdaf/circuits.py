@@ -87,21 +87,21 @@ def _chunked_range_check(
 ) -> FieldVec:
     """``sum_i ParallelSum(Mul)(r_i x_{ic} , x_{ic} - 1/s, r_i**2 x_{ic+1}, ...)`` over the calls
     (the loop shared by the draft's SumVec, Histogram and MultihotCountVec circuits)."""
-    n = meas.shape[0]
-    padded = field.zeros(calls * chunk)
-    padded[:n] = meas
-    x = padded.reshape(calls, chunk)
+    lead, n = meas.shape[:-1], meas.shape[-1]
+    padded = field.zeros((*lead, calls * chunk))
+    padded[..., :n] = meas
+    x = padded.reshape(*lead, calls, chunk)
     # powers r_i**(j+1), j < chunk, by doubling
-    powers = field.zeros((calls, chunk))
-    powers[:, 0] = joint_rand
+    powers = field.zeros((*lead, calls, chunk))
+    powers[..., 0] = joint_rand
     k = 1
     while k < chunk:
         m = min(k, chunk - k)
-        powers[:, k : k + m] = powers[:, :m] * powers[:, k - 1 : k]
+        powers[..., k : k + m] = powers[..., :m] * powers[..., k - 1 : k]
         k += m
     inputs = field.stack([powers * x, x - _shares_inv(field, num_shares)], axis=-1)
-    out: FieldVec = call(0, inputs.reshape(calls, 2 * chunk))
-    return out.sum(axis=0)
+    out: FieldVec = call(0, inputs.reshape(*lead, calls, 2 * chunk))
+    return out.sum(axis=-1)
 
 
 class Count(Valid[int, int]):
@@ -124,8 +124,9 @@ class Count(Valid[int, int]):
     def eval(
         self, meas: FieldVec, joint_rand: FieldVec, num_shares: int, call: GadgetCall
     ) -> FieldVec:
-        sq: FieldVec = call(0, self.field.stack([meas[:1], meas[:1]], axis=-1))
-        return sq - meas[:1]
+        m = meas[..., :1]
+        sq: FieldVec = call(0, self.field.stack([m, m], axis=-1))
+        return sq - m
 
     def truncate(self, meas: FieldVec) -> FieldVec:
         return meas
@@ -158,11 +159,12 @@ class Sum(Valid[int, int]):
     def eval(
         self, meas: FieldVec, joint_rand: FieldVec, num_shares: int, call: GadgetCall
     ) -> FieldVec:
-        out: FieldVec = call(0, meas.reshape(self.bits, 1))
+        out: FieldVec = call(0, meas.reshape(*meas.shape[:-1], self.bits, 1))
         return out
 
     def truncate(self, meas: FieldVec) -> FieldVec:
-        return _decode_range(self.field, meas, self.max_measurement).reshape(1)
+        dec = _decode_range(self.field, meas, self.max_measurement)
+        return dec.reshape(*meas.shape[:-1], 1)
 
     def decode(self, output: FieldVec, num_measurements: int) -> int:
         return output.to_ints()[0]
@@ -214,10 +216,10 @@ class SumVec(Valid[list[int], list[int]]):
             self.chunk_length,
             self.GADGET_CALLS[0],
             call,
-        ).reshape(1)
+        ).reshape(*meas.shape[:-1], 1)
 
     def truncate(self, meas: FieldVec) -> FieldVec:
-        enc = meas.reshape(self.length, self.bits)
+        enc = meas.reshape(*meas.shape[:-1], self.length, self.bits)
         return _decode_range(self.field, enc, self.max_measurement)
 
     def decode(self, output: FieldVec, num_measurements: int) -> list[int]:
@@ -261,8 +263,8 @@ class Histogram(Valid[int, list[int]]):
             self.GADGET_CALLS[0],
             call,
         )
-        sc = meas.sum(axis=0) - _shares_inv(self.field, num_shares)
-        return self.field.stack([rc, sc])
+        sc = meas.sum(axis=-1) - _shares_inv(self.field, num_shares)
+        return self.field.stack([rc, sc], axis=-1)
 
     def truncate(self, meas: FieldVec) -> FieldVec:
         return meas
@@ -320,12 +322,12 @@ class MultihotCountVec(Valid[list[bool], list[int]]):
             self.GADGET_CALLS[0],
             call,
         )
-        weight = meas[: self.length].sum(axis=0)
-        reported = _decode_range(self.field, meas[self.length :], self.max_weight)
-        return self.field.stack([rc, weight - reported])
+        weight = meas[..., : self.length].sum(axis=-1)
+        reported = _decode_range(self.field, meas[..., self.length :], self.max_weight)
+        return self.field.stack([rc, weight - reported], axis=-1)
 
     def truncate(self, meas: FieldVec) -> FieldVec:
-        return meas[: self.length]
+        return meas[..., : self.length]
 
     def decode(self, output: FieldVec, num_measurements: int) -> list[int]:
         return output.to_ints()
@@ -352,7 +354,7 @@ class HigherDegree(Valid[int, int]):
     def eval(
         self, meas: FieldVec, joint_rand: FieldVec, num_shares: int, call: GadgetCall
     ) -> FieldVec:
-        out: FieldVec = call(0, meas.reshape(1, 1))
+        out: FieldVec = call(0, meas.reshape(*meas.shape[:-1], 1, 1))
         return out
 
     def truncate(self, meas: FieldVec) -> FieldVec:

@@ -232,32 +232,44 @@ class Helper(_Aggregator):
         if not isinstance(items, list) or len(items) > 4 * VERIFY_BATCH:
             raise ProtocolError("items must be a bounded list")
         vdaf, ctx = self.vdaf, self.task.ctx
-        answers = []
-        for item in items:
+        # the reports this helper can verify: known, not verified before, same public share,
+        # and decodable; the others are answered with a rejection
+        todo: list[tuple[int, bytes, Any, Any, Any]] = []
+        for k, item in enumerate(items):
             if not isinstance(item, dict) or set(item) != {"nonce", "public_share", "verifier"}:
                 raise ProtocolError("item must have nonce, public_share, verifier")
             nonce = _unhex(item["nonce"], "nonce")
-            message: bytes | None = None
             with self.lock:
                 if batch in self.results:
                     raise ProtocolError("batch already committed")
                 rep = self.reports.get(nonce)
                 fresh = rep is not None and nonce not in self.used
                 self.used.add(nonce)
-            if fresh and rep is not None and rep.public == _unhex(item["public_share"], "public"):
-                try:
-                    public = vdaf.decode_public_share(rep.public)
-                    share = vdaf.decode_input_share(1, rep.share)
-                    state, own = vdaf.verify_init(self.verify_key, ctx, 1, nonce, public, share)
-                    leader_vs = vdaf.decode_verifier_share(_unhex(item["verifier"], "verifier"))
-                    msg = vdaf.verifier_shares_to_message(ctx, [leader_vs, own])
-                    out = vdaf.verify_next(state, msg)
-                    message = vdaf.encode_verifier_message(msg)
-                    with self.lock:
-                        self.pending.setdefault(batch, {})[nonce] = out
-                except ProtocolError:
-                    message = None
-            answers.append(None if message is None else message.hex())
+            if not fresh or rep is None or rep.public != _unhex(item["public_share"], "public"):
+                continue
+            try:
+                public = vdaf.decode_public_share(rep.public)
+                share = vdaf.decode_input_share(1, rep.share)
+                leader_vs = vdaf.decode_verifier_share(_unhex(item["verifier"], "verifier"))
+            except ProtocolError:
+                continue
+            todo.append((k, nonce, public, share, leader_vs))
+        answers: list[str | None] = [None] * len(items)
+        inits = vdaf.verify_init_many(
+            self.verify_key, ctx, 1, [(n, pub, sh) for _, n, pub, sh, _ in todo]
+        )
+        live = [(t, init) for t, init in zip(todo, inits, strict=True) if isinstance(init, tuple)]
+        msgs = vdaf.verifier_shares_to_message_many(ctx, [[t[4], init[1]] for t, init in live])
+        for (t, init), msg in zip(live, msgs, strict=True):
+            if isinstance(msg, ProtocolError):
+                continue
+            try:
+                out = vdaf.verify_next(init[0], msg)
+            except ProtocolError:
+                continue
+            with self.lock:
+                self.pending.setdefault(batch, {})[t[1]] = out
+            answers[t[0]] = vdaf.encode_verifier_message(msg).hex()
         return json.dumps({"messages": answers}).encode()
 
     def commit(self, sender: str, data: bytes) -> bytes:
@@ -337,19 +349,28 @@ class Leader(_Aggregator):
             chunk = reports[start : start + VERIFY_BATCH]
             states: list[tuple[bytes, VerifyState]] = []
             items = []
+            decoded = []
             for nonce, rep in chunk:
                 try:
                     public = vdaf.decode_public_share(rep.public)
                     share = vdaf.decode_input_share(0, rep.share)
-                    state, vs = vdaf.verify_init(self.verify_key, ctx, 0, nonce, public, share)
                 except ProtocolError:
                     rejected += 1
                     continue
+                decoded.append((nonce, public, share, rep.public))
+            inits = vdaf.verify_init_many(
+                self.verify_key, ctx, 0, [(n, pub, sh) for n, pub, sh, _ in decoded]
+            )
+            for (nonce, _, _, public_bytes), init in zip(decoded, inits, strict=True):
+                if not isinstance(init, tuple):
+                    rejected += 1
+                    continue
+                state, vs = init
                 states.append((nonce, state))
                 items.append(
                     {
                         "nonce": nonce.hex(),
-                        "public_share": rep.public.hex(),
+                        "public_share": public_bytes.hex(),
                         "verifier": vdaf.encode_verifier_share(vs).hex(),
                     }
                 )

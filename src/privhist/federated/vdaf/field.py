@@ -176,8 +176,8 @@ class FieldVec:
         return type(self)(self.v.copy())
 
     def swap(self: V) -> V:
-        """The transpose of a matrix (two element axes)."""
-        return type(self)(self.v.swapaxes(1, 2))
+        """Swap the last two element axes."""
+        return type(self)(self.v.swapaxes(-1, -2))
 
     def moveaxis(self: V, source: int, destination: int) -> V:
         """Move an element axis (element-axis numbering, negatives allowed)."""

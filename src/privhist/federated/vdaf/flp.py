@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from privhist.core.errors import ProtocolError, ValidationError
 from privhist.federated.vdaf import poly
@@ -76,7 +77,7 @@ class Mul(Gadget):
     DEGREE = 2
 
     def eval(self, field: type[F], inp: F) -> F:
-        return inp[:, 0] * inp[:, 1]
+        return inp[..., 0] * inp[..., 1]
 
     def eval_poly_batch(self, field: type[F], wires: F) -> F:
         doubled = poly.double_evaluations(wires)  # (B, 2, 2P)
@@ -111,7 +112,7 @@ class PolyEval(Gadget):
         return acc
 
     def eval(self, field: type[F], inp: F) -> F:
-        return self._horner(field, inp[:, 0])
+        return self._horner(field, inp[..., 0])
 
     def eval_poly_batch(self, field: type[F], wires: F) -> F:
         b, _, p_len = wires.shape
@@ -132,10 +133,10 @@ class ParallelSum(Gadget):
         self.DEGREE = subcircuit.DEGREE
 
     def eval(self, field: type[F], inp: F) -> F:
-        calls = inp.shape[0]
+        lead, calls = inp.shape[:-2], inp.shape[-2]
         a = self.subcircuit.ARITY
-        out = self.subcircuit.eval(field, inp.reshape(calls * self.count, a))
-        return out.reshape(calls, self.count).sum(axis=1)
+        out = self.subcircuit.eval(field, inp.reshape(*lead, calls * self.count, a))
+        return out.reshape(*lead, calls, self.count).sum(axis=-1)
 
     def eval_poly_batch(self, field: type[F], wires: F) -> F:
         b, _, p_len = wires.shape
@@ -233,7 +234,7 @@ class Flp(Generic[M, R]):
         done = [0] * len(valid.GADGETS)
 
         def call(i: int, inp: FieldVec) -> FieldVec:
-            calls = inp.shape[0]
+            calls = inp.shape[-2]
             if done[i] + calls > valid.GADGET_CALLS[i]:
                 raise ValidationError("calls", valid.NAME, f"<= {valid.GADGET_CALLS[i]}", calls)
             recorded[i].append(inp)
@@ -244,16 +245,17 @@ class Flp(Generic[M, R]):
         out = valid.eval(meas, joint_rand, num_shares, call)
         if done != valid.GADGET_CALLS:
             raise ValidationError("calls", valid.NAME, str(valid.GADGET_CALLS), done)
-        inputs = [rec[0] if len(rec) == 1 else self.field.concat(rec, axis=0) for rec in recorded]
+        inputs = [rec[0] if len(rec) == 1 else self.field.concat(rec, axis=-2) for rec in recorded]
         return out, inputs
 
     def _wires(self, seeds: FieldVec, inputs: FieldVec, calls: int) -> FieldVec:
-        """Wire polynomials' values (arity, P): seed at ``w**0``, call k's input at ``w**k``."""
-        arity = seeds.shape[0]
+        """Wire polynomials' values (..., arity, P): seed at ``w**0``, call k's input at
+        ``w**k``."""
+        lead, arity = seeds.shape[:-1], seeds.shape[-1]
         p_len = wire_poly_len(calls)
-        wires = self.field.zeros((arity, p_len))
-        wires[:, 0] = seeds
-        wires[:, 1 : calls + 1] = inputs.swap()
+        wires = self.field.zeros((*lead, arity, p_len))
+        wires[..., 0] = seeds
+        wires[..., 1 : calls + 1] = inputs.swap()
         return wires
 
     def prove(self, meas: FieldVec, prove_rand: FieldVec, joint_rand: FieldVec) -> FieldVec:
@@ -283,11 +285,15 @@ class Flp(Generic[M, R]):
     ) -> FieldVec:
         """A verifier share from shares of the measurement and proof (draft Section 7.3.4).
 
+        Batched: leading axes of the four vectors are reports (each with its own query
+        randomness); the output has the same leading axes.
+
         Raises:
             ProtocolError: A query point is a root of unity (the draft's abort).
         """
         valid = self.valid
         field = self.field
+        lead = meas.shape[:-1]
         seeds: list[FieldVec] = []
         polys: list[FieldVec] = []
         steps: list[int] = []
@@ -295,35 +301,52 @@ class Flp(Generic[M, R]):
         for g, calls in zip(valid.GADGETS, valid.GADGET_CALLS, strict=True):
             p_len = wire_poly_len(calls)
             g_len = gadget_poly_len(g.DEGREE, p_len)
-            seeds.append(proof[off : off + g.ARITY])
-            gp = proof[off + g.ARITY : off + g.ARITY + g_len]
+            seeds.append(proof[..., off : off + g.ARITY])
+            gp = proof[..., off + g.ARITY : off + g.ARITY + g_len]
             off += g.ARITY + g_len
             size = poly.next_power_of_2(g_len)
-            full = poly.extend_values(gp, size)
-            polys.append(full)
+            polys.append(poly.extend_values(gp, size))
             steps.append(size // p_len)
 
         def outputs(i: int, inp: FieldVec, start: int) -> FieldVec:
-            k = np.arange(start + 1, start + inp.shape[0] + 1)
-            return polys[i][k * steps[i]]
+            k = np.arange(start + 1, start + inp.shape[-2] + 1)
+            return polys[i][..., k * steps[i]]
 
         out, inputs = self._record(meas, joint_rand, num_shares, outputs)
-        rand = query_rand.to_ints()
-        if valid.EVAL_OUTPUT_LEN > 1:
-            coeffs = query_rand[: valid.EVAL_OUTPUT_LEN]
-            v = (coeffs * out).sum(axis=0).reshape(1)
-            rand = rand[valid.EVAL_OUTPUT_LEN :]
+        n_out = valid.EVAL_OUTPUT_LEN
+        if n_out > 1:
+            v = (query_rand[..., :n_out] * out).sum(axis=-1).reshape(*lead, 1)
         else:
-            v = out.reshape(1)
+            v = out.reshape(*lead, 1)
+        reports = int(np.prod(lead)) if lead else 1
+        points = query_rand[..., n_out if n_out > 1 else 0 :].reshape(reports, -1)
+        ts = np.array(points.to_ints(), dtype=object).reshape(reports, -1)
         parts = [v]
-        for i, (calls, t) in enumerate(zip(valid.GADGET_CALLS, rand, strict=False)):
+        for i, calls in enumerate(valid.GADGET_CALLS):
             p_len = wire_poly_len(calls)
-            if poly.is_root_of_unity(field, t, p_len):
+            t = [int(x) for x in ts[:, i]]
+            if any(poly.is_root_of_unity(field, x, p_len) for x in t):
                 raise ProtocolError("test point is a root of unity")
             wires = self._wires(seeds[i], inputs[i], calls)
-            parts.append(poly.poly_eval(wires, t))
-            parts.append(poly.poly_eval(polys[i], t).reshape(1))
-        return field.concat(parts)
+            size = polys[i].shape[-1]
+            w_wire = poly.lagrange_weights_many(field, p_len, t).reshape(*lead, 1, p_len)
+            w_gadget = poly.lagrange_weights_many(field, size, t).reshape(*lead, size)
+            parts.append((wires * w_wire).sum(axis=-1))
+            parts.append((polys[i] * w_gadget).sum(axis=-1).reshape(*lead, 1))
+        return field.concat(parts, axis=-1)
+
+    def decide_many(self, verifier: FieldVec) -> npt.NDArray[np.bool_]:
+        """:meth:`decide` for each report on the leading axes of ``verifier``."""
+        lead = verifier.shape[:-1]
+        ok = verifier[..., 0].is_zero()
+        off = 1
+        for g in self.valid.GADGETS:
+            wire_checks = verifier[..., off : off + g.ARITY]
+            gadget_check = verifier[..., off + g.ARITY]
+            off += g.ARITY + 1
+            got = g.eval(self.field, wire_checks.reshape(*lead, 1, g.ARITY))[..., 0]
+            ok = ok & (got - gadget_check).is_zero()
+        return np.asarray(ok, dtype=bool)
 
     def decide(self, verifier: FieldVec) -> bool:
         """Whether the (summed) verifier message accepts (draft Section 7.3.5)."""

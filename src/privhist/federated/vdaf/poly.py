@@ -214,6 +214,36 @@ def lagrange_weights(field: type[V], n: int, t: int) -> V:
     return field._from_list([c * r % p * d % p for r, d in zip(roots, inv_d, strict=True)], (n,))
 
 
+def lagrange_weights_many(field: type[V], n: int, ts: list[int]) -> V:
+    """``L_i(t)`` for several points (rows) at once, without inversions:
+    ``L_i(t) = (-1)**(n-1) / n * w**i * prod_{j != i} (w**j - t)`` (the product form of the
+    draft's ``poly_eval_batched``), with the products over ``j < i`` and ``j > i`` accumulated
+    column by column for all points together."""
+    p = field.MODULUS
+    if len(ts) <= 2:  # a few points: Python integers, one inversion each, beat array calls
+        rows_w = [lagrange_weights(field, n, t).to_ints() for t in ts]
+        return field._from_list([x for r in rows_w for x in r], (len(ts), n))
+    roots = np.array(_roots(field, n), dtype=object)
+    d = (roots[None, :] - np.array(ts, dtype=object)[:, None]) % p  # (R, n)
+    if bool((d == 0).any()):
+        raise ValidationError("t", "lagrange_weights", "not an n-th root of unity", ts)
+    rows = len(ts)
+    pre = np.empty((rows, n), dtype=object)
+    suf = np.empty((rows, n), dtype=object)
+    acc = np.full(rows, 1, dtype=object)
+    for k in range(n):
+        pre[:, k] = acc
+        acc = (acc * d[:, k]) % p
+    acc = np.full(rows, 1, dtype=object)
+    for k in range(n - 1, -1, -1):
+        suf[:, k] = acc
+        acc = (acc * d[:, k]) % p
+    c = (-1) ** (n - 1) * field.inv(n) % p
+    w = (roots * c) % p
+    out = ((pre * suf) % p * w) % p
+    return field.from_ints(out) if field.MODULUS < 2**64 else field(out[None, ...])
+
+
 def poly_eval(values: V, t: int) -> V:
     """Evaluate polynomials given by their values at the ``n``-th roots (last axis) at ``t``."""
     n = values.shape[-1]
@@ -237,7 +267,7 @@ def extend_values(values: V, n: int) -> V:
         # and w**(n-1) = w**-1, so v_{n-1} = -w sum_{i<n-1} v_i w**i
         acc = (values * _roots_vec(field.NAME, n, m)).sum(axis=-1)
         last = -(acc * roots[1])
-        return field.concat([values, last.reshape(1)], axis=-1)
+        return field.concat([values, last.reshape(*values.shape[:-1], 1)], axis=-1)
     # barycentric weights on the m given points
     pts = roots[:m]
     lam = []
@@ -257,5 +287,5 @@ def extend_values(values: V, n: int) -> V:
         inv_d = _batch_inverse(diffs, p)
         rows.append([ell * lam[i] % p * inv_d[i] % p for i in range(m)])
     basis = field.from_ints(np.array(rows, dtype=object))  # (n - m, m)
-    extra = (basis * values.reshape(1, m)).sum(axis=-1)
+    extra = (basis * values.reshape(*values.shape[:-1], 1, m)).sum(axis=-1)
     return field.concat([values, extra], axis=-1)

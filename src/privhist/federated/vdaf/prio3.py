@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+
 from privhist.core.errors import ProtocolError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.federated.vdaf.circuits import (
@@ -334,6 +336,122 @@ class Prio3(Generic[M, R]):
             verifiers.append(flp.query(meas, proof, qr, jr, self.SHARES))
         vs = verifiers[0] if len(verifiers) == 1 else self.field.concat(verifiers)
         return VerifyState(out_share, corrected), VerifierShare(vs, part)
+
+    def verify_init_many(
+        self,
+        verify_key: bytes,
+        ctx: bytes,
+        agg_id: int,
+        reports: list[tuple[bytes, list[bytes] | None, InputShare]],
+    ) -> list[tuple[VerifyState, VerifierShare] | ProtocolError]:
+        """:meth:`verify_init` for many reports ``(nonce, public_share, input_share)`` at once:
+        the XOF derivations run per report, the FLP query once on the stacked shares (the
+        values are those of one call per report). A report that fails gets its error in place
+        of its result."""
+        if len(verify_key) != self.VERIFY_KEY_SIZE:
+            raise ValidationError("verify_key", "verify_init", f"{self.VERIFY_KEY_SIZE} bytes", "")
+        flp = self.flp
+        results: list[tuple[VerifyState, VerifierShare] | ProtocolError] = []
+        rows: list[tuple[int, FieldVec, FieldVec, FieldVec | None, FieldVec]] = []
+        states: dict[int, tuple[FieldVec, bytes | None, bytes | None]] = {}
+        for r, (nonce, public_share, share) in enumerate(reports):
+            try:
+                if len(nonce) != self.NONCE_SIZE:
+                    raise ProtocolError(f"nonce must be {self.NONCE_SIZE} bytes")
+                meas, proofs, blind = self.expand_input_share(ctx, agg_id, share)
+                joint: FieldVec | None = None
+                corrected = part = None
+                if self.uses_joint_rand:
+                    if blind is None or public_share is None or len(public_share) != self.SHARES:
+                        raise ProtocolError("joint randomness parts or blind missing")
+                    part = self.joint_rand_part(ctx, agg_id, blind, meas, nonce)
+                    parts = list(public_share)
+                    parts[agg_id] = part
+                    corrected = self.joint_rand_seed(ctx, parts)
+                    joint = self.joint_rands(ctx, corrected)
+                query = self.query_rands(verify_key, ctx, nonce)
+            except ProtocolError as exc:
+                results.append(exc)
+                continue
+            results.append(ProtocolError("pending"))
+            rows.append((r, meas, proofs, joint, query))
+            states[r] = (flp.truncate(meas), corrected, part)
+        if not rows:
+            return results
+        field = self.field
+        meas_all = field.stack([x[1] for x in rows])
+        proofs_all = field.stack([x[2] for x in rows])
+        query_all = field.stack([x[4] for x in rows])
+        joint_all = (
+            field.stack([x[3] for x in rows if x[3] is not None])
+            if self.uses_joint_rand
+            else field.zeros((len(rows), 0))
+        )
+        verifiers = []
+        try:
+            for i in range(self.PROOFS):
+                pl, ql, jl = flp.PROOF_LEN, flp.QUERY_RAND_LEN, flp.JOINT_RAND_LEN
+                verifiers.append(
+                    flp.query(
+                        meas_all,
+                        proofs_all[:, i * pl : (i + 1) * pl],
+                        query_all[:, i * ql : (i + 1) * ql],
+                        joint_all[:, i * jl : (i + 1) * jl],
+                        self.SHARES,
+                    )
+                )
+        except ProtocolError:
+            # a query point hit a root of unity (probability about 2**-60): one at a time
+            for r, *_ in rows:
+                nonce, public_share, share = reports[r]
+                try:
+                    results[r] = self.verify_init(
+                        verify_key, ctx, agg_id, nonce, public_share, share
+                    )
+                except ProtocolError as exc:
+                    results[r] = exc
+            return results
+        vs_all = verifiers[0] if len(verifiers) == 1 else field.concat(verifiers, axis=-1)
+        for k, (r, *_) in enumerate(rows):
+            out_share, corrected, part = states[r]
+            results[r] = (VerifyState(out_share, corrected), VerifierShare(vs_all[k], part))
+        return results
+
+    def verifier_shares_to_message_many(
+        self, ctx: bytes, shares: list[list[VerifierShare]]
+    ) -> list[bytes | ProtocolError | None]:
+        """:meth:`verifier_shares_to_message` for many reports (each a list of ``SHARES``
+        verifier shares): the decisions are taken on the stacked sums."""
+        flp = self.flp
+        out: list[bytes | ProtocolError | None] = []
+        good: list[int] = []
+        for r, sh in enumerate(shares):
+            if len(sh) != self.SHARES or any(
+                x.verifiers.shape != (flp.VERIFIER_LEN * self.PROOFS,) for x in sh
+            ):
+                out.append(ProtocolError("verifier shares of the wrong number or length"))
+            elif self.uses_joint_rand and any(x.joint_rand_part is None for x in sh):
+                out.append(ProtocolError("joint randomness part missing"))
+            else:
+                out.append(None)
+                good.append(r)
+        if not good:
+            return out
+        field = self.field
+        total = field.stack([shares[r][0].verifiers for r in good])
+        for j in range(1, self.SHARES):
+            total = total + field.stack([shares[r][j].verifiers for r in good])
+        ok = np.ones(len(good), dtype=bool)
+        for i in range(self.PROOFS):
+            vl = flp.VERIFIER_LEN
+            ok &= flp.decide_many(total[:, i * vl : (i + 1) * vl])
+        for k, r in enumerate(good):
+            if not ok[k]:
+                out[r] = ProtocolError("proof verifier check failed")
+            elif self.uses_joint_rand:
+                parts = [x.joint_rand_part or b"" for x in shares[r]]
+                out[r] = self.joint_rand_seed(ctx, parts)
+        return out
 
     def verifier_shares_to_message(self, ctx: bytes, shares: list[VerifierShare]) -> bytes | None:
         """Combine the verifier shares, decide, and return the joint randomness seed.

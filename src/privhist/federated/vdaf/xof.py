@@ -2,8 +2,8 @@
 
 * :class:`XofTurboShake128` (Section 6.2.1): TurboSHAKE128 (RFC 9861) with domain byte 1 over
   ``len(dst) as 2 LE bytes || dst || len(seed) as 1 byte || seed || binder``. The output stream
-  is read incrementally (the draft re-generates the prefix on every ``next``; a sponge squeezed
-  on gives the same bytes). TurboSHAKE128 is pycryptodome's C implementation.
+  is the tail of the regenerated prefix on every ``next``, as the draft writes it (Prio3 reads
+  each instance once). TurboSHAKE128 is pycryptodome's C implementation.
 * :class:`XofFixedKeyAes128` (Section 6.2.2): a fixed AES-128 key derived by TurboSHAKE128
   (domain byte 2) from ``dst`` and ``binder``; output block ``i`` is the circular
   correlation-robust hash ``AES(k, s(x)) xor s(x)`` of ``x = seed xor LE128(i)``, with
@@ -18,6 +18,7 @@ number still missing, which consumes exactly the bytes the draft's one-at-a-time
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -30,10 +31,61 @@ from privhist.federated.vdaf.field import FieldVec
 V = TypeVar("V", bound=FieldVec)
 
 
-def turboshake128(message: bytes, domain: int, length: int) -> bytes:
-    """``TurboSHAKE128(M, D, L)`` of RFC 9861, Section 2.1."""
+def _turboshake128_public(message: bytes, domain: int, length: int) -> bytes:
     h = TurboSHAKE128.new(domain=domain, data=message)
     return bytes(h.read(length))
+
+
+def _oneshot_function() -> Callable[[bytes, int, int], bytes] | None:
+    """pycryptodome's one-call Keccak (``keccak_oneshot`` with 12 rounds and the domain byte as
+    padding: TurboSHAKE128), half the per-call cost of its ``TurboSHAKE128`` object. It is an
+    internal interface, so it is used only if it imports and agrees with the public one."""
+    try:
+        from Crypto.Hash.keccak import _raw_keccak_lib
+        from Crypto.Util._raw_api import (
+            c_size_t,
+            c_ubyte,
+            c_uint8_ptr,
+            create_output_buffer,
+            get_raw_buffer,
+        )
+    except (ImportError, AttributeError):
+        return None
+
+    def oneshot(message: bytes, domain: int, length: int) -> bytes:
+        out = create_output_buffer(length)
+        err = _raw_keccak_lib.keccak_oneshot(
+            c_uint8_ptr(message),
+            c_size_t(len(message)),
+            out,
+            c_size_t(length),
+            c_size_t(32),
+            c_ubyte(12),
+            c_ubyte(domain),
+        )
+        if err:
+            raise ValueError(f"keccak_oneshot failed ({err})")
+        return bytes(get_raw_buffer(out))
+
+    try:
+        for m, d, n in ((b"", 1, 32), (bytes(range(200)), 1, 500), (b"x" * 170, 2, 16)):
+            if oneshot(m, d, n) != _turboshake128_public(m, d, n):
+                return None
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return oneshot
+
+
+_ONESHOT = _oneshot_function()
+
+
+def turboshake128(message: bytes, domain: int, length: int) -> bytes:
+    """``TurboSHAKE128(M, D, L)`` of RFC 9861, Section 2.1 (pycryptodome's C Keccak)."""
+    if length <= 0:
+        return b""
+    if _ONESHOT is not None:
+        return _ONESHOT(message, domain, length)
+    return _turboshake128_public(message, domain, length)
 
 
 class Xof:
@@ -82,11 +134,17 @@ class XofTurboShake128(Xof):
             raise ValidationError("seed", "XofTurboShake128", "at most 255 bytes", len(seed))
         if len(dst) > 65535:
             raise ValidationError("dst", "XofTurboShake128", "at most 65535 bytes", len(dst))
-        message = len(dst).to_bytes(2, "little") + dst + bytes([len(seed)]) + seed + binder
-        self._h = TurboSHAKE128.new(domain=1, data=message)
+        self._m = len(dst).to_bytes(2, "little") + dst + bytes([len(seed)]) + seed + binder
+        self._consumed = 0
 
     def next(self, length: int) -> bytes:
-        return bytes(self._h.read(length)) if length > 0 else b""
+        # as the draft writes it: the stream's next ``length`` bytes are the tail of
+        # TurboSHAKE128(M, 1, consumed + length) (each call regenerates the prefix; Prio3 reads
+        # each instance once, so this costs one Keccak call per XOF)
+        if length <= 0:
+            return b""
+        self._consumed += length
+        return turboshake128(self._m, 1, self._consumed)[-length:]
 
 
 class XofFixedKeyAes128(Xof):

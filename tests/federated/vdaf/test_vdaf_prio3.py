@@ -186,3 +186,31 @@ def test_batched_verification_equals_one_at_a_time(vdaf: Prio3[Any, Any], measur
             assert isinstance(many_msgs[r], ProtocolError)
         else:
             assert many_msgs[r] == vdaf.verifier_shares_to_message(CTX, shares)
+
+
+def test_batched_verification_falls_back_for_rejection_sampling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A report whose XOF candidates include a value >= p (rejection sampling, about 2**-60
+    per element) is redone by the one-report path; the results are unchanged."""
+    vdaf = prio3_histogram(2, 6, 2)
+    rng = SeededRandom(5)
+    reports = [vdaf.shard_random(CTX, i % 6, rng) for i in range(4)]
+    expected = [vdaf.verify_init(KEY, CTX, 1, n, p, s[1]) for n, p, s in reports]
+    real = Prio3._xof_bytes
+    hit = []
+
+    def overflowing(self: Any, seed: bytes, usage: int, ctx: bytes, binder: bytes, n: int) -> bytes:
+        out = real(self, seed, usage, ctx, binder, n)
+        if binder.endswith(reports[2][0]):  # the query randomness of report 2
+            hit.append(1)
+            return b"\xff" * 16 + out[16:]
+        return out
+
+    monkeypatch.setattr(Prio3, "_xof_bytes", overflowing)
+    got = vdaf.verify_init_many(KEY, CTX, 1, [(n, p, s[1]) for n, p, s in reports])
+    assert hit
+    for a, b in zip(expected, got, strict=True):
+        assert isinstance(b, tuple)
+        assert a[0] == b[0]
+        assert vdaf.encode_verifier_share(a[1]) == vdaf.encode_verifier_share(b[1])

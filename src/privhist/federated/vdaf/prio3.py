@@ -337,6 +337,11 @@ class Prio3(Generic[M, R]):
         vs = verifiers[0] if len(verifiers) == 1 else self.field.concat(verifiers)
         return VerifyState(out_share, corrected), VerifierShare(vs, part)
 
+    def _xof_bytes(self, seed: bytes, usage: int, ctx: bytes, binder: bytes, n: int) -> bytes:
+        """The first ``n`` field elements' worth of XOF output (candidates before rejection)."""
+        xof = self.xof(seed, self.dst(usage, ctx), binder)
+        return xof.next(n * self.field.ENCODED_SIZE)
+
     def verify_init_many(
         self,
         verify_key: bytes,
@@ -344,65 +349,132 @@ class Prio3(Generic[M, R]):
         agg_id: int,
         reports: list[tuple[bytes, list[bytes] | None, InputShare]],
     ) -> list[tuple[VerifyState, VerifierShare] | ProtocolError]:
-        """:meth:`verify_init` for many reports ``(nonce, public_share, input_share)`` at once:
-        the XOF derivations run per report, the FLP query once on the stacked shares (the
-        values are those of one call per report). A report that fails gets its error in place
-        of its result."""
+        """:meth:`verify_init` for many reports ``(nonce, public_share, input_share)`` at once.
+
+        The XOFs run per report but their outputs are decoded together, and the FLP query runs
+        once on the stacked shares; the values are those of one :meth:`verify_init` per report
+        (a report whose XOF output needs rejection sampling, probability about ``2**-60`` per
+        element, is redone by :meth:`verify_init`). A failing report gets its error in place of
+        its result.
+        """
         if len(verify_key) != self.VERIFY_KEY_SIZE:
             raise ValidationError("verify_key", "verify_init", f"{self.VERIFY_KEY_SIZE} bytes", "")
-        flp = self.flp
+        if not 0 <= agg_id < self.SHARES:
+            raise ValidationError("agg_id", "verify_init", f"in [0, {self.SHARES})", agg_id)
+        flp, field = self.flp, self.field
+        n_meas, n_proof = flp.MEAS_LEN, flp.PROOF_LEN * self.PROOFS
+        n_joint, n_query = flp.JOINT_RAND_LEN * self.PROOFS, flp.QUERY_RAND_LEN * self.PROOFS
         results: list[tuple[VerifyState, VerifierShare] | ProtocolError] = []
-        rows: list[tuple[int, FieldVec, FieldVec, FieldVec | None, FieldVec]] = []
-        states: dict[int, tuple[FieldVec, bytes | None, bytes | None]] = {}
+        rows: list[int] = []
+        meas_b: list[bytes] = []
+        proof_b: list[bytes] = []
+        joint_b: list[bytes] = []
+        query_b: list[bytes] = []
+        seeds: list[tuple[bytes | None, bytes | None]] = []
         for r, (nonce, public_share, share) in enumerate(reports):
+            results.append(ProtocolError("pending"))
             try:
                 if len(nonce) != self.NONCE_SIZE:
                     raise ProtocolError(f"nonce must be {self.NONCE_SIZE} bytes")
-                meas, proofs, blind = self.expand_input_share(ctx, agg_id, share)
-                joint: FieldVec | None = None
+                if agg_id > 0:
+                    if not isinstance(share, HelperShare):
+                        raise ProtocolError("a helper's input share must be a seed")
+                    mb = self._xof_bytes(share.seed, USAGE_MEAS_SHARE, ctx, bytes([agg_id]), n_meas)
+                    pb = self._xof_bytes(
+                        share.seed, USAGE_PROOF_SHARE, ctx, bytes([self.PROOFS, agg_id]), n_proof
+                    )
+                else:
+                    if not isinstance(share, LeaderShare):
+                        raise ProtocolError("the leader's input share must carry vectors")
+                    mb, pb = share.meas.encode(), share.proofs.encode()
                 corrected = part = None
                 if self.uses_joint_rand:
-                    if blind is None or public_share is None or len(public_share) != self.SHARES:
+                    if share.blind is None or public_share is None:
                         raise ProtocolError("joint randomness parts or blind missing")
-                    part = self.joint_rand_part(ctx, agg_id, blind, meas, nonce)
+                    if len(public_share) != self.SHARES:
+                        raise ProtocolError("joint randomness parts missing")
+                    part = self.xof.derive_seed(
+                        share.blind,
+                        self.dst(USAGE_JOINT_RAND_PART, ctx),
+                        bytes([agg_id]) + nonce + mb,
+                    )
                     parts = list(public_share)
                     parts[agg_id] = part
                     corrected = self.joint_rand_seed(ctx, parts)
-                    joint = self.joint_rands(ctx, corrected)
-                query = self.query_rands(verify_key, ctx, nonce)
+                    joint_b.append(
+                        self._xof_bytes(
+                            corrected, USAGE_JOINT_RANDOMNESS, ctx, bytes([self.PROOFS]), n_joint
+                        )
+                    )
+                query_b.append(
+                    self._xof_bytes(
+                        verify_key,
+                        USAGE_QUERY_RANDOMNESS,
+                        ctx,
+                        bytes([self.PROOFS]) + nonce,
+                        n_query,
+                    )
+                )
             except ProtocolError as exc:
-                results.append(exc)
+                results[r] = exc
                 continue
-            results.append(ProtocolError("pending"))
-            rows.append((r, meas, proofs, joint, query))
-            states[r] = (flp.truncate(meas), corrected, part)
+            rows.append(r)
+            meas_b.append(mb)
+            proof_b.append(pb)
+            seeds.append((corrected, part))
         if not rows:
             return results
-        field = self.field
-        meas_all = field.stack([x[1] for x in rows])
-        proofs_all = field.stack([x[2] for x in rows])
-        query_all = field.stack([x[4] for x in rows])
-        joint_all = (
-            field.stack([x[3] for x in rows if x[3] is not None])
+        k = len(rows)
+        raw_m = field._from_le_bytes(b"".join(meas_b), k * n_meas)
+        raw_p = field._from_le_bytes(b"".join(proof_b), k * n_proof)
+        raw_q = field._from_le_bytes(b"".join(query_b), k * n_query)
+        raw_j = (
+            field._from_le_bytes(b"".join(joint_b), k * n_joint)
             if self.uses_joint_rand
-            else field.zeros((len(rows), 0))
+            else field.zeros(k * 0)
         )
+        ok = np.ones(k, dtype=bool)
+        for raw, n in ((raw_m, n_meas), (raw_p, n_proof), (raw_q, n_query), (raw_j, n_joint)):
+            if n:
+                ok &= field._canonical(raw.v).reshape(k, n).all(axis=1)
+        if not bool(ok.all()):
+            # a leader share out of range is malformed; an XOF candidate out of range needs
+            # rejection sampling: both are left to the one-report path
+            for i in np.flatnonzero(~ok):
+                r = rows[i]
+                nonce, public_share, share = reports[r]
+                try:
+                    results[r] = self.verify_init(
+                        verify_key, ctx, agg_id, nonce, public_share, share
+                    )
+                except ProtocolError as exc:
+                    results[r] = exc
+            keep = np.flatnonzero(ok)
+            if keep.size == 0:
+                return results
+        else:
+            keep = np.arange(k)
+        meas = raw_m.reshape(k, n_meas)[keep]
+        proofs = raw_p.reshape(k, n_proof)[keep]
+        query = raw_q.reshape(k, n_query)[keep]
+        joint = raw_j.reshape(k, n_joint)[keep]
         verifiers = []
         try:
-            for i in range(self.PROOFS):
+            for pi in range(self.PROOFS):
                 pl, ql, jl = flp.PROOF_LEN, flp.QUERY_RAND_LEN, flp.JOINT_RAND_LEN
                 verifiers.append(
                     flp.query(
-                        meas_all,
-                        proofs_all[:, i * pl : (i + 1) * pl],
-                        query_all[:, i * ql : (i + 1) * ql],
-                        joint_all[:, i * jl : (i + 1) * jl],
+                        meas,
+                        proofs[:, pi * pl : (pi + 1) * pl],
+                        query[:, pi * ql : (pi + 1) * ql],
+                        joint[:, pi * jl : (pi + 1) * jl],
                         self.SHARES,
                     )
                 )
         except ProtocolError:
             # a query point hit a root of unity (probability about 2**-60): one at a time
-            for r, *_ in rows:
+            for i in keep:
+                r = rows[i]
                 nonce, public_share, share = reports[r]
                 try:
                     results[r] = self.verify_init(
@@ -412,9 +484,13 @@ class Prio3(Generic[M, R]):
                     results[r] = exc
             return results
         vs_all = verifiers[0] if len(verifiers) == 1 else field.concat(verifiers, axis=-1)
-        for k, (r, *_) in enumerate(rows):
-            out_share, corrected, part = states[r]
-            results[r] = (VerifyState(out_share, corrected), VerifierShare(vs_all[k], part))
+        outs = flp.truncate(meas)
+        for j, i in enumerate(keep):
+            corrected, part = seeds[i]
+            results[rows[i]] = (
+                VerifyState(outs[j], corrected),
+                VerifierShare(vs_all[j], part),
+            )
         return results
 
     def verifier_shares_to_message_many(

@@ -247,9 +247,9 @@ class Histogram(Valid[int, list[int]]):
 
     def encode(self, measurement: int) -> FieldVec:
         b = _int(measurement, "measurement", "Prio3Histogram", 0, self.length - 1)
-        raw = np.zeros(self.length, dtype=np.int64)
-        raw[b] = 1
-        return self.field.from_small(raw)
+        one_hot = [0] * self.length
+        one_hot[b] = 1
+        return self.field._from_list(one_hot, (self.length,))
 
     def eval(
         self, meas: FieldVec, joint_rand: FieldVec, num_shares: int, call: GadgetCall

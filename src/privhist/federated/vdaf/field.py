@@ -510,14 +510,12 @@ class Field128(FieldVec):
 
     @staticmethod
     def _add(a: U64, b: U64) -> U64:
-        s = a + b
-        out: U64 = np.where(s >= _P128, s - _P128, s)
+        out: U64 = (a + b) % _P128
         return out
 
     @staticmethod
     def _sub(a: U64, b: U64) -> U64:
-        d = a - b
-        out: U64 = np.where(d < 0, d + _P128, d)
+        out: U64 = (a - b) % _P128
         return out
 
     @staticmethod

@@ -16,7 +16,9 @@ Vectorisation. A circuit passes *all* calls of a gadget at once, as a (calls x a
 a runner (:meth:`Valid.eval`'s ``call`` argument), instead of one call at a time: the recorded
 wire values, the outputs and therefore the proof and verifier messages are those of the draft's
 sequential ``ProveGadget`` / ``QueryGadget`` shims. ``ParallelSum(Mul)`` computes the gadget
-polynomial of all its multiplications with one batched NTT.
+polynomial of all its multiplications with one batched NTT. The circuits and :meth:`Flp.query`
+also accept leading axes (one row per report), so an aggregator queries a batch of reports with
+the same array operations as one (:meth:`~privhist.federated.vdaf.prio3.Prio3.verify_init_many`).
 """
 
 from __future__ import annotations

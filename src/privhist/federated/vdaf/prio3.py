@@ -15,6 +15,10 @@ sharding, verification, aggregation and unsharding algorithms, and the variants 
 (:func:`prio3_count`, :func:`prio3_sum`, :func:`prio3_sum_vec`, :func:`prio3_histogram`,
 :func:`prio3_multihot_count_vec`) fix their field, circuit and number of proofs.
 
+:meth:`Prio3.verify_init_many` and :meth:`Prio3.verifier_shares_to_message_many` give the same
+values for a batch of reports with the FLP query run once on the stacked shares (what the
+deployed aggregators use); the one-report methods follow the draft's listings line by line.
+
 Domain separation (Section 6.2.3): ``VERSION || algo_class || ID || usage`` (1, 1, 4, 2 bytes,
 big-endian) followed by the application context; the draft sets ``VERSION = 18``.
 """

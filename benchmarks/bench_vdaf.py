@@ -1,7 +1,7 @@
 """Prio3Histogram: client time, upload bytes and verification time, privhist vs the draft's code.
 
 Usage: python benchmarks/bench_vdaf.py --reference-poc PATH [--reference-python PY]
-       [--buckets 10 100 1000] [--rounds 5] [--reports 32]
+       [--buckets 10 100 1000] [--rounds 5] [--reports 64]
 
 The peer is the Python reference implementation published with draft-irtf-cfrg-vdaf-20 (its
 ``poc/`` folder, package ``vdaf_poc``; it needs Python >= 3.12 with ``pycryptodomex``). Obtain it
@@ -174,7 +174,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--buckets", type=int, nargs="+", default=[10, 100, 1000])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reports", type=int, default=32, help="reports per worker process")
+    p.add_argument("--reports", type=int, default=64, help="reports per worker process")
     p.add_argument("--reference-poc", help="the draft's poc/ folder (package vdaf_poc)")
     p.add_argument("--reference-python", default=sys.executable, help="Python >= 3.12 for it")
     p.add_argument("--worker", choices=["ours", "reference"], help=argparse.SUPPRESS)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from privhist.cli import federated_client
+from privhist.cli.commands import _vdaf
 from privhist.core.errors import ValidationError
 
 FN = "privhist federated"
@@ -150,6 +151,7 @@ def register(sub: Any) -> None:
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(run=_run)
+    _vdaf.add_actions(fs)  # Prio3 (VDAF) actions: privhist federated vdaf-*
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:

@@ -960,6 +960,7 @@ class Session:
         seed: int | None = None,
         dry_run: bool = False,
         progress: ProgressFactory | None = None,
+        announce: Callable[[str], object] | None = None,
     ) -> Release | DryRun:
         """User-level federated frequency estimation, TFFE or MFFE (the federated-frequency
         paper, Section 5): one row per ``item`` with its estimated ``mean_count_per_user``; the
@@ -986,6 +987,8 @@ class Session:
             input_format: the file format when the name does not tell.
             output, output_format, seed, dry_run: as :meth:`histogram`.
             progress: ``(label, total) -> advance(k)`` for a progress display.
+            announce: called with each simulated secure-sum round's estimated cost before it
+                runs (``secagg``/``secagg+``; a round too costly to run is refused).
         """
         fn = "federated-frequency"
         self._open(fn)
@@ -1019,6 +1022,7 @@ class Session:
             top_d=checks.optional_int(top_d, "top_d", fn),
             secure_sum=secure_sum,
             progress=progress,
+            announce=announce,
         )
         return self.release(
             releasable,

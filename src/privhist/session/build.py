@@ -474,6 +474,7 @@ def federated_frequency(
     top_d: int | None,
     secure_sum: str,
     progress: Any,
+    announce: Any = None,
 ) -> tuple[Releasable, Mechanism | None, Details]:
     """User-level federated frequency estimation, TFFE or MFFE (Section 5)."""
     from privhist.engines.local.federated_data import read_domain
@@ -533,6 +534,7 @@ def federated_frequency(
         top_d=top_d,
         secure_sum=secure_sum,
         progress=progress,
+        announce=announce,
     )
     return release, None, {"protocol": protocol, "public_domain": public}
 

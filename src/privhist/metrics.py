@@ -9,7 +9,7 @@ Example:
     >>> r = Session().aggregate(people, by=["country"], epsilon=1, delta=1e-6, seed=1,
     ...                         metrics={"n": m.count(), "mean_age": m.mean("age", 0, 100)})
     >>> r.to_pandas()[["country", "mean_age"]].round(0).values.tolist()
-    [['de', 30.0], ['fr', 45.0]]
+    [['de', 31.0], ['fr', 45.0]]
 
 ``lower`` and ``upper`` bound every value (values outside are clamped; ``"auto"`` chooses a bound by
 a DP quantile of the values, paid inside the same spend); ``resolution`` is the fixed-point unit

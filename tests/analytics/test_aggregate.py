@@ -403,3 +403,21 @@ def test_laplace_count_interval_covers() -> None:
         inside += int(r.extra["n_lower"][0] <= 300 <= r.extra["n_upper"][0])
     # 95% intervals: at least 180 of 200 (binomial lower tail at 1e-6 is far below)
     assert inside >= 180 and stats.binom.cdf(inside, 200, 0.95) > 1e-6
+
+
+def test_gaussian_interval_above_exact_range_is_the_tail_bound_quantile() -> None:
+    # Above 2**20 of variance the half-width comes from the rigorous tail bound: the smallest w
+    # whose bound on Pr[Z >= w + 1] is within (1 - confidence) / 2, and near the normal quantile.
+    import math
+    from fractions import Fraction
+
+    from privhist.analytics.aggregate import Aggregation
+    from privhist.mechanisms.user_level._gauss import tail_upper
+
+    agg = object.__new__(Aggregation)
+    agg.noise, agg.confidence = "gaussian", 0.95
+    for sigma2 in (Fraction(2**20 + 1), Fraction(10**10), Fraction(150606834175)):
+        w = agg._interval(sigma2)
+        assert tail_upper(sigma2, w + 1) <= 0.025 < tail_upper(sigma2, w)
+        sigma = math.sqrt(float(sigma2))
+        assert abs(w - 1.959964 * sigma) <= 2 + 1e-6 * sigma

@@ -102,7 +102,12 @@ from privhist.core.requests import (
 from privhist.core.version import LIBRARY
 from privhist.io.release import Release
 from privhist.mechanisms.releasable import Answers
-from privhist.mechanisms.user_level._gauss import calibrate, calibrate_rho, sigma2_for
+from privhist.mechanisms.user_level._gauss import (
+    calibrate,
+    calibrate_rho,
+    sigma2_for,
+    tail_upper,
+)
 from privhist.noise import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -463,9 +468,22 @@ class Aggregation:
         return np.asarray(values, dtype=np.int64).reshape(-1) + z
 
     def _interval(self, param: Fraction) -> int:
-        if self.noise == "gaussian":
+        """The half-width ``w`` of a ``confidence`` interval of the noise: ``Pr[|Z| > w] <= 1 -
+        confidence`` (exact below ``2**20`` of variance; above, from the rigorous tail bound
+        :func:`~privhist.mechanisms.user_level._gauss.tail_upper`, which can only widen it)."""
+        if self.noise == "laplace":
+            return int(DiscreteLaplace(param).interval(self.confidence)[1])
+        if param <= 2**20:
             return int(DiscreteGaussian(param).interval(self.confidence)[1])
-        return int(DiscreteLaplace(param).interval(self.confidence)[1])
+        target = (1 - self.confidence) / 2
+        lo, hi = 0, int(10 * math.sqrt(float(param))) + 2  # tail_upper(., hi) is far below
+        while hi - lo > 1:  # the smallest w with Pr[Z >= w + 1] <= target
+            mid = (lo + hi) // 2
+            if tail_upper(param, mid + 1) <= target:
+                hi = mid
+            else:
+                lo = mid
+        return hi
 
     def _release(
         self,

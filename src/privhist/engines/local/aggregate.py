@@ -120,7 +120,7 @@ def aggregates(
     groups = None
     if request.groups is not None:
         groups = _group_array(request.groups, df["key"].dtype)
-        inside = df["key"].is_in(pl.Series(groups.tolist(), dtype=df["key"].dtype))
+        inside = df["key"].is_in(pl.Series(groups.tolist(), dtype=df["key"].dtype).implode())
         facts["records_outside_groups"] = int((~inside).sum())
         df = df.filter(inside)
     if user_level:

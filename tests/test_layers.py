@@ -1,9 +1,9 @@
 """The import direction of the package and the absence of import circles, checked on the source.
 
 The layer order is written once, in ``docs/concepts/architecture.md`` (the sentence that begins
-"Imports point one way"): this test reads it from there. A module may import its own layer and the layers below it, never one
-above, and the import graph of the package's modules (module-level imports and imports inside
-functions alike) has no circle.
+"Imports point one way"): this test reads it from there. A module may import its own layer and
+the layers below it, never one above, and the import graph of the package's modules (module-level
+imports and imports inside functions alike) has no circle.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ ORDER_PAGE = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "archit
 
 
 def layers_from_page(text: str) -> dict[str, int]:
-    """``{package: rank}`` from the architecture page's "Imports point one way: `a` <- `b`, `c` <- ..."
-    sentence (names separated by commas share a rank)."""
+    """``{package: rank}`` from the architecture page's "Imports point one way: `a` <- `b`, `c`
+    <- ..." sentence (names separated by commas share a rank)."""
     m = re.search(r"Imports point one way:(.*?)\(", text, re.S)
     assert m, "docs/concepts/architecture.md states no layer order"
     ranks: dict[str, int] = {}

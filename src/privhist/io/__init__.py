@@ -6,7 +6,8 @@ column; a :class:`~privhist.io.release.Release` converts itself to Polars, panda
 tables and encodes itself as CSV, JSON or Parquet; writers (:mod:`privhist.io.writers`) write it
 atomically (:mod:`privhist.io.files`). This layer knows files and tables, nothing of privacy: it
 sits just above ``core`` (``docs/concepts/architecture.md``). The names below load on first
-use, so importing a module of this package does not import Polars until a reader or a table is needed.
+use, so importing a module of this package does not import Polars until a reader or a table is
+needed.
 """
 
 from __future__ import annotations

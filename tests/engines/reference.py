@@ -43,7 +43,7 @@ from privhist.core.requests import (
 from privhist.core.weighted import WeightedCounts
 from privhist.engines.base import Engine, Handler
 from privhist.engines.keyed_noise import release_keyed, runs_per_key
-from privhist.engines.priorities import PairPriorities
+from privhist.engines.priorities import PairPriorities, group_code, record_codes
 
 
 def _rows(source: Any) -> list[dict[str, Any]]:
@@ -332,16 +332,21 @@ class ReferenceEngine(Engine):
                 for key in groups:
                     vals = per[u][key]
                     if len(vals) > c_cap:
-                        seen: dict[str, int] = defaultdict(int)
+                        seen: dict[tuple[int | None, ...], int] = defaultdict(int)
                         named = []
                         for v in vals:
-                            content = "\x1e".join(
-                                [str(key), *("-" if x is None else str(x) for x in v)]
+                            code = record_codes(
+                                np.array([group_code(key)], dtype=np.uint64),
+                                [(np.array([x or 0]), np.array([x is None])) for x in v],
+                                np.array([seen[v]]),
                             )
-                            name = f"{content}\x1e{seen[content]}"
-                            seen[content] += 1
-                            named.append((_prio(prio, rng, u, name), name, v))
-                        vals = [v for _, _, v in sorted(named)[:c_cap]]
+                            name = int(code.view(np.int64)[0])
+                            rank = seen[v]
+                            seen[v] += 1
+                            p = _prio(prio, rng, u, name)
+                            order = tuple((x is None, x or 0) for x in v)
+                            named.append((p, order, rank, v))
+                        vals = [v for *_, v in sorted(named)[:c_cap]]
                     records += [(u, key, v) for v in vals]
         keys = sorted({k for _, k, _ in records} if wanted is None else wanted, key=_order)
         index = {k: i for i, k in enumerate(keys)}

@@ -68,7 +68,11 @@ constants, not tuned to any data set.
 data); ``mean = m r + r (sum (v - m) + Z) / max(n + Z', 1)`` clamped to ``[lower, upper]``, as
 PipelineDP's normalised sum; ``variance`` from the noisy second moment about ``m`` minus the
 noisy first, clamped to ``[0, (upper - lower)**2 / 4]``; quantiles by descending the noisy tree
-(children's counts clamped at 0), interpolated inside the leaf.
+(children's counts clamped at 0), interpolated inside the leaf. A tree's noise is drawn lazily:
+each node's noise, independent of every other, is drawn the first time a descent reads the node
+and kept for the other levels asked, so the nodes no descent reads (all but ``16 x 4`` per level
+asked) are never drawn. The released quantiles have exactly the law they have when every node is
+drawn first, since they are a function of the read nodes only.
 """
 
 from __future__ import annotations
@@ -509,10 +513,13 @@ class Aggregation:
                 if comp.what == "sum" and self.metrics[comp.metric].kind in ("mean", "variance"):
                     # the sum of centred values, exact from the true count
                     raw = raw - comp.spec.center * parts["n"]
-            noisy[(comp.metric, comp.what)] = (
-                self._noisy(raw, param, rng).reshape(raw.shape) if g else raw,
-                param,
-            )
+            if comp.what == "tree":  # drawn node by node as the descents read them
+                noisy[(comp.metric, comp.what)] = (_LazyTree(raw, param, self._noisy, rng), param)
+            else:
+                noisy[(comp.metric, comp.what)] = (
+                    self._noisy(raw, param, rng).reshape(raw.shape) if g else raw,
+                    param,
+                )
             described.append(
                 {
                     "metric": comp.metric,
@@ -553,14 +560,9 @@ class Aggregation:
                     columns[name] = np.clip(var_units, 0, top) * spec.resolution**2
             else:
                 assert spec is not None
-                tree = noisy[(name, "tree")][0].reshape(g, spec.nodes) if g else None
+                lazy = noisy[(name, "tree")][0]
                 for q in m.levels:
-                    col = f"{name}_{q:g}"
-                    columns[col] = (
-                        np.array([_tree_quantile(tree[i], q, spec) for i in range(g)])
-                        if tree is not None
-                        else np.zeros(0)
-                    )
+                    columns[f"{name}_{q:g}"] = _tree_quantiles(lazy, q, spec)
         keys = _decoded_keys(table, self.by)
         order = _order(keys)
         release_keys = keys[order]
@@ -654,32 +656,69 @@ def _sqrt_up(n: int) -> Fraction:
     return rational_at_least(Fraction(math.sqrt(n)) * (1 + Fraction(1, 2**40)), 2**20)
 
 
-def _tree_quantile(counts: npt.NDArray[Any], q: float, spec: ValueSpec) -> float:
-    """The ``q`` quantile from one group's noisy tree (module notes), in the column's units.
+class _LazyTree:
+    """The noisy trees of every group, each node's noise drawn when first read (module notes):
+    ``children(groups, starts)`` gives the noisy counts of the ``b`` nodes from ``starts[i]`` in
+    group ``groups[i]``, drawing in one batch the noise of those not drawn before."""
+
+    def __init__(self, raw: npt.NDArray[Any], param: Fraction, noisy: Any, rng: Any) -> None:
+        self.raw = np.asarray(raw, dtype=np.int64)
+        self.param, self.noisy, self.rng = param, noisy, rng
+        self.drawn: dict[tuple[int, int], npt.NDArray[np.int64]] = {}
+
+    def __len__(self) -> int:
+        return int(self.raw.shape[0])
+
+    def children(self, groups: Sequence[int], starts: Sequence[int], b: int) -> npt.NDArray[Any]:
+        todo = sorted({(i, s) for i, s in zip(groups, starts) if (i, s) not in self.drawn})
+        if todo:
+            raw = np.stack([self.raw[i, s : s + b] for i, s in todo])
+            drawn = self.noisy(raw, self.param, self.rng).reshape(len(todo), b)
+            for pair, row in zip(todo, drawn):
+                self.drawn[pair] = row
+        return np.stack([self.drawn[(i, s)] for i, s in zip(groups, starts)])
+
+
+def _tree_quantiles(tree: _LazyTree, q: float, spec: ValueSpec) -> npt.NDArray[np.float64]:
+    """The ``q`` quantile of every group from its noisy tree (module notes), in the column's
+    units.
 
     From the top, the target is a fraction ``f`` of the current node's mass (the sum of its
     children's counts, each clamped at 0): the child where the cumulative mass reaches it is
-    entered, with the remaining fraction of that child; in a leaf the value is interpolated.
+    entered, with the remaining fraction of that child; in a leaf the value is interpolated. A
+    node with no mass below answers the middle of itself.
     """
     levels, b = spec.tree or TREE
+    g = len(tree)
     leaf_width = (spec.high - spec.low + 1) / b**levels
-    c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
-    f, index, offset = q, 0, 0
+    f = np.full(g, float(q))
+    index = np.zeros(g, dtype=np.int64)
+    done = np.full(g, np.nan)  # the answer of a group whose descent ended early
+    offset = 0
     for level in range(1, levels + 1):
-        start = offset + index * b
-        children = c[start : start + b]
-        mass = float(children.sum())
+        live = np.flatnonzero(np.isnan(done))
+        if live.size == 0:
+            break
+        starts = offset + index[live] * b
+        c = np.maximum(tree.children(live.tolist(), starts.tolist(), b).astype(np.float64), 0.0)
+        mass = c.sum(axis=1)
         below = b ** (levels - level)  # leaves under each child
-        if mass <= 0:  # nothing below: the middle of the current node
-            return float((spec.low + (index * b + b / 2) * below * leaf_width) * spec.resolution)
-        cum = np.cumsum(children)
-        target = f * mass
-        j = min(int(np.searchsorted(cum, target, side="left")), b - 1)
-        before = float(cum[j - 1]) if j else 0.0
-        f = min(max((target - before) / float(children[j]), 0.0), 1.0) if children[j] > 0 else 0.5
-        index = index * b + j
+        empty = mass <= 0
+        done[live[empty]] = spec.low + (index[live[empty]] * b + b / 2) * below * leaf_width
+        cum = np.cumsum(c, axis=1)
+        target = f[live] * mass
+        j = np.minimum((cum < target[:, None]).sum(axis=1), b - 1)
+        rows = np.arange(live.size)
+        before = np.where(j > 0, cum[rows, np.maximum(j - 1, 0)], 0.0)
+        child = c[rows, j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(child > 0, np.clip((target - before) / child, 0.0, 1.0), 0.5)
+        keep = ~empty
+        f[live[keep]] = frac[keep]
+        index[live[keep]] = index[live[keep]] * b + j[keep]
         offset += b**level
-    return float((spec.low + (index + f) * leaf_width) * spec.resolution)
+    out = np.where(np.isnan(done), spec.low + (index + f) * leaf_width, done)
+    return np.asarray(out * spec.resolution, dtype=np.float64)
 
 
 def _decoded_keys(table: GroupTable, by: tuple[str, ...]) -> npt.NDArray[Any]:

@@ -26,6 +26,13 @@ pair is a pseudorandom function of the pair under a secret drawn once per releas
 The choice for one user depends only on that user's pairs and ``s``, so removing or adding a user
 leaves everyone else's choices unchanged: the sensitivity argument of contribution bounding is the
 same as with fresh random priorities.
+
+Records within a (user, group) pair (aggregations keep at most ``c`` of them) are named by
+:func:`record_codes`: a fixed public 64-bit mixing of the group's code, the record's values and its
+rank among the user's identical records, which then takes the place of ``code(key)`` above. Any
+function of a user's own records would keep the guarantee; this one keeps the choice uniform (two
+distinct records of a user share a name with probability about ``m**2 / 2**65``, and share a
+priority then) and is the same in every engine, computed on whole arrays.
 """
 
 from __future__ import annotations
@@ -46,6 +53,53 @@ SECRET_BYTES: Final[int] = 32
 
 #: pairs encrypted per call of the cipher
 _CHUNK: Final[int] = 1 << 16
+
+
+_GOLDEN: Final = np.uint64(0x9E3779B97F4A7C15)
+_MIX1: Final = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2: Final = np.uint64(0x94D049BB133111EB)
+#: a value's code when the cell is empty
+_NULL: Final = np.uint64(0xD6E8FEB86659FD93)
+
+
+def _splitmix(x: U64) -> U64:
+    """SplitMix64's output function (Steele, Lea & Flood 2014) on every word (wrapping)."""
+    z = np.asarray(x, dtype=np.uint64) + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    out: U64 = z ^ (z >> np.uint64(31))
+    return out
+
+
+def group_code(key: Any) -> int:
+    """A group's 64-bit code in a record's name: an integer's int64 bits, a text's first 8 bytes
+    of (unkeyed) BLAKE2b over its UTF-8 bytes."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return int(np.int64(key).view(np.uint64))
+    digest = hashlib.blake2b(str(key).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def record_codes(
+    groups: U64, values: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]], ranks: Any
+) -> U64:
+    """64-bit names of records (module notes): the group codes (:func:`group_code`) mixed with
+    each value column (``(values, is_null)``) and the rank among the user's identical records.
+
+    >>> import numpy as np
+    >>> g = np.array([group_code("fr")] * 2, dtype=np.uint64)
+    >>> v = [(np.array([3, 3]), np.array([False, False]))]
+    >>> a, b = record_codes(g, v, np.array([0, 1]))
+    >>> bool(a != b)
+    True
+    """
+    with np.errstate(over="ignore"):
+        h = _splitmix(np.asarray(groups, dtype=np.uint64))
+        for column, null in values:
+            word = _splitmix(np.asarray(column, dtype=np.int64).view(np.uint64))
+            h = _splitmix(h ^ np.where(np.asarray(null, dtype=bool), _NULL, word))
+        out: U64 = _splitmix(h ^ np.asarray(ranks, dtype=np.int64).view(np.uint64))
+    return out
 
 
 class PairPriorities:
@@ -85,12 +139,20 @@ class PairPriorities:
             return arr.astype(np.int64, copy=False).view(np.uint64)
         if arr.size == 0:
             return np.zeros(0, dtype=np.uint64)
-        uniq, inverse = np.unique(arr.astype(object), return_inverse=True)
-        table = np.fromiter(
-            (self._text_code(str(v)) for v in uniq.tolist()), dtype=np.uint64, count=uniq.size
+        # each distinct text hashed once, looked up by a dict (no sort of Python objects)
+        seen: dict[str, int] = {}
+        code = self._text_code
+
+        def one(text: str) -> int:
+            c = seen.get(text)
+            if c is None:
+                c = seen[text] = code(text)
+            return c
+
+        out: U64 = np.fromiter(
+            (one(v) for v in map(str, arr.reshape(-1).tolist())), dtype=np.uint64, count=arr.size
         )
-        out: U64 = table[inverse.reshape(-1)]
-        return out
+        return out.reshape(arr.shape)
 
     def _text_code(self, text: str) -> int:
         digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=self._secret).digest()
@@ -130,7 +192,14 @@ class LazyPriorities:
         self.rng = rng
         self._f: PairPriorities | None = None
 
-    def __call__(self, users: npt.ArrayLike, keys: npt.ArrayLike) -> U64:
+    def _function(self) -> PairPriorities:
         if self._f is None:
             self._f = PairPriorities.draw(self.rng)
-        return self._f(users, keys)
+        return self._f
+
+    def codes(self, values: npt.ArrayLike) -> U64:
+        """:meth:`PairPriorities.codes` under the secret (drawn now if not yet)."""
+        return self._function().codes(values)
+
+    def __call__(self, users: npt.ArrayLike, keys: npt.ArrayLike) -> U64:
+        return self._function()(users, keys)

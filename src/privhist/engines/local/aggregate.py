@@ -6,16 +6,17 @@ group, and clamped fixed-point sums, counts and trees per group
 Bounding (user-level data): each user keeps a uniformly random subset of at most ``k`` of its
 groups (the ``k`` of smallest pseudorandom priority of the (user, group) pair, under the secret
 of :mod:`privhist.engines.priorities`), and in each kept group a uniformly random subset of at
-most ``c`` of its records (the ``c`` of smallest priority of (user, record), a record named by its
-group, its fixed-point values and its rank among the user's identical records, which are
-interchangeable). The secret is drawn from the release's source only when some user is bounded,
-as every count of this package does; the choices depend on the records and the secret only, not
-on their order or partitioning, so every engine makes the same ones.
+most ``c`` of its records (the ``c`` of smallest priority of (user, record), a record named by
+:func:`~privhist.engines.priorities.record_codes` from its group, its fixed-point values and its
+rank among the user's identical records, which are interchangeable). The secret is drawn from the
+release's source only when some user is bounded, as every count of this package does; the choices
+depend on the records and the secret only, not on their order or partitioning, so every engine makes
+the same ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,10 +27,7 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
 from privhist.core.requests import Fields, GroupAggregates, GroupTable, ValueRange, ValueSpec
-from privhist.engines.priorities import LazyPriorities
-
-#: separates the parts of a record's name in its priority
-_RECORD = "\x1e"
+from privhist.engines.priorities import LazyPriorities, PairPriorities, group_code, record_codes
 
 
 def group_frame(
@@ -142,7 +140,7 @@ def bound(
     df: pl.DataFrame,
     request: GroupAggregates,
     n_specs: int,
-    prio: Callable[[Any, Any], npt.NDArray[np.uint64]],
+    prio: LazyPriorities | PairPriorities,
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """The records of each user bounded to ``k`` groups and ``c`` records per group (module
     notes), with the numbers of users and of (user, group) pairs bounded; ``prio`` gives the
@@ -156,7 +154,7 @@ def bound(
     over = pairs.filter(pl.col("degree") > k)
     if over.height:
         facts["users_bounded"] = int(over["user"].n_unique())
-        p = prio(over["user"].to_numpy(), _keys(over["key"]))
+        p = prio(over["user"].to_numpy(), _pair_codes(prio, over["key"]))
         ranked = over.with_columns(pl.Series("p", p)).with_columns(
             pl.col("p").rank("ordinal").over("user").alias("_r")  # smallest priority first
         )
@@ -168,28 +166,43 @@ def bound(
         facts["pairs_bounded"] = full.height
         cols = [f"s{j}" for j in range(n_specs)]
         rest = df.join(full, on=["user", "key"], how="anti")
-        big = df.join(full, on=["user", "key"], how="semi")
-        content = pl.concat_str(
-            [pl.col("key").cast(pl.String)]
-            + [pl.col(x).cast(pl.String).fill_null("-") for x in cols],
-            separator=_RECORD,
+        big = df.join(full, on=["user", "key"], how="semi").with_columns(
+            pl.int_range(pl.len()).over("user", "key", *cols).alias("_k")  # among identical
         )
-        big = big.with_columns(content.alias("_c"))
-        big = big.with_columns(
-            (
-                pl.col("_c") + _RECORD + pl.int_range(pl.len()).over("user", "_c").cast(pl.String)
-            ).alias("_c")
+        named = record_codes(
+            _group_codes(big["key"]),
+            [(big[x].fill_null(0).to_numpy(), big[x].is_null().to_numpy()) for x in cols],
+            big["_k"].to_numpy(),
         )
-        p = prio(big["user"].to_numpy(), big["_c"].to_numpy().astype(object))
+        p = prio(big["user"].to_numpy(), named.view(np.int64))
         big = (
             big.with_columns(pl.Series("p", p))
-            .sort("user", "key", "p", "_c")
+            .sort("user", "key", "p", *cols, "_k", nulls_last=True)
             .with_columns(pl.int_range(pl.len()).over("user", "key").alias("_r"))
             .filter(pl.col("_r") < c)
-            .drop("p", "_c", "_r")
+            .drop("p", "_k", "_r")
         )
         df = pl.concat([rest, big], how="vertical_relaxed")
     return df, facts
+
+
+def _pair_codes(prio: LazyPriorities | PairPriorities, series: pl.Series) -> npt.NDArray[Any]:
+    """The keys as :class:`~privhist.engines.priorities.PairPriorities` codes them (integers
+    as themselves; each distinct text hashed once, under the secret), as int64."""
+    if series.dtype.is_integer():
+        return series.cast(pl.Int64).to_numpy()
+    distinct = series.unique()
+    codes = pl.Series(prio.codes(distinct.to_numpy().astype(object)).view(np.int64))
+    return series.replace_strict(distinct, codes, return_dtype=pl.Int64).to_numpy()
+
+
+def _group_codes(series: pl.Series) -> npt.NDArray[np.uint64]:
+    """:func:`~privhist.engines.priorities.group_code` of every key, each distinct one once."""
+    if series.dtype.is_integer():
+        return series.cast(pl.Int64).to_numpy().view(np.uint64)
+    distinct = series.unique()
+    codes = pl.Series([group_code(k) for k in distinct.to_list()], dtype=pl.UInt64)
+    return series.replace_strict(distinct, codes, return_dtype=pl.UInt64).to_numpy()
 
 
 def _keys(series: pl.Series) -> npt.NDArray[Any]:
@@ -229,26 +242,24 @@ def partial_rows(df: pl.DataFrame, specs: Sequence[ValueSpec], user_level: bool)
         levels, b = spec.tree
         v = pl.col(f"s{j}")
         leaves = b**levels
-        leaf = ((v - spec.low) * leaves) // (spec.high - spec.low + 1)
-        offset = 0
-        nodes = []
-        for level in range(1, levels + 1):
-            nodes.append(offset + leaf // b ** (levels - level))
-            offset += b**level
-        tree = (
+        # one pass over the records counts the leaves; each level above sums the (far fewer)
+        # leaf counts of its nodes
+        leaf_counts = (
             lf.filter(v.is_not_null())
-            .select(key, pl.concat_list(nodes).alias("index"))
-            .explode("index")
-            .group_by("key", "index")
+            .group_by(key, (((v - spec.low) * leaves) // (spec.high - spec.low + 1)).alias("leaf"))
             .agg(pl.len().cast(pl.Int64).alias("value"))
-            .select(
-                "key",
-                pl.lit(f"tree{j}").alias("name"),
-                pl.col("index").cast(pl.Int64),
-                "value",
-            )
+            .collect()
+            .lazy()
         )
-        parts.append(tree)
+        offset = 0
+        for level in range(1, levels + 1):
+            node = (offset + pl.col("leaf") // b ** (levels - level)).cast(pl.Int64)
+            parts.append(
+                leaf_counts.group_by("key", node.alias("index"))
+                .agg(pl.col("value").sum())
+                .select("key", pl.lit(f"tree{j}").alias("name"), "index", "value")
+            )
+            offset += b**level
     return pl.concat(parts, how="vertical_relaxed").collect()
 
 

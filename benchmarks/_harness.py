@@ -129,6 +129,11 @@ class Measurement:
         return self.wall is not None and self.skipped is None and self.error is None
 
     def value(self, metric: str) -> float | None:
+        """``wall``, ``cpu``, ``rss`` or ``rss_growth`` (the timed run's peak over its start)."""
+        if metric == "rss_growth":
+            if self.rss is None or self.rss_base is None:
+                return None
+            return self.rss - self.rss_base
         v = getattr(self, metric)
         return None if v is None else float(v)
 
@@ -437,7 +442,8 @@ class RatioResult:
 @dataclass(frozen=True)
 class Goal:
     """A goal on a ratio's median (``ratio``) or on one system's median figure (``system`` and
-    ``metric``: ``wall``, ``cpu`` in seconds or ``rss`` in bytes): ``at_least`` or ``at_most``."""
+    ``metric``: ``wall``, ``cpu`` in seconds, ``rss`` or ``rss_growth`` in bytes): ``at_least``
+    or ``at_most``."""
 
     text: str
     ratio: Ratio | None = None
@@ -629,7 +635,7 @@ def summarise(
             done = [m for m in measurements if m.system == g.system and m.ok]
             vals = [v for m in done if (v := m.value(g.metric)) is not None]
             value = statistics.median(vals) if vals else None
-            unit = "B" if g.metric == "rss" else "s"
+            unit = "B" if g.metric.startswith("rss") else "s"
             bound = ">=" if any(m.stopped for m in done) else None
             verdict = _verdict(value, g, bound, unit)
         print(f"  {g.text}: {verdict}")

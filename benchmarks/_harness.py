@@ -559,7 +559,7 @@ def _row(m: Measurement) -> str:
         cpu = f"{m.cpu:9.3f}" if m.cpu is not None else f"{'n/a':>9}"
         res = "stopped" if m.stopped else _short(m.result)
         body = f"{mark}{m.wall:9.3f} {cpu} {rss}  {res}"
-    return f"{m.round:>5}  {m.system:<34} {load:>9}  {others:>6}  {body}"
+    return f"{m.round:>5}  {m.system:<34} {load:>11}  {others:>6}  {body}"
 
 
 def _short(value: Any) -> str:
@@ -568,7 +568,7 @@ def _short(value: Any) -> str:
 
 
 HEADER = (
-    f"{'round':>5}  {'system':<34} {'load1':>9}  {'others':>6}  {'wall s':>10} {'CPU s':>9} "
+    f"{'round':>5}  {'system':<34} {'load1':>11}  {'others':>6}  {'wall s':>10} {'CPU s':>9} "
     f"{'peak MiB':>9}  result"
 )
 LEGEND = (
@@ -587,7 +587,7 @@ def summarise(
     work = {s.name: s.work for s in systems}
     print(
         f"\n{'system':<34} {'runs':>4} {'work':>14} {'wall s':>9} {'CPU s':>9} {'peak MiB':>9}"
-        f" {'work/s':>14}  {'load1':>9} {'others':>6}"
+        f" {'work/s':>14}  {'load1':>11} {'others':>6}"
     )
     for s in systems:
         ms = [m for m in measurements if m.system == s.name]
@@ -604,9 +604,11 @@ def summarise(
         load = f"{min(m.load_before for m in done):.2f}-{max(m.load_after for m in done):.2f}"
         others = f"{max(m.others_cores for m in done):.2f}"
         stop = ">" if any(m.stopped for m in done) else ""
+        rate = f"{s.work / wall:>14,.0f}" if s.work != 1 else f"{'':>14}"
+        amount = f"{s.work:>14,.0f}" if s.work != 1 else f"{'':>14}"
         print(
-            f"{s.name:<34} {len(done):>4} {s.work:>14,.0f} {stop}{wall:9.3f} {cpu} {rss} "
-            f"{s.work / wall:>14,.0f}  {load:>9} {others:>6}"
+            f"{s.name:<34} {len(done):>4} {amount} {stop}{wall:9.3f} {cpu} {rss} "
+            f"{rate}  {load:>11} {others:>6}"
         )
     results = [ratio(measurements, r, work) for r in ratios]
     if results:

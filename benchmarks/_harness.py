@@ -38,6 +38,9 @@ Usage from a benchmark script::
     systems = [System("bincount", "bench_x:numpy_bincount", {"path": p}, warm={"path": small})]
     compare(systems, rounds=3, ratios=[...], goals=[...])
 
+For timing privhist's own building blocks alone (no other system, no ratio), :func:`best_of`,
+:func:`best_seconds` and :func:`line` time calls inside the script's process.
+
 The factory is named ``module:function`` and is imported in the child from the benchmarks
 directory (so the script's own module works, its ``main`` guarded by ``__name__``). A
 ``command`` system runs an external command instead (e.g. a peer in its own virtual
@@ -61,7 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -689,6 +692,46 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
     """``compare`` keyword arguments from parsed :func:`add_arguments` options."""
     quiet = tuple(args.wait_quiet) if args.wait_quiet else None
     return {"rounds": args.rounds, "quiet": quiet, "save": args.save}
+
+
+# -- in-process timings of one system ------------------------------------------------------
+# For a script timing privhist's own building blocks (no other system, no ratio between
+# systems): the fastest of a few calls in this process. Ratios between systems go through
+# ``compare``.
+
+
+def best_of(
+    run: Callable[[], Any], repeats: int = 3, *, collect: bool = False
+) -> tuple[float, Any]:
+    """Best wall time (``time.perf_counter``) of ``repeats`` calls of ``run``, and the last
+    result; with ``collect`` the garbage collector runs before each call (outside the timing)."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        if collect:
+            gc.collect()
+        start = time.perf_counter()
+        out = run()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def best_seconds(run: Callable[[], Any], repeats: int = 3) -> float:
+    """Best wall time of ``repeats`` calls of ``run``."""
+    return best_of(run, repeats)[0]
+
+
+def line(
+    name: str,
+    seconds: float,
+    target: float | None = None,
+    *,
+    digits: int = 4,
+    ratio_digits: int = 2,
+) -> None:
+    """Print ``name`` and ``seconds`` (``digits`` decimals) and, when there is a ``target``, the
+    ratio to it (``ratio_digits`` decimals)."""
+    ratio = f"  ({seconds / target:.{ratio_digits}f} of the {target:g} s target)" if target else ""
+    print(f"{name:<62} {seconds:8.{digits}f} s{ratio}")
 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "child":

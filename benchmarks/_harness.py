@@ -20,8 +20,11 @@ A speed ratio holds only if both sides did the same work under the same conditio
 
 Each measurement reports the wall time and the CPU seconds (user + system) of the timed section
 for the whole process tree (the process, its finished children and its live descendants, e.g. a
-Spark JVM and its Python workers) and the peak resident memory (``VmHWM``, reset before the timed
-run through ``/proc/self/clear_refs``; for commands the polled peak of the tree's resident memory).
+Spark JVM and its Python workers) and the peak resident memory of the timed run (``VmHWM``,
+reset before it through ``/proc/self/clear_refs``; for commands the polled peak of the tree's
+resident memory). The polled peak of the whole tree over the process's life (setup included;
+sampled every 50 ms, so a shorter peak can be missed) is kept too (``tree_rss``, the "tree MiB"
+column): it counts what the Python process's own figure does not, e.g. a Spark JVM.
 CPU seconds are the steadier figure on a loaded machine; wall time is what a user waits.
 
 A system whose factory raises :class:`Skip` (a peer that is not installed, a dataset that is
@@ -116,7 +119,9 @@ class Measurement:
     round: int
     wall: float | None = None
     cpu: float | None = None
+    cpu_sys: float | None = None  # the part of ``cpu`` spent in the kernel
     rss: float | None = None  # bytes, peak during the timed run
+    tree_rss: float | None = None  # bytes, polled peak of the whole tree, setup included
     rss_base: float | None = None  # bytes, resident just before it (imports, data)
     result: Any = None
     skipped: str | None = None
@@ -193,23 +198,29 @@ def _machine_busy_seconds() -> float:
     return busy / CLOCK
 
 
-def tree_cpu(root: int | None = None) -> float:
-    """CPU seconds (user + system) of a live process tree: ``root`` (this process when None),
+def tree_times(root: int | None = None) -> tuple[float, float]:
+    """(user, system) CPU seconds of a live process tree: ``root`` (this process when None),
     the children it has waited for, and its live descendants."""
     if root is None:
         own = resource.getrusage(resource.RUSAGE_SELF)
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-        total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+        user, system = own.ru_utime + kids.ru_utime, own.ru_stime + kids.ru_stime
         root = os.getpid()
     else:
         st = _stat_fields(root)
-        total = 0.0 if st is None else sum(int(x) for x in st[11:15]) / CLOCK
-    table = _processes()
-    for pid in _descendants(root, table):
+        user = 0.0 if st is None else (int(st[11]) + int(st[13])) / CLOCK
+        system = 0.0 if st is None else (int(st[12]) + int(st[14])) / CLOCK
+    for pid in _descendants(root, _processes()):
         st = _stat_fields(pid)
         if st is not None:  # its own time and that of the children it has waited for
-            total += sum(int(x) for x in st[11:15]) / CLOCK
-    return total
+            user += (int(st[11]) + int(st[13])) / CLOCK
+            system += (int(st[12]) + int(st[14])) / CLOCK
+    return user, system
+
+
+def tree_cpu(root: int | None = None) -> float:
+    """CPU seconds (user + system) of a live process tree (see :func:`tree_times`)."""
+    return sum(tree_times(root))
 
 
 def _tree_rss(root: int) -> float:
@@ -320,7 +331,7 @@ def measure(system: System, round_: int = 0) -> Measurement:
         env = _child_env({"HARNESS_RESULT": str(out)})
         window = _Window.open()
         m.load_before = window.load
-        kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child, once waited for
         own0 = tree_cpu()
         t0 = time.perf_counter()
         with open(log, "wb") as err, open(os.devnull, "wb") as null:
@@ -339,8 +350,10 @@ def measure(system: System, round_: int = 0) -> Measurement:
         outer_wall = time.perf_counter() - t0
         kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         outer_cpu = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
+        outer_sys = kids1.ru_stime - kids0.ru_stime
         own_cpu = max(0.0, tree_cpu() - own0)  # this process, the child and what it waited for
         others, busy, m.load_after = window.close(own_cpu, pids | {os.getpid()})
+        m.tree_rss = peak or None
         m.others_cores, m.others_busy = others, busy
         reported: dict[str, Any] = {}
         if out.exists() and out.stat().st_size:
@@ -349,7 +362,7 @@ def measure(system: System, round_: int = 0) -> Measurement:
             except json.JSONDecodeError as exc:
                 m.error = f"unreadable result: {exc}"
         if m.stopped:
-            m.wall, m.cpu = outer_wall, outer_cpu
+            m.wall, m.cpu, m.cpu_sys = outer_wall, outer_cpu, outer_sys
             m.rss = peak or None
             m.error = None
         elif "skipped" in reported:
@@ -360,6 +373,8 @@ def measure(system: System, round_: int = 0) -> Measurement:
         elif m.error is None:
             m.wall = float(reported.get("wall", outer_wall))
             m.cpu = float(reported.get("cpu", outer_cpu))
+            sys_part = reported.get("cpu_sys", None if "cpu" in reported else outer_sys)
+            m.cpu_sys = float(sys_part) if sys_part is not None else None
             rss = reported.get("rss")
             m.rss = float(rss) if rss is not None else (peak or None)
             base = reported.get("rss_base")
@@ -397,11 +412,12 @@ def _child(spec_json: str, out_path: str) -> None:
     except OSError:
         resettable = False
     base = _status_bytes("VmRSS")
-    c0 = tree_cpu()
+    u0, s0 = tree_times()
     t0 = time.perf_counter()
     result = run()
     wall = time.perf_counter() - t0
-    cpu = tree_cpu() - c0
+    u1, s1 = tree_times()
+    cpu, cpu_sys = (u1 - u0) + (s1 - s0), s1 - s0
     peak = _status_bytes("VmHWM")
     if not resettable:
         peak = None  # the whole process's peak would include the setup's
@@ -410,7 +426,16 @@ def _child(spec_json: str, out_path: str) -> None:
     except (TypeError, ValueError):
         result = str(result)
     out.write_text(
-        json.dumps({"wall": wall, "cpu": cpu, "rss": peak, "rss_base": base, "result": result})
+        json.dumps(
+            {
+                "wall": wall,
+                "cpu": cpu,
+                "cpu_sys": cpu_sys,
+                "rss": peak,
+                "rss_base": base,
+                "result": result,
+            }
+        )
     )
 
 
@@ -576,7 +601,8 @@ HEADER = (
 )
 LEGEND = (
     "load1: 1-minute load average before-after; others: cores other processes used during the "
-    "run / how many used > 0.1 core; a '>' marks a run stopped at its timeout"
+    "run / how many used > 0.1 core; sys: the share of the CPU time spent in the kernel; a '>' "
+    "marks a run stopped at its timeout"
 )
 
 
@@ -589,7 +615,8 @@ def summarise(
     """Print the median figures of each system, the ratios and the goals."""
     work = {s.name: s.work for s in systems}
     print(
-        f"\n{'system':<34} {'runs':>4} {'work':>14} {'wall s':>9} {'CPU s':>9} {'peak MiB':>9}"
+        f"\n{'system':<34} {'runs':>4} {'work':>14} {'wall s':>9} {'CPU s':>9} {'sys':>6} "
+        f"{'peak MiB':>9} {'tree MiB':>9}"
         f" {'work/s':>14}  {'load1':>11} {'others':>6}"
     )
     for s in systems:
@@ -603,15 +630,19 @@ def summarise(
         cpus = [m.cpu for m in done if m.cpu is not None]
         rsss = [m.rss for m in done if m.rss]
         cpu = f"{statistics.median(cpus):9.3f}" if cpus else f"{'n/a':>9}"
+        shares = [m.cpu_sys / m.cpu for m in done if m.cpu and m.cpu_sys is not None]
+        sys_share = f"{statistics.median(shares):6.0%}" if shares else f"{'n/a':>6}"
         rss = f"{statistics.median(rsss) / 2**20:9.0f}" if rsss else f"{'n/a':>9}"
+        trees = [m.tree_rss for m in done if m.tree_rss]
+        tree = f"{max(trees) / 2**20:9.0f}" if trees else f"{'n/a':>9}"
         load = f"{min(m.load_before for m in done):.2f}-{max(m.load_after for m in done):.2f}"
         others = f"{max(m.others_cores for m in done):.2f}"
         stop = ">" if any(m.stopped for m in done) else ""
         rate = f"{s.work / wall:>14,.0f}" if s.work != 1 else f"{'':>14}"
         amount = f"{s.work:>14,.0f}" if s.work != 1 else f"{'':>14}"
         print(
-            f"{s.name:<34} {len(done):>4} {amount} {stop}{wall:9.3f} {cpu} {rss} "
-            f"{rate}  {load:>11} {others:>6}"
+            f"{s.name:<34} {len(done):>4} {amount} {stop}{wall:9.3f} {cpu} {sys_share} {rss} "
+            f"{tree} {rate}  {load:>11} {others:>6}"
         )
     results = [ratio(measurements, r, work) for r in ratios]
     if results:

@@ -18,7 +18,7 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import U64, RandomSource, SecureRandom, SeededRandom
 from privhist.engines import count, count_array
-from privhist.engines.local import bound_contributions
+from privhist.engines.local import bound_contributions, counting
 from privhist.engines.local.progress import status
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
@@ -63,6 +63,46 @@ def test_count_array_matches_brute_force_for_integers(seed: int) -> None:
         assert c.neighbouring == Neighbouring.add_remove()
         assert c.info["records"] == keys.size
         assert c.info["distinct_keys"] == len(set(keys.tolist()))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_count_array_integer_paths(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every route of the integer count: bins from 0 (smallest key 0 or above), a shifted range
+    (negative or large smallest key), a sort (a wide range), other integer dtypes; on one and on
+    two threads (lowered so that small arrays take it)."""
+    monkeypatch.setattr(counting, "_THREADED_ROWS", 1 if threads > 1 else 1 << 62)
+    monkeypatch.setattr(counting, "_MAX_THREADS", threads)
+    g = np.random.default_rng(5)
+    cases = [
+        g.integers(1, 50, 4_000),  # smallest key 1: counted in place
+        g.integers(-30, 30, 4_000),  # a negative key: shifted
+        g.integers(10**12, 10**12 + 40, 4_000),  # far from 0, narrow: shifted
+        g.integers(0, 2**50, 4_000),  # wide: sorted
+        g.integers(0, 200, 4_000).astype(np.uint8),
+        g.integers(0, 2**40, 300).astype(np.uint64),
+        g.integers(-(2**31), 2**31 - 1, 300).astype(np.int32),
+        np.array([7], dtype=np.int64),
+    ]
+    for keys in cases:
+        c = count_array(keys)
+        check_invariants(c)
+        assert as_dict(c) == dict(Counter(keys.tolist())), keys.dtype
+        assert c.keys.dtype == np.int64 and c.counts.dtype == np.int64
+
+
+def test_count_array_does_not_copy_keys_counted_in_place() -> None:
+    """Keys from 1 (not 0) are counted without a shifted copy: the traced peak stays far below
+    the 32 MiB array."""
+    import tracemalloc
+
+    keys = np.random.default_rng(2).integers(1, 1000, 1 << 22)
+    count_array(keys)  # first call: imports and thread start-up outside the trace
+    tracemalloc.start()
+    c = count_array(keys)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert int(c.counts.sum()) == keys.size
+    assert peak < keys.nbytes / 8
 
 
 def test_count_array_strings_and_null_keys() -> None:

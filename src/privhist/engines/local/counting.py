@@ -64,7 +64,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Final
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -116,6 +117,12 @@ _PARTITION_SEED: Final[int] = 0x5EED
 #: integer keys whose range is at most ``2 * records + _DENSE_SLACK`` are counted with
 #: ``np.bincount``; wider ranges are sorted
 _DENSE_SLACK: Final[int] = 1 << 20
+
+#: in-memory arrays of at least this many keys are counted by several threads, at most this many
+_THREADED_ROWS: Final[int] = 1 << 22
+_MAX_THREADS: Final[int] = 4
+
+_T = TypeVar("_T")
 
 
 def count(
@@ -775,21 +782,48 @@ def _count_user_codes(
 
 
 def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
+    """Record counts of an integer array: ``np.bincount`` over a small range, else a sort.
+
+    Non-negative keys below ``2 * n + _DENSE_SLACK`` are counted in place (no shifted copy of
+    the array: the bins below the smallest key stay empty); only keys with a negative or a
+    large smallest value are shifted first. The largest key is found first so that a wide range
+    is never allocated as bins.
+    """
     n = int(arr.shape[0])
     if n == 0:
         keys = np.zeros(0, dtype=np.int64)
         counts = np.zeros(0, dtype=np.int64)
     else:
-        lo, hi = int(arr.min()), int(arr.max())
+        threads = _threads(n)
+        hi = int(max(_on_parts(np.max, arr, threads)))
         if hi >= 1 << 63:
             raise ValidationError("keys", fn, "integers below 2**63", hi)
         values = arr.astype(np.int64, copy=False)
-        if hi - lo + 1 <= 2 * n + _DENSE_SLACK:
-            shifted = values - lo if lo != 0 else values
-            dense = np.bincount(shifted, minlength=hi - lo + 1)
+        dense: npt.NDArray[np.intp] | None = None
+        lo = 0
+        if hi < 2 * n + _DENSE_SLACK:
+            # each thread counts its part into its own bins; with bins for at most a quarter of
+            # the records the extra bins cost at most a quarter of the input's memory per thread
+            threads = threads if (hi + 1) * 4 <= n else 1
+            try:
+                parts = _on_parts(lambda part: np.bincount(part, minlength=hi + 1), values, threads)
+            except ValueError:  # a negative key: count the shifted range below
+                parts = []
+            if parts:
+                dense = parts[0]
+                for other in parts[1:]:
+                    dense += other
+                del parts
+        if dense is None:
+            lo = int(values.min())
+            if hi - lo + 1 <= 2 * n + _DENSE_SLACK:
+                dense = np.bincount(values - lo, minlength=hi - lo + 1)
+        if dense is not None:
             present = np.flatnonzero(dense)
-            keys = present.astype(np.int64) + lo
-            counts = dense[present].astype(np.int64)
+            keys = present.astype(np.int64)
+            if lo:
+                keys += lo
+            counts = dense[present].astype(np.int64, copy=False)
         else:
             ordered = np.sort(values)
             starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
@@ -799,6 +833,29 @@ def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
     return Counts(
         keys=keys, counts=counts, units=None, neighbouring=Neighbouring.add_remove(), info=info
     )
+
+
+def _threads(rows: int) -> int:
+    """Threads for an in-memory pass over ``rows`` keys: the cores this process may use (at
+    most :data:`_MAX_THREADS`) once there are :data:`_THREADED_ROWS` rows, else one."""
+    if rows < _THREADED_ROWS:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_THREADS))
+
+
+def _on_parts(fn: Callable[[Any], _T], values: npt.NDArray[Any], threads: int) -> list[_T]:
+    """``fn`` of each of ``threads`` contiguous parts of ``values``, one thread per part (NumPy's
+    reductions and ``bincount`` release the interpreter lock while they run)."""
+    threads = min(threads, int(values.shape[0]))
+    if threads <= 1:
+        return [fn(values)]
+    parts = np.array_split(values, threads)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(fn, parts))
 
 
 def _integer_series(arr: npt.NDArray[Any], fn: str) -> pl.Series:

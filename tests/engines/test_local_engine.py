@@ -66,13 +66,9 @@ def test_count_array_matches_brute_force_for_integers(seed: int) -> None:
         assert c.info["distinct_keys"] == len(set(keys.tolist()))
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_count_array_integer_paths(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_count_array_integer_paths() -> None:
     """Every route of the integer count: bins from 0 (smallest key 0 or above), a shifted range
-    (negative or large smallest key), a sort (a wide range), other integer dtypes; on one and on
-    two threads (lowered so that small arrays take it)."""
-    monkeypatch.setattr(counting, "_THREADED_ROWS", 1 if threads > 1 else 1 << 62)
-    monkeypatch.setattr(counting, "_MAX_THREADS", threads)
+    (negative or large smallest key), a sort (a wide range), other integer dtypes."""
     g = np.random.default_rng(5)
     cases = [
         g.integers(1, 50, 4_000),  # smallest key 1: counted in place
@@ -97,7 +93,7 @@ def test_count_array_does_not_copy_keys_counted_in_place() -> None:
     import tracemalloc
 
     keys = np.random.default_rng(2).integers(1, 1000, 1 << 22)
-    count_array(keys)  # first call: imports and thread start-up outside the trace
+    count_array(keys)  # first call: imports outside the trace
     tracemalloc.start()
     c = count_array(keys)
     _, peak = tracemalloc.get_traced_memory()
@@ -385,9 +381,9 @@ def _kept_by_priority(
 
 ROUTES = {
     "one chunk": {},
-    "chunks on two threads": {"_CODE_CHUNK": 64, "_THREADED_ROWS": 1, "_MAX_THREADS": 2},
+    "chunks on two threads": {"_CODE_CHUNK": 64, "_MAX_THREADS": 2},
     "passes": {"_CODE_ROWS_PER_PASS": 900, "_CODE_CHUNK": 100},
-    "sparse keys": {"_DENSE_KEYS": 10, "_CODE_CHUNK": 80, "_THREADED_ROWS": 1},
+    "sparse keys": {"_DENSE_KEYS": 10, "_CODE_CHUNK": 80},
     "exact ranking": {"_MATRIX_MAX_KEYS": 8},
 }
 

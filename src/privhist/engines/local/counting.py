@@ -69,7 +69,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -127,11 +127,8 @@ _PARTITION_SEED: Final[int] = 0x5EED
 #: ``np.bincount``; wider ranges are sorted
 _DENSE_SLACK: Final[int] = 1 << 20
 
-#: in-memory arrays of at least this many keys are counted by several threads, at most this many
-_THREADED_ROWS: Final[int] = 1 << 22
+#: user-level counts tally their chunks on one thread per core, at most this many
 _MAX_THREADS: Final[int] = 4
-
-_T = TypeVar("_T")
 
 
 def count(
@@ -759,7 +756,7 @@ def _count_user_codes(
     code = ((pl.col("user") - u0) * width + (pl.col("key") - k0)).alias("code")
     span = u1 - u0 + 1
     tally = _Tally(width, c)
-    threads = _threads(_THREADED_ROWS)
+    threads = _threads()
     for part in range(partitions):
         lo = u0 + span * part // partitions
         hi = u0 + span * (part + 1) // partitions
@@ -947,35 +944,28 @@ def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
         keys = np.zeros(0, dtype=np.int64)
         counts = np.zeros(0, dtype=np.int64)
     else:
-        threads = _threads(n)
-        hi = int(max(_on_parts(np.max, arr, threads)))
+        hi = int(arr.max())
         if hi >= 1 << 63:
             raise ValidationError("keys", fn, "integers below 2**63", hi)
         values = arr.astype(np.int64, copy=False)
         dense: npt.NDArray[np.intp] | None = None
         lo = 0
         if hi < 2 * n + _DENSE_SLACK:
-            # each thread counts its part into its own bins; with bins for at most a quarter of
-            # the records the extra bins cost at most a quarter of the input's memory per thread
-            threads = threads if (hi + 1) * 4 <= n else 1
+            # one thread: two threads' bins (fresh pages) and their sum took a third more CPU
+            # than one bincount, which they gained back in wall time only on idle cores
             try:
-                parts = _on_parts(lambda part: np.bincount(part, minlength=hi + 1), values, threads)
+                dense = np.bincount(values, minlength=hi + 1)
             except ValueError:  # a negative key: count the shifted range below
-                parts = []
-            if parts:
-                dense = parts[0]
-                for other in parts[1:]:
-                    dense += other
-                del parts
+                dense = None
         if dense is None:
             lo = int(values.min())
             if hi - lo + 1 <= 2 * n + _DENSE_SLACK:
                 dense = np.bincount(values - lo, minlength=hi - lo + 1)
         if dense is not None:
             present = np.flatnonzero(dense)
-            keys = present.astype(np.int64)
+            keys = present.astype(np.int64, copy=False)
             if lo:
-                keys += lo
+                keys = keys + lo
             counts = dense[present].astype(np.int64, copy=False)
         else:
             ordered = np.sort(values)
@@ -988,27 +978,14 @@ def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
     )
 
 
-def _threads(rows: int) -> int:
-    """Threads for an in-memory pass over ``rows`` keys: the cores this process may use (at
-    most :data:`_MAX_THREADS`) once there are :data:`_THREADED_ROWS` rows, else one."""
-    if rows < _THREADED_ROWS:
-        return 1
+def _threads() -> int:
+    """Threads for tallying chunks: the cores this process may use, at most
+    :data:`_MAX_THREADS`."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return max(1, min(cores, _MAX_THREADS))
-
-
-def _on_parts(fn: Callable[[Any], _T], values: npt.NDArray[Any], threads: int) -> list[_T]:
-    """``fn`` of each of ``threads`` contiguous parts of ``values``, one thread per part (NumPy's
-    reductions and ``bincount`` release the interpreter lock while they run)."""
-    threads = min(threads, int(values.shape[0]))
-    if threads <= 1:
-        return [fn(values)]
-    parts = np.array_split(values, threads)
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(fn, parts))
 
 
 def _integer_series(arr: npt.NDArray[Any], fn: str) -> pl.Series:

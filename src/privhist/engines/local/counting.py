@@ -789,6 +789,40 @@ def _count_user_codes(
     return Counts(out_keys + k0, count_sum, unit_sum, Neighbouring.user(k, c), info)
 
 
+def _sorted_pairs(
+    users: npt.NDArray[Any], keys: npt.NDArray[Any]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """The distinct (user, key) pairs of two integer arrays (no nulls) with their numbers of
+    records, sorted by (user, key), by one sort of the code ``(user - u0) * R + (key - k0)`` per
+    record (several times faster than a two-column unique and sort); None when the codes would
+    not fit in 63 bits."""
+    if users.shape[0] == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    if max(int(users.max()), int(keys.max())) >= 1 << 62:
+        return None
+    u0, u1, k0, k1 = int(users.min()), int(users.max()), int(keys.min()), int(keys.max())
+    width = k1 - k0 + 1
+    if (u1 - u0 + 1) * width >= 1 << 62:
+        return None
+    codes = users.astype(np.int64) - u0
+    codes *= width
+    codes += keys.astype(np.int64, copy=False)
+    codes -= k0
+    ordered = pl.Series(codes).sort().to_numpy()
+    del codes
+    first = np.empty(ordered.shape[0], dtype=np.bool_)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    del first
+    pair = ordered[starts]
+    n = np.diff(starts, append=ordered.shape[0])
+    pair_users = pair // width
+    pair_keys = pair - pair_users * width
+    return pair_users + u0, pair_keys + k0, n
+
+
 def _code_chunks(codes: npt.NDArray[np.int64], width: int) -> list[tuple[int, int]]:
     """``[start, stop)`` ranges of sorted codes of about :data:`_CODE_CHUNK` records each, every
     one ending where a user's codes end."""

@@ -39,14 +39,12 @@ CHUNK = 10_000_000
 
 def session_count(path: str, level: str) -> Callable[[], dict[str, object]]:
     """``Session().count`` of one file, with private randomness as a release draws."""
-    from privhist.engines import CountRequest
+    from privhist.core.requests import Fields, KeyCounts, Reading
     from privhist.session import Session
 
     user = level == "user"
-    request = CountRequest(
-        key="key",
-        user="user" if user else None,
-        key_type="int",
+    request = KeyCounts(
+        Fields(key="key", user="user" if user else None, reading=Reading(key_type="int")),
         max_partitions=5 if user else None,
         max_per_partition=1 if user else None,
     )

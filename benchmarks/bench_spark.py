@@ -2,9 +2,9 @@
 ``SparkRDDBackend`` and against privhist's local engine, on the same data and the same
 (epsilon, delta, k, c), in one run.
 
-    python benchmarks/bench_spark.py                         # 10^7 records
-    python benchmarks/bench_spark.py --sizes 1e7 1e8         # both sizes of the issue
-    python benchmarks/bench_spark.py --sizes 1e6 --peer-timeout 600 --master local[2]
+    python benchmarks/bench_spark.py                      # 10^6, 3*10^6, 10^7, one round
+    python benchmarks/bench_spark.py --rounds 2 --peer-sizes 1e6 1e7
+    python benchmarks/bench_spark.py --sizes 1e5 3e5 1e6 --peer-timeout 600   # a quick run
 
 Data (generated here, never read from the network): Parquet files of integer ``(user, key)``
 records; keys Zipf(1.1) over 10^5 ids, every user holds 20 records (5·10^5 users at 10^7). Every
@@ -44,26 +44,30 @@ distinct (user, key) pairs, ``u`` users, ``K`` keys and ``P`` shuffle partitions
 
 So the shuffle volume is about 7 bytes per record plus ``~10 * K * P`` bytes, and the time is
 ``T(n) ~ T0 + c * n / W`` on ``W`` executor cores, where ``c`` is the CPU cost per record of
-stages 1-2. The benchmark prints ``c`` from the CPU seconds (``per-record CPU``; from two sizes,
-the fixed part removed) and projects 10^10 records on 100 executors of 4 cores as
-``T0 + c * 10^10 / 400``, assuming that the per-record cost stays flat (every stage is linear but
-for the per-partition sorts, ``log`` of the partition size) and that the network carries the
-``~7 * 10^10`` bytes (70 GB) of shuffle at about 1 GB/s per executor (under a second on 100
-executors).
+stages 1-2. The benchmark fits ``T0`` and ``c`` by least squares to the CPU seconds of every
+privhist-spark run (at least three sizes, measured in the same interleaved rounds so that they
+share the machine's load), prints each with its standard error and every size's relative
+residual, checks ``T0`` against the fixed-cost goal (``--fixed-goal``, 5 CPU s), and projects
+10^10 records on 100 executors of 4 cores as ``T0 + c * 10^10 / 400``, assuming that the
+per-record cost stays flat (every stage is linear but for the per-partition sorts, ``log`` of the
+partition size) and that the network carries the ``~7 * 10^10`` bytes (70 GB) of shuffle at about
+1 GB/s per executor (under a second on 100 executors).
 
 Measuring. Every system runs in its own fresh process through the harness
 (``benchmarks/_harness.py``): the Spark session started (5-10 s, paid once per application) and
 the imports done in the untimed setup, one untimed warm-up release of a 10^5-record file of the
 same kind (JIT and Python workers warmed the same way for every system), then the timed release
-from "read the file" to "the release is on the driver". ``--rounds`` interleaved rounds in
-rotated order, the median of within-round ratios, wall and CPU seconds of the whole process tree
-(the driver, the Spark JVM and its Python workers), the machine's load beside each figure.
+from "read the file" to "the release is on the driver". Every size's systems run in the same
+``--rounds`` interleaved rounds in rotated order; the tables give the median of within-round
+ratios, wall and CPU seconds of the whole process tree (the driver, the Spark JVM and its Python
+workers) and the machine's load beside each figure.
 PipelineDP is stopped after ``--peer-timeout`` seconds; a stopped run gives a bound on the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -182,7 +186,14 @@ def generate(path: Path, n: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", type=float, default=[1e7])
+    parser.add_argument("--sizes", nargs="+", type=float, default=[1e6, 3e6, 1e7])
+    parser.add_argument(
+        "--peer-sizes", nargs="+", type=float, default=None,
+        help="sizes at which PipelineDP runs too (default: every size)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fixed-goal", type=float, default=5.0, help="goal on the fitted fixed CPU seconds"
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "privhist-bench")
     parser.add_argument("--peer-timeout", type=float, default=1800.0)
@@ -205,12 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         return str(path)
 
     warm_path = file(10**5)
-    cpu_by_size: dict[int, float] = {}
-    for size in args.sizes:
-        n = int(size)
+    sizes = sorted({int(x) for x in args.sizes})
+    peer_sizes = {int(x) for x in args.peer_sizes} if args.peer_sizes is not None else set(sizes)
+    systems: list[System] = []
+    ratios: list[Ratio] = []
+    goals: list[Goal] = []
+    for n in sizes:
         path = file(n)
-        systems = []
         for label in args.systems:
+            if label == "pipelinedp-spark" and n not in peer_sizes:
+                continue
             params: dict[str, Any] = {"path": path}
             warm: dict[str, Any] = {"path": warm_path}
             if label != "privhist-local":
@@ -220,34 +235,63 @@ def main(argv: list[str] | None = None) -> int:
             target = f"bench_spark:{names[label]}"
             systems.append(System(name, target, params, warm, work=n, timeout=timeout))
         spark, peer, local = (f"{x} {n:.0e}" for x in names)
-        ratios = [
-            Ratio(peer, spark), Ratio(peer, spark, "cpu"),
-            Ratio(spark, local), Ratio(spark, local, "cpu"),
-        ]  # fmt: skip
-        goals = [Goal(f"at least 10x PipelineDP's CPU at {n:.0e}", Ratio(peer, spark, "cpu"),
-                      at_least=10)]  # fmt: skip
-        ms, _ = compare(
-            systems, ratios=ratios, goals=goals, title=f"user level on Spark, {n:,} records",
-            **options(args),
-        )  # fmt: skip
-        cpus = [x.cpu for x in ms if x.system == spark and x.ok and x.cpu is not None]
-        if cpus:
-            cpu_by_size[n] = float(np.median(cpus))
-    used = sorted(cpu_by_size.items())
-    if used:
-        # CPU seconds of the driver, the JVM and the Python workers: the work itself, which a
-        # loaded machine stretches in wall time but hardly changes
-        if len(used) >= 2:
-            (n0, c0_), (n1, c1_) = used[0], used[-1]
-            cpu_record = (c1_ - c0_) / (n1 - n0)
-            cpu_fixed = max(0.0, c0_ - cpu_record * n0)
-        else:
-            n1, c1_ = used[-1]
-            cpu_record, cpu_fixed = c1_ / n1, 0.0
-        print(f"\nper-record CPU {cpu_record * 1e6:.3f} core-microseconds, fixed "
-              f"{cpu_fixed:.1f} CPU s (from the smallest and largest size); projected 10^10 "
-              f"records on 400 cores: {cpu_fixed + cpu_record * 1e10 / 400:.0f} s")  # fmt: skip
+        ratios += [Ratio(spark, local), Ratio(spark, local, "cpu")]
+        if n in peer_sizes:
+            ratios += [Ratio(peer, spark), Ratio(peer, spark, "cpu")]
+            goals.append(
+                Goal(f"at least 10x PipelineDP's CPU at {n:.0e}", Ratio(peer, spark, "cpu"),
+                     at_least=10)
+            )  # fmt: skip
+    # every size in the same rounds: the points of the scaling model share the machine's load
+    ms, _ = compare(
+        systems, ratios=ratios, goals=goals,
+        title=f"user level on Spark, {', '.join(f'{n:,}' for n in sizes)} records",
+        **options(args),
+    )  # fmt: skip
+    points = [
+        (float(n), float(x.cpu))
+        for n in sizes
+        for x in ms
+        if x.system == f"privhist-spark {n:.0e}" and x.ok and not x.stopped and x.cpu is not None
+    ]
+    fit_model(points, args.fixed_goal)
     return 0
+
+
+def fit_model(points: list[tuple[float, float]], fixed_goal: float) -> None:
+    """Least-squares ``cpu = T0 + c * n`` over every measured ``(n, cpu)`` of privhist-spark
+    (CPU seconds of the driver, the JVM and its Python workers: the work itself, which a loaded
+    machine stretches in wall time but hardly changes), with the standard errors of ``T0`` and
+    ``c``, each size's relative residual, and the 10^10-record projection on 400 cores."""
+    sizes = sorted({n for n, _ in points})
+    print("\nscaling model, privhist-spark CPU seconds = T0 + c * n (least squares, every run):")
+    if len(sizes) < 3:
+        print(f"  not fitted: {len(sizes)} size(s) measured; the model needs at least three")
+        return
+    n = np.array([p[0] for p in points])
+    y = np.array([p[1] for p in points])
+    design = np.column_stack([np.ones_like(n), n])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    t0, c = float(coef[0]), float(coef[1])
+    dof = len(y) - 2
+    resid = y - design @ coef
+    s2 = float(resid @ resid) / dof if dof > 0 else math.nan
+    cov = s2 * np.linalg.inv(design.T @ design)
+    se0, sec = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
+    print(f"  T0 = {t0:.2f} +- {se0:.2f} CPU s, c = {c * 1e6:.3f} +- {sec * 1e6:.3f} "
+          f"core-microseconds a record (+- one standard error; {len(y)} runs, "
+          f"{len(sizes)} sizes)")  # fmt: skip
+    for size in sizes:
+        got = float(np.median(y[n == size]))
+        model = t0 + c * size
+        print(f"  n = {size:.0e}: measured {got:.2f} CPU s (median), model {model:.2f} "
+              f"({(got - model) / model:+.1%})")  # fmt: skip
+    worst = max(abs(float(r)) / max(float(v), 1e-9) for r, v in zip(resid, y, strict=True))
+    print(f"  largest relative residual of a run: {worst:.1%}")
+    verdict = "met" if t0 <= fixed_goal else f"not met ({t0 / fixed_goal:.2f}x the bound)"
+    print(f"  goal: fixed cost T0 at most {fixed_goal:g} CPU s: {verdict}")
+    print(f"  projected 10^10 records on 400 cores: {t0 + c * 1e10 / 400:.0f} s (CPU-bound, "
+          "flat per-record cost, shuffle over the network not included)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -339,10 +339,15 @@ def measure(system: System, round_: int = 0) -> Measurement:
             proc = subprocess.Popen(argv, stdout=null, stderr=err, env=env, start_new_session=True)
             peak = 0.0
             pids: set[int] = {proc.pid}
+            stop_user = stop_sys = stop_at = 0.0
             while proc.poll() is None:
                 elapsed = time.perf_counter() - t0
                 if system.timeout is not None and elapsed > system.timeout:
                     m.stopped = True
+                    # the tree's CPU just before the kill: grandchildren (a JVM, workers) are
+                    # never waited for by this process, so its rusage would miss them
+                    stop_user, stop_sys = tree_times(proc.pid)
+                    stop_at = time.time()
                     _stop(proc)
                     break
                 # one scan of /proc per poll (a few ms), every 50 ms at first and every 250 ms
@@ -367,9 +372,19 @@ def measure(system: System, round_: int = 0) -> Measurement:
             except json.JSONDecodeError as exc:
                 m.error = f"unreadable result: {exc}"
         if m.stopped:
-            m.wall, m.cpu, m.cpu_sys = outer_wall, outer_cpu, outer_sys
             m.rss = peak or None
             m.error = None
+            start = _started(out)
+            if system.command is not None:  # timed whole: from its start to the kill
+                m.wall = outer_wall
+                m.cpu = max(outer_cpu, stop_user + stop_sys)
+                m.cpu_sys = max(outer_sys, stop_sys)
+            elif start is not None:  # from the start of the timed run to the kill
+                m.wall = max(0.0, stop_at - start["at"])
+                m.cpu = max(0.0, stop_user + stop_sys - start["cpu"])
+                m.cpu_sys = max(0.0, stop_sys - start["sys"])
+            else:
+                m.error = "stopped before its timed run began (setup or warm-up)"
         elif "skipped" in reported:
             m.skipped = str(reported["skipped"])
         elif proc.returncode != 0:
@@ -386,6 +401,16 @@ def measure(system: System, round_: int = 0) -> Measurement:
             m.rss_base = float(base) if base is not None else None
             m.result = reported.get("result")
     return m
+
+
+def _started(out: Path) -> dict[str, float] | None:
+    """When the child's timed run began (epoch seconds) and its tree's CPU then, if it did."""
+    path = Path(str(out) + ".start")
+    try:
+        start = json.loads(path.read_text())
+        return {k: float(start[k]) for k in ("at", "cpu", "sys")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -418,6 +443,8 @@ def _child(spec_json: str, out_path: str) -> None:
         resettable = False
     base = _status_bytes("VmRSS")
     u0, s0 = tree_times()
+    # where a run stopped at its timeout is measured from
+    Path(out_path + ".start").write_text(json.dumps({"at": time.time(), "cpu": u0 + s0, "sys": s0}))
     t0 = time.perf_counter()
     result = run()
     wall = time.perf_counter() - t0

@@ -58,3 +58,25 @@ def absent() -> Callable[[], None]:
 
 def sleep(seconds: float) -> Callable[[], None]:
     return lambda: time.sleep(seconds)
+
+
+def slow_setup(seconds: float) -> Callable[[], None]:
+    """Sleeps ``seconds`` in the untimed setup."""
+    time.sleep(seconds)
+    return lambda: None
+
+
+def spin_grandchild(seconds: float) -> Callable[[], None]:
+    """The timed run forks a child that spins for ``seconds`` of CPU time, then sleeps, and is
+    never waited for (as a JVM a driver starts): only the tree read before a stop sees it."""
+
+    def run() -> None:
+        if os.fork() == 0:
+            start = time.process_time()
+            while time.process_time() - start < seconds:
+                pass
+            time.sleep(600)
+            os._exit(0)
+        time.sleep(600)
+
+    return run

@@ -100,8 +100,9 @@ def test_fresh_process_measurements(name: str) -> None:
     assert big.rss - big.rss_base >= 190 * 2**20
     skipped = h.measure(h.System("peer", f"{name}:absent"))
     assert skipped.skipped == "the peer is not installed here" and not skipped.ok
-    stopped = h.measure(h.System("slow", f"{name}:sleep", {"seconds": 30.0}, timeout=0.5))
+    stopped = h.measure(h.System("slow", f"{name}:sleep", {"seconds": 30.0}, timeout=3.0))
     assert stopped.stopped and stopped.wall is not None and stopped.wall < 10
+    assert stopped.cpu is not None and stopped.cpu < 1.0  # asleep: its timed run used no CPU
     failed = h.measure(h.System("bad", f"{name}:no_such_factory"))
     assert failed.error is not None and "no_such_factory" in failed.error
     for m in (spin, skipped, stopped):
@@ -112,3 +113,13 @@ def test_commands_are_timed_whole() -> None:
     code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
     m = h.measure(h.System("cmd", command=[sys.executable, "-c", code]))
     assert m.ok and m.cpu is not None and m.cpu >= 0.19 and m.wall is not None
+
+
+def test_a_stopped_run_counts_from_its_timed_start_and_includes_grandchildren(name: str) -> None:
+    # the spinning grandchild is never waited for: its CPU is read from the tree before the kill
+    m = h.measure(h.System("tree", f"{name}:spin_grandchild", {"seconds": 0.6}, timeout=8.0))
+    assert m.stopped and m.error is None and m.cpu is not None and m.cpu >= 0.55
+    assert m.wall is not None and m.wall < 8.0 + 1.0
+    setup = h.measure(h.System("setup", f"{name}:slow_setup", {"seconds": 30.0}, timeout=1.0))
+    assert setup.stopped and setup.wall is None and setup.cpu is None
+    assert setup.error is not None and "before its timed run" in setup.error

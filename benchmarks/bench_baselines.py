@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from _timing import best_of as best
+from _harness import best_of as best
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource, SecureRandom, SeededRandom
 from privhist.federated.baselines import CentralGeometric, HadamardResponse, ShuffleBernoulli

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from _timing import best_seconds as timed
+from _harness import best_seconds as timed
 from privhist.core.random import RandomSource, SecureRandom, SeededRandom
 from privhist.noise.binomial import (
     binomial,

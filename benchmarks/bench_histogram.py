@@ -1,212 +1,274 @@
-"""Thresholded histogram release: privhist against OpenDP and PipelineDP on the same data.
+"""Record-level sparse histogram: privhist against OpenDP, PipelineDP and the NumPy floor.
 
-Data: ``--records`` (default 10**7) records whose keys are Zipf(1.1) over ``--distinct``
-(default 10**6) ids, generated here. Every library releases a sparse histogram of the keys with
+Data: ``--records`` (default 10**7) keys, Zipf(1.1) over ``--distinct`` (default 10**6) ids
+1..distinct, generated once here and saved (``.npy`` and a zstd Parquet file with one ``key``
+column) in a temporary folder. Every system releases a sparse histogram of the keys with
 epsilon = 1, delta = 1e-8 under add/remove-one-record neighbours:
 
-* privhist ``stability`` (exact discrete Laplace, threshold from delta) from the in-memory array
-  and from a Parquet file (the local engine), randomness from ``SecureRandom``;
-* OpenDP ``make_count_by >> then_laplace_threshold`` (scale 1, the threshold privhist uses), fed
-  the same keys as a Python list, as its Python API takes them;
-* PipelineDP ``DPEngine`` on the ``LocalBackend`` (COUNT, Laplace noise, one contribution per
-  record), on ``--pipelinedp-records`` records (default 10**6) because it runs record by record in
-  Python.
+* ``privhist array``: ``StabilityHistogram.release(count_array(keys), SecureRandom())`` on the
+  in-memory ``int64`` array (exact discrete Laplace noise, threshold from delta);
+* ``privhist Parquet``: the same release from the Parquet file through the local engine
+  (``count(path, key="key", key_type="int")``);
+* ``numpy bincount``: ``np.bincount(keys)`` on the same array, the floor of any in-memory count;
+* ``read + bincount``: reading the key column of the Parquet file with pyarrow and
+  ``np.bincount`` on it, the floor of a count from the file;
+* ``OpenDP``: ``make_count_by >> then_laplace_threshold`` (scale 1, privhist's threshold) fed the
+  keys as a Python list (the list is built in the untimed setup, as its Python API takes it);
+* ``PipelineDP``: ``DPEngine`` on the ``LocalBackend`` (COUNT, Laplace noise, one contribution
+  per record) on the first ``--pipelinedp-records`` keys (default 10**6), as it runs record by
+  record in Python; ratios compare time per record.
 
-Throughput is records per second of the whole release (counting, noise, threshold). Ratios are
-privhist's throughput over each peer's. Peak memory of the in-memory path is NumPy's traced peak
-(tracemalloc) relative to the 8-byte-per-record input array; the Parquet path reports the growth
-of the process's peak RSS. Run: ``python benchmarks/bench_histogram.py`` (``--quick`` for a smaller
-run). Peers are skipped with a note when not installed (``pip install -e '.[bench]'``).
+Each system runs in its own fresh process through the harness (``benchmarks/_harness.py``):
+setup untimed, one untimed warm-up release on the first 10**4 keys (the same for every system;
+``--full-warm-up``: on the whole input, as in a process that counts again), then one timed
+release; ``--rounds`` interleaved rounds in rotated order, the median of the
+within-round ratios, the machine's load beside every figure. The goals: in memory at most 1.5x
+``numpy.bincount``, at least 100x OpenDP and 1000x PipelineDP; from Parquet at most 2x the read of
+the key column plus ``bincount``. The peak resident memory of the timed run is printed too (the
+earlier goal: the array path within 3x the input array).
+
+Run: ``python benchmarks/bench_histogram.py`` (``--quick`` for 10**6 records). A peer that is not
+installed (``pip install -e '.[bench]'``) is reported as not run, with no ratio.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
-import subprocess
-import sys
 import tempfile
-import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from _timing import best_of
-from privhist import SecureRandom
-from privhist.cli.demo import zipf_records
-from privhist.engines import count, count_array
-from privhist.mechanisms import StabilityHistogram
+from _harness import Goal, Ratio, Skip, System, add_arguments, compare, options
 
 EPSILON, DELTA = 1.0, 1e-8
+WARM = 10**4
 
 
-def rss_mb() -> float:
-    """Peak resident set of this process in MiB (VmHWM: unlike ru_maxrss it is not inherited
-    from the parent across fork and exec)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _keys(path: str) -> np.ndarray:
+    return np.load(path)
 
 
-def parquet_peak_growth_mb(path: Path) -> float:
-    """Peak RSS growth of one Parquet release, measured in a fresh process (after imports)."""
-    code = (
-        "import sys\n"
-        "sys.path.insert(0, sys.argv[2])\n"
-        "from bench_histogram import privhist_parquet, rss_mb\n"
-        "from pathlib import Path\n"
-        "base = rss_mb()\n"
-        "privhist_parquet(Path(sys.argv[1]))\n"
-        "print(rss_mb() - base)\n"
-    )
-    here = str(Path(__file__).resolve().parent)
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(path), here], capture_output=True, text=True, check=True
-    )
-    return float(out.stdout.strip())
+def numpy_bincount(path: str) -> Callable[[], int]:
+    keys = _keys(path)
+    return lambda: int(np.bincount(keys).shape[0])
 
 
-def privhist_array(keys: np.ndarray[Any, Any]) -> int:
+def read_bincount(parquet: str) -> Callable[[], int]:
+    import pyarrow.parquet as pq
+
+    def run() -> int:
+        keys = pq.read_table(parquet, columns=["key"]).column("key").to_numpy()
+        return int(np.bincount(keys).shape[0])
+
+    return run
+
+
+def privhist_array(path: str) -> Callable[[], int]:
+    from privhist import SecureRandom
+    from privhist.engines import count_array
+    from privhist.mechanisms import StabilityHistogram
+
+    keys = _keys(path)
     mech = StabilityHistogram(EPSILON, DELTA)
-    return len(mech.release(count_array(keys), SecureRandom()))
+    return lambda: len(mech.release(count_array(keys), SecureRandom()))
 
 
-def privhist_parquet(path: Path) -> int:
+def privhist_parquet(parquet: str) -> Callable[[], int]:
+    from privhist import SecureRandom
+    from privhist.engines import count
+    from privhist.mechanisms import StabilityHistogram
+
     mech = StabilityHistogram(EPSILON, DELTA)
-    counts = count(path, key="key", key_type="int", progress=False)
-    return len(mech.release(counts, SecureRandom()))
+
+    def run() -> int:
+        counts = count(parquet, key="key", key_type="int", progress=False)
+        return len(mech.release(counts, SecureRandom()))
+
+    return run
 
 
-def opendp_release(keys_list: list[int], threshold: int) -> int | None:
+def opendp(path: str, threshold: int) -> Callable[[], int]:
     try:
         import opendp.prelude as dp
-    except ImportError:
-        return None
+    except ImportError as exc:
+        raise Skip("OpenDP is not installed (pip install -e '.[bench]')") from exc
     dp.enable_features("contrib")
+    keys = _keys(path).tolist()
     space = dp.vector_domain(dp.atom_domain(T=int)), dp.symmetric_distance()
     meas = (
         space
         >> dp.t.then_count_by(TV=int)
         >> dp.m.then_laplace_threshold(scale=1.0, threshold=threshold)
     )
-    return len(meas(keys_list))
+    return lambda: len(meas(keys))
 
 
-def pipelinedp_release(keys: np.ndarray[Any, Any]) -> int | None:
+def pipelinedp(path: str, records: int) -> Callable[[], int]:
     try:
         import pipeline_dp
-    except ImportError:
-        return None
-    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=DELTA)
-    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
-    params = pipeline_dp.AggregateParams(
-        noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        metrics=[pipeline_dp.Metrics.COUNT],
-        max_partitions_contributed=1,
-        max_contributions_per_partition=1,
+    except ImportError as exc:
+        raise Skip("PipelineDP is not installed (pip install -e '.[bench]')") from exc
+    rows = list(enumerate(_keys(path)[:records].tolist()))
+
+    def run() -> int:
+        accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=DELTA)
+        engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+        params = pipeline_dp.AggregateParams(
+            noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+            metrics=[pipeline_dp.Metrics.COUNT],
+            max_partitions_contributed=1,
+            max_contributions_per_partition=1,
+        )
+        extractors = pipeline_dp.DataExtractors(
+            privacy_id_extractor=lambda r: r[0],
+            partition_extractor=lambda r: r[1],
+            value_extractor=lambda r: 0,
+        )
+        result = engine.aggregate(rows, params, extractors)
+        accountant.compute_budgets()
+        return len(list(result))
+
+    return run
+
+
+def write_data(folder: Path, records: int, distinct: int) -> dict[str, str]:
+    """The keys (``.npy`` and Parquet), and the warm-up's first 10**4 keys, in ``folder``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privhist.cli.demo import zipf_records
+
+    keys = zipf_records(records, distinct, 1.1, seed=1)
+    paths = {}
+    for name, data in (("full", keys), ("warm", keys[:WARM])):
+        npy, parquet = folder / f"{name}.npy", folder / f"{name}.parquet"
+        np.save(npy, data)
+        pq.write_table(pa.table({"key": data}), parquet, compression="zstd")
+        paths[name], paths[name + "_parquet"] = str(npy), str(parquet)
+    print(
+        f"{records:,} records, Zipf(1.1) keys over {distinct:,} ids ({np.unique(keys).size:,} "
+        f"distinct); epsilon = {EPSILON}, delta = {DELTA}"
     )
-    extractors = pipeline_dp.DataExtractors(
-        privacy_id_extractor=lambda r: r[0],
-        partition_extractor=lambda r: r[1],
-        value_extractor=lambda r: 0,
-    )
-    rows = list(enumerate(keys.tolist()))
-    result = engine.aggregate(rows, params, extractors)
-    accountant.compute_budgets()
-    return len(list(result))
+    return paths
+
+
+def systems(
+    paths: dict[str, str], records: int, pipelinedp_records: int, full_warm_up: bool = False
+) -> list[System]:
+    from privhist.mechanisms import StabilityHistogram
+
+    threshold = StabilityHistogram(EPSILON, DELTA).threshold
+    m = __name__ if __name__ != "__main__" else "bench_histogram"
+    full, warm = paths["full"], paths["warm"]
+    pq_full, pq_warm = paths["full_parquet"], paths["warm_parquet"]
+    if full_warm_up:  # the warm-up is a whole untimed run (a process that counts again)
+        warm, pq_warm = full, pq_full
+    n_pdp = min(records, pipelinedp_records)
+    return [
+        System(
+            "numpy bincount", f"{m}:numpy_bincount", {"path": full}, {"path": warm}, work=records
+        ),
+        System(
+            "privhist array", f"{m}:privhist_array", {"path": full}, {"path": warm}, work=records
+        ),
+        System(
+            "read + bincount",
+            f"{m}:read_bincount",
+            {"parquet": pq_full},
+            {"parquet": pq_warm},
+            work=records,
+        ),
+        System(
+            "privhist Parquet",
+            f"{m}:privhist_parquet",
+            {"parquet": pq_full},
+            {"parquet": pq_warm},
+            work=records,
+        ),
+        System(
+            "OpenDP count_by+laplace_threshold",
+            f"{m}:opendp",
+            {"path": full, "threshold": threshold},
+            {"path": warm, "threshold": threshold},
+            work=records,
+        ),
+        System(
+            "PipelineDP LocalBackend",
+            f"{m}:pipelinedp",
+            {"path": full, "records": n_pdp},
+            {"path": warm, "records": n_pdp if full_warm_up else WARM},
+            work=n_pdp,
+        ),
+    ]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--records", type=int, default=10**7)
     ap.add_argument("--distinct", type=int, default=10**6)
-    ap.add_argument("--opendp-records", type=int, default=None, help="default: --records")
     ap.add_argument("--pipelinedp-records", type=int, default=10**6)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-peers", action="store_true", help="privhist and the NumPy floors only")
     ap.add_argument("--quick", action="store_true", help="10**6 records, 10**5 for PipelineDP")
+    ap.add_argument(
+        "--full-warm-up",
+        action="store_true",
+        help="warm every system with one untimed run on the whole input (default: on the first "
+        "10**4 keys); the timed run then reuses memory a first run had to fault in",
+    )
+    add_arguments(ap, rounds=3)
     args = ap.parse_args()
     if args.quick:
         args.records, args.distinct, args.pipelinedp_records = 10**6, 10**5, 10**5
-    n = args.records
-    keys = zipf_records(n, args.distinct, 1.1, seed=1)
-    threshold = StabilityHistogram(EPSILON, DELTA).threshold
-    print(
-        f"{n:,} records, Zipf(1.1) keys over {args.distinct:,} ids "
-        f"({np.unique(keys).size:,} distinct); epsilon={EPSILON}, delta={DELTA}, "
-        f"threshold={threshold}",
-        flush=True,
-    )
-
-    rows: list[tuple[str, int, float, int]] = []
-
-    # privhist, in memory (NumPy allocations traced for peak memory)
-    t_arr, released = best_of(lambda: privhist_array(keys), args.repeat, collect=True)
-    tracemalloc.start()
-    privhist_array(keys)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    rows.append(("privhist stability (array)", n, t_arr, released))
-    mem_ratio = peak / keys.nbytes
-
-    # privhist, from Parquet
-    import polars as pl
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "keys.parquet"
-        pl.DataFrame({"key": keys}).write_parquet(path)
-        t_pq, released_pq = best_of(lambda: privhist_parquet(path), args.repeat, collect=True)
-        rss_growth = parquet_peak_growth_mb(path)
-    rows.append(("privhist stability (Parquet)", n, t_pq, released_pq))
-
-    # OpenDP
-    n_odp = args.opendp_records or n
-    keys_list = keys[:n_odp].tolist()
-    t_odp, rel_odp = best_of(lambda: opendp_release(keys_list, threshold), 1, collect=True)
-    if rel_odp is None:
-        print("OpenDP is not installed: skipped (pip install -e '.[bench]')")
-    else:
-        rows.append(("OpenDP count_by >> laplace_threshold", n_odp, t_odp, rel_odp))
-
-    # PipelineDP
-    n_pdp = min(args.pipelinedp_records, n)
-    t_pdp, rel_pdp = best_of(lambda: pipelinedp_release(keys[:n_pdp]), 1, collect=True)
-    if rel_pdp is None:
-        print("PipelineDP is not installed: skipped (pip install -e '.[bench]')")
-    else:
-        rows.append(("PipelineDP LocalBackend", n_pdp, t_pdp, rel_pdp))
-
-    print(f"\n{'run':<40} {'records':>12} {'seconds':>9} {'records/s':>14} {'keys out':>9}")
-    for name, recs, secs, out in rows:
-        print(f"{name:<40} {recs:>12,} {secs:>9.3f} {recs / secs:>14,.0f} {out:>9,}")
-    thr = {name: recs / secs for name, recs, secs, _ in rows}
-    ours = {k: v for k, v in thr.items() if k.startswith("privhist")}
-    print()
-    for peer, target in (
-        ("OpenDP count_by >> laplace_threshold", 20),
-        ("PipelineDP LocalBackend", 200),
-    ):
-        if peer not in thr:
-            continue
-        for name, v in ours.items():
-            ratio = v / thr[peer]
-            verdict = "met" if ratio >= target else "NOT met"
-            print(f"{name} / {peer}: {ratio:,.1f}x (target >= {target}x: {verdict})")
-    verdict = "met" if mem_ratio <= 3 else "NOT met"
-    print(
-        f"peak traced memory of the array path: {peak / 2**20:.1f} MiB = {mem_ratio:.2f}x the "
-        f"{keys.nbytes / 2**20:.1f} MiB input array (target <= 3x: {verdict})"
-    )
-    print(
-        f"peak RSS growth of one Parquet release (fresh process): {rss_growth:.1f} MiB "
-        f"= {rss_growth * 2**20 / keys.nbytes:.2f}x the input array"
-    )
-    sys.stdout.flush()
+    ours, bincount = "privhist array", "numpy bincount"
+    pq_ours, pq_floor = "privhist Parquet", "read + bincount"
+    odp, pdp = "OpenDP count_by+laplace_threshold", "PipelineDP LocalBackend"
+    with tempfile.TemporaryDirectory(prefix="bench-histogram-") as tmp:
+        paths = write_data(Path(tmp), args.records, args.distinct)
+        chosen = systems(paths, args.records, args.pipelinedp_records, args.full_warm_up)
+        if args.no_peers:
+            chosen = [s for s in chosen if s.name not in (odp, pdp)]
+        ratios = [
+            Ratio(ours, bincount),
+            Ratio(ours, bincount, "cpu"),
+            Ratio(pq_ours, pq_floor),
+            Ratio(pq_ours, pq_floor, "cpu"),
+            Ratio(odp, ours),
+            Ratio(odp, ours, "cpu"),
+            Ratio(pdp, ours),
+            Ratio(pdp, ours, "cpu"),
+        ]
+        names = {x.name for x in chosen}
+        ratios = [r for r in ratios if r.num in names and r.den in names]
+        goals = [
+            Goal(
+                "in memory: at most 1.5x numpy.bincount (wall)", Ratio(ours, bincount), at_most=1.5
+            ),
+            Goal(
+                "from Parquet: at most 2x reading the key column + bincount (wall)",
+                Ratio(pq_ours, pq_floor),
+                at_most=2.0,
+            ),
+            Goal("in memory: at least 100x OpenDP (wall)", Ratio(odp, ours), at_least=100),
+            Goal("in memory: at least 1000x PipelineDP (wall)", Ratio(pdp, ours), at_least=1000),
+        ]
+        goals = [g for g in goals if g.ratio is None or g.ratio in ratios]
+        goals.append(
+            Goal(
+                "in memory: peak resident growth within 3x the key array",
+                system=ours,
+                metric="rss_growth",
+                at_most=3 * 8 * args.records,
+            )
+        )
+        compare(
+            chosen,
+            ratios=ratios,
+            goals=goals,
+            title=f"sparse histogram, {args.records:,} records",
+            **options(args),
+        )
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from _timing import best_seconds as best
-from _timing import line
+from _harness import best_seconds as best
+from _harness import line
 from privhist.core.random import SeededRandom
 from privhist.mechanisms.sampling.pws import frequencies, keys, max_separation, sanitize, schemes
 

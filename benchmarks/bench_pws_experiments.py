@@ -12,8 +12,8 @@ Each line shows the best of a few runs and, where there is one, the ratio to the
 
 from __future__ import annotations
 
-from _timing import best_seconds as best
-from _timing import line
+from _harness import best_seconds as best
+from _harness import line
 from privhist.experiments import pws
 
 

@@ -21,28 +21,29 @@ release, release a count for them) at epsilon = 1, delta = 1e-8:
   selection of Desfontaines et al.) at (eps / 2, delta) plus its Laplace count noise
   (``apply_laplace_mechanism``, eps / 2) for the kept keys.
 
-Ratios are the peer's time over privhist's. ``--figures`` also times the full reproduction of
-Figures 1 and 2 (``privhist experiment sample-threshold``, minutes; target <= 5 minutes on 2
-cores). Run: ``python benchmarks/bench_sample_threshold.py`` (``pip install -e '.[bench]'`` for
-the peers; a missing peer is skipped with a note).
+Each system runs in its own fresh process through the harness (``benchmarks/_harness.py``):
+the mechanism built and the counts made in the untimed setup, one untimed warm-up release on
+the same counts, then one timed release; ``--rounds`` interleaved rounds in rotated order;
+ratios are the median of the within-round ratios of the peer's time over privhist's, with the
+machine's load beside every figure. ``--figures`` also times the full reproduction of Figures 1
+and 2 (``privhist experiment sample-threshold``, minutes; target <= 5 minutes on 2 cores), as a
+command in its own process. Run: ``python benchmarks/bench_sample_threshold.py``
+(``pip install -e '.[bench]'`` for the peers; a missing peer is reported as not run, with no
+ratio).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from _timing import best_of
-from privhist import SecureRandom
-from privhist.core.data import Counts
-from privhist.mechanisms.sampling import SampleAndThreshold
+from _harness import Goal, Ratio, Skip, System, add_arguments, compare, options
 
 EPSILON, DELTA = 1.0, 1e-8
 BUCKETS = 2**14
@@ -64,21 +65,9 @@ def _opendp_measurement(threshold: int) -> Any:
     return dp.m.make_laplace_threshold(domain, metric, scale=1.0 / EPSILON, threshold=threshold)
 
 
-def opendp_release(counts: dict[int, int], threshold: int) -> int | None:
-    try:
-        meas = _opendp_measurement(threshold)
-    except ImportError:
-        return None
-    return len(meas(counts))
-
-
-def opendp_threshold() -> int | None:
+def opendp_threshold() -> int:
     """The smallest threshold whose OpenDP privacy map gives delta <= 1e-8 when one key's count
     changes by one (the map of ``(l0, l1, linf) = (1, 1, 1)``), by bisection."""
-    try:
-        _opendp_measurement(10)
-    except ImportError:
-        return None
     lo, hi = 1, 200
     while lo < hi:
         mid = (lo + hi) // 2
@@ -90,30 +79,105 @@ def opendp_threshold() -> int | None:
     return lo
 
 
-def pipelinedp_release(counts: list[int]) -> int | None:
+def privhist(n: int) -> Callable[[], int]:
+    from privhist import SecureRandom
+    from privhist.core.data import Counts
+    from privhist.mechanisms.sampling import SampleAndThreshold
+
+    mech = SampleAndThreshold(EPSILON, DELTA)
+    counts = Counts.from_arrays(np.arange(BUCKETS), geometric_counts(n))
+    rng = SecureRandom()
+    return lambda: len(mech.release(counts, rng))
+
+
+def opendp(n: int) -> Callable[[], int]:
+    try:
+        import opendp.prelude  # noqa: F401
+    except ImportError as exc:
+        raise Skip("OpenDP is not installed (pip install -e '.[bench]')") from exc
+    meas = _opendp_measurement(opendp_threshold())
+    as_dict = {i: int(c) for i, c in enumerate(geometric_counts(n).tolist())}
+    return lambda: len(meas(as_dict))
+
+
+def pipelinedp(n: int) -> Callable[[], int]:
     try:
         from pipeline_dp import dp_computations
         from pipeline_dp.aggregate_params import PartitionSelectionStrategy
         from pipeline_dp.partition_selection import create_partition_selection_strategy
-    except ImportError:
-        return None
-    # half the budget for selection, half for the counts (basic composition)
-    strategy = create_partition_selection_strategy(
-        PartitionSelectionStrategy.TRUNCATED_GEOMETRIC, EPSILON / 2, DELTA, 1
+    except ImportError as exc:
+        raise Skip("PipelineDP is not installed (pip install -e '.[bench]')") from exc
+    counts = geometric_counts(n).tolist()
+
+    def run() -> int:
+        # half the budget for selection, half for the counts (basic composition)
+        strategy = create_partition_selection_strategy(
+            PartitionSelectionStrategy.TRUNCATED_GEOMETRIC, EPSILON / 2, DELTA, 1
+        )
+        kept = 0
+        for c in counts:
+            if strategy.should_keep(c):
+                dp_computations.apply_laplace_mechanism(c, EPSILON / 2, 1.0)
+                kept += 1
+        return kept
+
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    ap.add_argument(
+        "--figures", action="store_true", help="also time the full Figure 1 + 2 reproduction"
     )
-    kept = 0
-    for c in counts:
-        if strategy.should_keep(c):
-            dp_computations.apply_laplace_mechanism(c, EPSILON / 2, 1.0)
-            kept += 1
-    return kept
+    add_arguments(ap, rounds=5)
+    args = ap.parse_args()
+    from privhist.mechanisms.sampling import SampleAndThreshold
 
-
-def figures_seconds() -> float:
-    with tempfile.TemporaryDirectory() as out:
-        t = time.perf_counter()
-        subprocess.run(
-            [
+    mech = SampleAndThreshold(EPSILON, DELTA)
+    print(
+        f"SampleAndThreshold(eps={EPSILON}, delta={DELTA}): p = {float(mech.sampling_rate):.5f}, "
+        f"tau = {mech.threshold}; {BUCKETS} keys"
+    )
+    m = "bench_sample_threshold"
+    for n, target in ((10**6, 0.05), (10**9, 1.0)):
+        names = {
+            "ours": f"privhist n={n:.0e}",
+            "odp": f"OpenDP n={n:.0e}",
+            "pdp": f"PipelineDP n={n:.0e}",
+        }
+        systems = [
+            System(names["ours"], f"{m}:privhist", {"n": n}, {"n": n}),
+            System(names["odp"], f"{m}:opendp", {"n": n}, {"n": n}),
+            System(names["pdp"], f"{m}:pipelinedp", {"n": n}, {"n": n}),
+        ]
+        ratios = [
+            Ratio(names["pdp"], names["ours"]),
+            Ratio(names["pdp"], names["ours"], "cpu"),
+            Ratio(names["odp"], names["ours"]),
+            Ratio(names["odp"], names["ours"], "cpu"),
+        ]
+        goals = [
+            Goal(
+                f"privhist release at n = {n:.0e} within {target * 1e3:g} ms (wall)",
+                system=names["ours"],
+                at_most=target,
+            ),
+            Goal(
+                f"PipelineDP / privhist at n = {n:.0e} at least 1 (wall)",
+                Ratio(names["pdp"], names["ours"]),
+                at_least=1.0,
+            ),
+        ]
+        compare(
+            systems,
+            ratios=ratios,
+            goals=goals,
+            title=f"sample-and-threshold release, n = {n:.0e} clients",
+            **options(args),
+        )
+    if args.figures:
+        with tempfile.TemporaryDirectory() as out:
+            command = [
                 sys.executable,
                 "-m",
                 "privhist",
@@ -122,66 +186,14 @@ def figures_seconds() -> float:
                 "--output-dir",
                 out,
                 "--no-progress",
-            ],
-            check=True,
-        )
-        return time.perf_counter() - t
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--repeat", type=int, default=5, help="best of this many runs (default 5)")
-    ap.add_argument(
-        "--figures", action="store_true", help="also time the full Figure 1 + 2 reproduction"
-    )
-    args = ap.parse_args()
-
-    t0 = time.perf_counter()
-    mech = SampleAndThreshold(EPSILON, DELTA)
-    t_cal = time.perf_counter() - t0
-    print(
-        f"SampleAndThreshold(eps={EPSILON}, delta={DELTA}): p = {float(mech.sampling_rate):.5f}, "
-        f"tau = {mech.threshold} (exact calibration {t_cal * 1e3:.0f} ms, once per parameters)"
-    )
-    rng = SecureRandom()
-    for n, target in ((10**6, 0.05), (10**9, 1.0)):
-        raw = geometric_counts(n)
-        counts = Counts.from_arrays(np.arange(BUCKETS), raw)
-        t, rel = best_of(lambda c=counts: mech.release(c, rng), args.repeat, collect=True)
-        print(
-            f"\nn = {int(raw.sum()):.3g} clients over B = {BUCKETS} keys: privhist release "
-            f"{t * 1e3:.1f} ms (target {target * 1e3:.0f} ms: "
-            f"{'met' if t <= target else 'MISSED'}), {len(rel)} keys released"
-        )
-        as_dict = {i: int(c) for i, c in enumerate(raw.tolist())}
-        thr = opendp_threshold() or 0
-        t_o, out_o = best_of(
-            lambda d=as_dict, h=thr: opendp_release(d, h), max(1, args.repeat // 2), collect=True
-        )
-        if out_o is None:
-            print("  OpenDP: not installed (pip install -e '.[bench]')")
-        else:
-            print(
-                f"  OpenDP make_laplace_threshold (scale 1, threshold {thr}): {t_o * 1e3:.1f} ms, "
-                f"{out_o} keys; ratio OpenDP / privhist = {t_o / t:.2f}"
+            ]
+            fig = System("Figures 1 + 2 reproduction", command=command)
+            compare(
+                [fig],
+                rounds=1,
+                title="Figures 1 + 2 reproduction (10 reps, 2 workers)",
+                goals=[Goal("within 300 s (wall)", system=fig.name, at_most=300.0)],
             )
-        as_list = raw.tolist()
-        t_p, out_p = best_of(
-            lambda c=as_list: pipelinedp_release(c), max(1, args.repeat // 2), collect=True
-        )
-        if out_p is None:
-            print("  PipelineDP: not installed (pip install -e '.[bench]')")
-        else:
-            print(
-                f"  PipelineDP truncated-geometric selection + Laplace counts: {t_p * 1e3:.1f} ms,"
-                f" {out_p} keys; ratio PipelineDP / privhist = {t_p / t:.2f}"
-            )
-    if args.figures:
-        secs = figures_seconds()
-        print(
-            f"\nFigures 1 + 2 reproduction (10 reps, 2 workers): {secs:.1f} s "
-            f"(target 300 s: {'met' if secs <= 300 else 'MISSED'})"
-        )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Throughput of privhist's exact samplers, against OpenDP's integer Laplace on the same machine.
 
 Both sides add exact discrete Laplace noise to a vector of integer zeros using the operating
-system's CSPRNG (privhist: ``SecureRandom``; OpenDP: its own OS-seeded CSPRNG). OpenDP gets the
-faster of its two input forms (a list, or an int32 NumPy array) and, being about two orders of
-magnitude slower, a smaller ``n``; rates are per sample. Printed: samples
-per second for each, and the ratio, per scale. Table construction (once per scale, cached) is
-reported separately and excluded from the timed runs.
+system's CSPRNG (privhist: ``SecureRandom``; OpenDP: its own OS-seeded CSPRNG). OpenDP is timed
+in both of its input forms (a list, or an int32 NumPy array) and, being about two orders of
+magnitude slower, on a smaller ``n``; ratios compare time per sample. Each system runs in its own
+fresh process through the harness (``benchmarks/_harness.py``): the input and the tables (built
+once per scale and cached) made in the untimed setup and warm-up, then one timed call;
+``--rounds`` interleaved rounds, the median of within-round ratios, the load beside each figure.
+The other exact samplers are then timed in this process (privhist alone, best of a few calls).
 
 Usage::
 
@@ -15,14 +17,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from _timing import best_seconds
+from _harness import Ratio, Skip, System, add_arguments, best_seconds, compare, options
 from privhist.core.random import SecureRandom
 from privhist.noise import binomial, discrete_gaussian, discrete_laplace, geometric
 
@@ -34,63 +35,59 @@ def best_rate(n: int, repeats: int, run: Callable[..., Any], *args: Any) -> floa
     return n / best_seconds(lambda: run(*args), repeats)
 
 
-def privhist_noisy(data: Any, scale: int, rng: SecureRandom) -> Any:
-    return data + discrete_laplace(scale, rng, data.shape[0])
+def privhist_laplace(n: int, scale: int) -> Callable[[], int]:
+    data = np.zeros(n, dtype=np.int64)
+    rng = SecureRandom()
+    discrete_laplace(scale, rng, 1)  # builds and caches the tables for this scale
+    return lambda: int((data + discrete_laplace(scale, rng, n)).shape[0])
 
 
-def opendp_laplace(scale: int) -> Callable[[Any], Any] | None:
-    """OpenDP's ``make_laplace`` on integer vectors, or None when OpenDP is not installed."""
+def opendp_laplace(n: int, scale: int, form: str) -> Callable[[], int]:
+    """OpenDP's ``make_laplace`` on an integer vector given as a list or an int32 array."""
     try:
         import opendp.prelude as dp
-    except ImportError:
-        return None
+    except ImportError as exc:
+        raise Skip("OpenDP is not installed (pip install -e '.[bench]')") from exc
     dp.enable_features("contrib")
     domain = dp.vector_domain(dp.atom_domain(T=int))
     measurement = dp.m.make_laplace(domain, dp.l1_distance(T=int), scale=scale)
-    return measurement  # type: ignore[no-any-return]
-
-
-def peer_rate(peer: Callable[[Any], Any], n: int, repeats: int) -> float:
-    """OpenDP's best rate over its two input forms: a list, or an int32 NumPy array."""
-    rates = [best_rate(n, repeats, peer, [0] * n)]
+    data: Any = [0] * n if form == "list" else np.zeros(n, dtype=np.int32)
     try:
-        rates.append(best_rate(n, repeats, peer, np.zeros(n, dtype=np.int32)))
-    except (TypeError, ValueError):  # older OpenDP versions take lists only
-        pass
-    return max(rates)
+        measurement(data[:10])
+    except (TypeError, ValueError) as exc:  # older OpenDP versions take lists only
+        raise Skip(f"this OpenDP does not take a {form}: {exc}") from exc
+    return lambda: len(measurement(data))
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=10**6, help="samples per timed run")
     parser.add_argument("--quick", action="store_true", help="fewer samples and repeats")
+    add_arguments(parser, rounds=3)
     args = parser.parse_args(argv)
     n = 10**5 if args.quick else args.n
     repeats = 2 if args.quick else 3
-    # OpenDP is about 100x slower: time it on fewer samples (the rate is per sample)
+    # OpenDP is about 100x slower: time it on fewer samples (the ratio is per sample)
     n_peer = min(n, 20_000 if args.quick else 200_000)
     rng = SecureRandom()
-
-    print(f"exact discrete Laplace, SecureRandom, n = {n:,} (OpenDP: n = {n_peer:,})")
-    peer_available = opendp_laplace(1) is not None
-    if not peer_available:
-        print("note: opendp is not installed; showing privhist only (pip install opendp)")
-    header = f"{'scale':>7} {'tables (s)':>11} {'privhist (samples/s)':>21}"
-    if peer_available:
-        header += f" {'OpenDP (samples/s)':>19} {'ratio':>7}"
-    print(header)
+    m = "bench_samplers"
     for scale in SCALES:
-        start = time.perf_counter()
-        discrete_laplace(scale, rng, 1)  # builds and caches the tables for this scale
-        build = time.perf_counter() - start
-        data = np.zeros(n, dtype=np.int64)
-        ours = best_rate(n, repeats, privhist_noisy, data, scale, rng)
-        line = f"{scale:>7} {build:>11.3f} {ours:>21,.0f}"
-        peer = opendp_laplace(scale)
-        if peer is not None:
-            theirs = peer_rate(peer, n_peer, repeats)
-            line += f" {theirs:>19,.0f} {ours / theirs:>6.1f}x"
-        print(line)
+        ours = f"privhist scale={scale}"
+        peers = {form: f"OpenDP {form} scale={scale}" for form in ("list", "int32 array")}
+        systems = [System(ours, f"{m}:privhist_laplace", {"n": n, "scale": scale}, work=n)]
+        systems += [
+            System(name, f"{m}:opendp_laplace", {"n": n_peer, "scale": scale, "form": form},
+                   work=n_peer)
+            for form, name in peers.items()
+        ]  # fmt: skip
+        ratios = [Ratio(p, ours, metric) for p in peers.values() for metric in ("wall", "cpu")]
+        compare(
+            systems,
+            ratios=ratios,
+            title=f"exact discrete Laplace, scale {scale}, SecureRandom, n = {n:,} "
+            f"(OpenDP: n = {n_peer:,})",
+            **options(args),
+        )
 
     print("\nother exact samplers (privhist, SecureRandom)")
     trials = np.full(1000, 1000, dtype=np.int64)

@@ -374,39 +374,55 @@ def sweep(name: str, truth: Truth, runs: int) -> dict[str, list[float]]:
     return curves
 
 
-def throughput(records: int) -> None:
-    """Seconds to aggregate ``records`` synthetic user-level records (10 per user, keys skewed):
-    today's user-level histogram (engine ``count`` with k = 10) against the weighted aggregate
-    (distinct pairs, degrees, kept subsets, weights, per-key sums)."""
+def _synthetic(records: int) -> pl.DataFrame:
+    """``records`` synthetic user-level records (10 per user, keys skewed)."""
     rng = SeededRandom(7)
     n_users = max(1, records // 10)
     u = rng.uniform_below(n_users, records)
     # keys: the square of a uniform draw over 10**5 buckets (a skewed, heavy-headed law)
     k = rng.uniform_below(1000, records) * rng.uniform_below(100, records) // 10
-    frame = pl.DataFrame({"user": u, "key": k})
-    t = time.perf_counter()
-    c = count(frame, key="key", user="user", max_partitions_contributed=10, rng=rng, progress=False)
-    t_count = time.perf_counter() - t
-    t = time.perf_counter()
-    src = LocalWeightedSource(frame, rng)
-    w = src.weighted_sums(20, 1024)
-    t_weight = time.perf_counter() - t
-    t = time.perf_counter()
-    rel = DPSIPS(1.0, 1e-8).release_weighted(src, SeededRandom(8))
-    t_sips = time.perf_counter() - t
-    t = time.perf_counter()
-    cum = CumulativeSIPS(1.0, 1e-8).release_weighted(src, SeededRandom(9))
-    t_cum = time.perf_counter() - t
-    print(f"\n### throughput, {records:,} user-level records ({n_users:,} users)")
-    print("| step | seconds | keys |")
-    print("|---|---|---|")
-    print(f"| engine count, k = 10 (today's user-level histogram) | {t_count:.2f} | {len(c):,} |")
-    print(f"| distinct pairs + one weighted_sums (Delta0 = 20) | {t_weight:.2f} | {len(w):,} |")
-    print(f"| DP-SIPS release, 3 rounds (pairs already held) | {t_sips:.2f} | {len(rel):,} |")
-    print(
-        f"| cumulative-sips release, 6 rounds (the default; pairs already held) | {t_cum:.2f} | "
-        f"{len(cum):,} |"
-    )
+    return pl.DataFrame({"user": u, "key": k})
+
+
+def step(records: int, name: str) -> Callable[[], int]:
+    """One throughput step (a harness factory): the data (and, for the releases, the distinct
+    pairs already held) made untimed; the callable runs the step."""
+    frame = _synthetic(records)
+    if name == "count":
+        return lambda: len(
+            count(frame, key="key", user="user", max_partitions_contributed=10,
+                  rng=SeededRandom(7), progress=False)
+        )  # fmt: skip
+    if name == "weighted":
+        return lambda: len(LocalWeightedSource(frame, SeededRandom(7)).weighted_sums(20, 1024))
+    src = LocalWeightedSource(frame, SeededRandom(7))
+    mech = DPSIPS(1.0, 1e-8) if name == "dp-sips" else CumulativeSIPS(1.0, 1e-8)
+    return lambda: len(mech.release_weighted(src, SeededRandom(8)))
+
+
+def throughput(records: int, rounds: int) -> None:
+    """Seconds to aggregate ``records`` synthetic user-level records (10 per user, keys skewed):
+    today's user-level histogram (engine ``count`` with k = 10) against the weighted aggregate
+    (distinct pairs, degrees, kept subsets, weights, per-key sums) and the selectors' releases
+    once the pairs are held, each step in its own fresh process (benchmarks/_harness.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _harness import System, compare
+
+    # engine count with k = 10 (today's user-level histogram); distinct pairs and one
+    # weighted_sums (Delta0 = 20); DP-SIPS (3 rounds) and cumulative-sips (6 rounds, the
+    # default) releases with the pairs already held
+    steps = {
+        "count": "engine count k=10",
+        "weighted": "pairs + weighted_sums D0=20",
+        "dp-sips": "DP-SIPS release (pairs held)",
+        "cumulative": "cumulative-sips (pairs held)",
+    }
+    systems = [
+        System(label, "bench_user_level:step", {"records": records, "name": name},
+               {"records": 10**4, "name": name}, work=records)
+        for name, label in steps.items()
+    ]  # fmt: skip
+    compare(systems, rounds=rounds, title=f"throughput, {records:,} user-level records")
 
 
 def main() -> None:
@@ -425,10 +441,11 @@ def main() -> None:
     ap.add_argument(
         "--throughput", type=int, default=0, help="only time N synthetic records (e.g. 10**7)"
     )
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of the throughput timing")
     ap.add_argument("--plot", default=None, help="PNG path for keys released against the cap")
     args = ap.parse_args()
     if args.throughput:
-        throughput(args.throughput)
+        throughput(args.throughput, args.rounds)
         return
     datasets = []
     for name, file, loader in (

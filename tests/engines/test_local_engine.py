@@ -18,8 +18,9 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import U64, RandomSource, SecureRandom, SeededRandom
 from privhist.engines import count, count_array
-from privhist.engines.local import bound_contributions
+from privhist.engines.local import bound_contributions, counting
 from privhist.engines.local.progress import status
+from privhist.engines.priorities import PairPriorities
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -63,6 +64,42 @@ def test_count_array_matches_brute_force_for_integers(seed: int) -> None:
         assert c.neighbouring == Neighbouring.add_remove()
         assert c.info["records"] == keys.size
         assert c.info["distinct_keys"] == len(set(keys.tolist()))
+
+
+def test_count_array_integer_paths() -> None:
+    """Every route of the integer count: bins from 0 (smallest key 0 or above), a shifted range
+    (negative or large smallest key), a sort (a wide range), other integer dtypes."""
+    g = np.random.default_rng(5)
+    cases = [
+        g.integers(1, 50, 4_000),  # smallest key 1: counted in place
+        g.integers(-30, 30, 4_000),  # a negative key: shifted
+        g.integers(10**12, 10**12 + 40, 4_000),  # far from 0, narrow: shifted
+        g.integers(0, 2**50, 4_000),  # wide: sorted
+        g.integers(0, 200, 4_000).astype(np.uint8),
+        g.integers(0, 2**40, 300).astype(np.uint64),
+        g.integers(-(2**31), 2**31 - 1, 300).astype(np.int32),
+        np.array([7], dtype=np.int64),
+    ]
+    for keys in cases:
+        c = count_array(keys)
+        check_invariants(c)
+        assert as_dict(c) == dict(Counter(keys.tolist())), keys.dtype
+        assert c.keys.dtype == np.int64 and c.counts.dtype == np.int64
+
+
+def test_count_array_does_not_copy_keys_counted_in_place() -> None:
+    """Keys from 1 (not 0) are counted without a shifted copy: the traced peak stays far below
+    the 32 MiB array."""
+    import tracemalloc
+
+    keys = np.random.default_rng(2).integers(1, 1000, 1 << 22)
+    count_array(keys)  # first call: imports outside the trace
+    tracemalloc.start()
+    c = count_array(keys)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert int(c.counts.sum()) == keys.size
+    assert peak < keys.nbytes / 8
 
 
 def test_count_array_strings_and_null_keys() -> None:
@@ -320,6 +357,100 @@ def test_bounded_dataset_respects_the_bounds(k: int, c: int) -> None:
     assert counts.neighbouring.relation is Relation.USER
     assert counts.info["users"] == len(held)
     assert counts.info["users_bounded"] == sum(len(v) > k for v in held.values())
+
+
+def _kept_by_priority(
+    df: pl.DataFrame, f: PairPriorities, k: int, c: int
+) -> dict[Any, tuple[int, int]]:
+    """Per key: (sum of min(n, c), kept pairs) when each user keeps its k pairs of smallest
+    (priority, key), by loops over the users."""
+    held: dict[Any, dict[Any, int]] = defaultdict(dict)
+    for (u, key), n in brute_force_pairs(df).items():
+        held[u][key] = n
+    out: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
+    for u, pairs in held.items():
+        keys = sorted(pairs)
+        if len(keys) > k:
+            prio = f(np.full(len(keys), u, dtype=np.int64), np.array(keys, dtype=np.int64))
+            keys = [key for _, key in sorted(zip(prio.tolist(), keys, strict=True))][:k]
+        for key in keys:
+            out[key][0] += min(pairs[key], c)
+            out[key][1] += 1
+    return {key: (v[0], v[1]) for key, v in out.items()}
+
+
+ROUTES = {
+    "one chunk": {},
+    "chunks on two threads": {"_CODE_CHUNK": 64, "_MAX_THREADS": 2},
+    "passes": {"_CODE_ROWS_PER_PASS": 900, "_CODE_CHUNK": 100},
+    "sparse keys": {"_DENSE_KEYS": 10, "_CODE_CHUNK": 80},
+    "exact ranking": {"_MATRIX_MAX_KEYS": 8},
+}
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+@pytest.mark.parametrize(("k", "c"), [(3, 2), (1, 1)])
+def test_integer_user_counts_keep_the_k_smallest_priorities(
+    route: str, k: int, c: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The integer path (one code per record, sorted, cut into chunks of whole users, tallied
+    on threads, in passes over ranges of users) against loops over users: every user keeps its
+    k pairs of smallest (priority, key) under the secret drawn from the seed, whatever route
+    the counts take; users hold 1 to 150 keys (every size class and the exact ranking)."""
+    g = np.random.default_rng(9)
+    sizes = np.concatenate([g.integers(1, 12, 150), g.integers(12, 150, 25)])
+    users = np.repeat(np.arange(sizes.size) * 7 - 300, sizes)
+    keys = np.concatenate([g.choice(400, int(s), replace=False) for s in sizes]) - 50
+    dup = g.integers(0, users.size, users.size // 3)  # more records of some pairs
+    users, keys = np.concatenate([users, users[dup]]), np.concatenate([keys, keys[dup]])
+    order = g.permutation(users.size)
+    ukeys: list[Any] = keys[order].tolist()
+    uusers: list[Any] = users[order].tolist()
+    ukeys[3] = None
+    uusers[5] = None
+    df = pl.DataFrame({"user": uusers, "key": ukeys}, schema={"user": pl.Int64, "key": pl.Int64})
+    f = tmp_path / "pairs.parquet"
+    df.write_parquet(f)
+    for name, value in ROUTES[route].items():
+        monkeypatch.setattr(counting, name, value)
+    got = count(
+        f,
+        key="key",
+        user="user",
+        key_type="int",
+        max_partitions_contributed=k,
+        max_contributions_per_partition=c,
+        rng=SeededRandom(21),
+    )
+    check_invariants(got)
+    expected = _kept_by_priority(df, PairPriorities.draw(SeededRandom(21)), k, c)
+    assert got.units is not None
+    table = zip(got.keys.tolist(), got.counts.tolist(), got.units.tolist(), strict=True)
+    assert {key: (n, u) for key, n, u in table} == expected
+    valid = df.drop_nulls()
+    assert got.info["users"] == valid["user"].n_unique()
+    assert got.info["distinct_keys"] == valid["key"].n_unique()
+    assert got.info["null_keys"] == 1 and got.info["null_users"] == 1
+    assert got.info["users_bounded"] == int(
+        (valid.unique().group_by("user").len()["len"] > k).sum()
+    )
+    assert ("user_partitions" in got.info) == (route == "passes")
+
+
+def test_smallest_k_breaks_ties_by_key_order() -> None:
+    """Runs with equal priorities at the threshold, in the matrix classes and the exact
+    ranking: each keeps exactly k rows, the smallest by (priority, position in the run)."""
+    g = np.random.default_rng(3)
+    sizes = np.array([4, 5, 9, 17, 40, 70, 6])
+    k = 3
+    priority = g.integers(0, 6, int(sizes.sum())).astype(np.uint64)  # many ties
+    keep = counting._smallest_k(priority, sizes, k)
+    start = 0
+    for s in sizes.tolist():
+        run = priority[start : start + s].tolist()
+        best = sorted(range(s), key=lambda i: (run[i], i))[:k]
+        assert sorted(np.flatnonzero(keep[start : start + s]).tolist()) == sorted(best)
+        start += s
 
 
 def test_loose_bounds_keep_everything_exactly() -> None:

@@ -24,8 +24,11 @@ from privhist.noise._exact import (
     rational_oracle,
 )
 from privhist.noise._tables import (
+    ThresholdTable,
     exp_power_floors,
     geometric_table,
+    invert,
+    invert_words,
     laplace_table,
     truncated_table,
 )
@@ -225,12 +228,23 @@ def geometric_count(u_lo: object, u_hi: object, x: Fraction) -> int:
     return counts.pop()
 
 
+def first_word(table: ThresholdTable, word: int) -> list[int]:
+    """Scripted words from which :func:`invert` reads ``word`` as the first word of one ``U``:
+    with a byte guide, a word whose first byte is the top byte of ``word`` (little-endian: its
+    lowest byte), then, if that byte does not decide, a word whose top 56 bits are the rest."""
+    if table.byte_guide is None:
+        return [word]
+    if table.byte_guide[word >> 56] >= 0:
+        return [word >> 56]
+    return [word >> 56, (word & ((1 << 56) - 1)) << 8]
+
+
 def test_geometric_tie_on_a_table_entry() -> None:
     table = geometric_table(Fraction(1))
     e1 = mp_exp_neg(Fraction(1))
     f2, d2 = table.floors[1], digits(e1**2, 2)
-    assert geometric(1, ScriptedRandom([f2, d2 - 1]), 1).tolist() == [2]
-    assert geometric(1, ScriptedRandom([f2, d2 + 1]), 1).tolist() == [1]
+    assert geometric(1, ScriptedRandom([*first_word(table, f2), d2 - 1]), 1).tolist() == [2]
+    assert geometric(1, ScriptedRandom([*first_word(table, f2), d2 + 1]), 1).tolist() == [1]
 
 
 @pytest.mark.parametrize("x", [Fraction(1), Fraction(1, 1000)])
@@ -240,8 +254,10 @@ def test_geometric_first_word_zero_goes_beyond_the_table(x: Fraction, second: in
     u_lo = MP.mpf(second * TWO64 + third) / MP.mpf(2) ** 192
     u_hi = MP.mpf(second * TWO64 + third + 1) / MP.mpf(2) ** 192
     expected = geometric_count(u_lo, u_hi, x)
-    assert expected >= geometric_table(x).size  # decided beyond the table
-    assert geometric(x, ScriptedRandom([0, second, third, *[1] * 8]), 1).tolist() == [expected]
+    table = geometric_table(x)
+    assert expected >= table.size  # decided beyond the table
+    words = [*first_word(table, 0), second, third, *[1] * 8]
+    assert geometric(x, ScriptedRandom(words), 1).tolist() == [expected]
 
 
 def test_geometric_tie_among_repeated_floors() -> None:
@@ -252,7 +268,8 @@ def test_geometric_tie_among_repeated_floors() -> None:
     u_lo = (1 + MP.mpf(second) / TWO64) / TWO64
     u_hi = (1 + MP.mpf(second + 1) / TWO64) / TWO64
     expected = geometric_count(u_lo, u_hi, x)
-    assert geometric(x, ScriptedRandom([1, second, *[7] * 8]), 1).tolist() == [expected]
+    words = [*first_word(geometric_table(x), 1), second, *[7] * 8]
+    assert geometric(x, ScriptedRandom(words), 1).tolist() == [expected]
 
 
 def test_discrete_laplace_tie_then_sign() -> None:
@@ -261,9 +278,11 @@ def test_discrete_laplace_tie_then_sign() -> None:
     t3 = 2 * e1**3 / (1 + e1)
     f3, d3 = table.floors[2], digits(t3, 2)
     # magnitude word, its continuation, then a word of sign bits (bit 7 is the first bit)
-    assert discrete_laplace(1, ScriptedRandom([f3, d3 - 1, 0]), 1).tolist() == [3]
-    assert discrete_laplace(1, ScriptedRandom([f3, d3 + 1, 0]), 1).tolist() == [2]
-    assert discrete_laplace(1, ScriptedRandom([f3, d3 - 1, 1 << 7]), 1).tolist() == [-3]
+    w = first_word(table, f3)
+    assert len(w) == 2  # the top byte of a floor never decides
+    assert discrete_laplace(1, ScriptedRandom([*w, d3 - 1, 0]), 1).tolist() == [3]
+    assert discrete_laplace(1, ScriptedRandom([*w, d3 + 1, 0]), 1).tolist() == [2]
+    assert discrete_laplace(1, ScriptedRandom([*w, d3 - 1, 1 << 7]), 1).tolist() == [-3]
 
 
 def test_exp_array_table_tie() -> None:
@@ -288,3 +307,64 @@ def test_guide_agrees_with_a_full_search(table: object) -> None:
     assert (g[known] == full[known]).all()
     assert known.mean() > 0.5  # the guide answers most words
     assert (g[np.isin(words, asc)] == -1).all()  # a word equal to a floor is never guided
+
+
+BYTE_TABLES = [
+    laplace_table(Fraction(1)),
+    geometric_table(Fraction(1)),
+    laplace_table(Fraction(1, 10)),
+    laplace_table(Fraction(3, 10)),
+]
+
+
+@pytest.mark.parametrize("table", BYTE_TABLES)
+def test_byte_guide_agrees_with_a_full_search(table: ThresholdTable) -> None:
+    assert table.byte_guide is not None and (table.byte_guide < 0).mean() <= 0.5
+    asc = table.ascending
+    for b in range(256):
+        lo, hi = b << 56, ((b + 1) << 56) - 1
+        inside = ((asc >= np.uint64(lo)) & (asc <= np.uint64(hi))).any()
+        guided = int(table.byte_guide[b])
+        assert (guided < 0) == bool(inside)
+        if guided >= 0:  # both ends of the interval (and so every word in it) give this count
+            ends = np.array([lo, hi], dtype=np.uint64)
+            assert (asc.shape[0] - np.searchsorted(asc, ends, side="right") == guided).all()
+    assert table.byte_guide[0] < 0  # the interval of 0 holds the entry standing for k > K
+
+
+@pytest.mark.parametrize("table", BYTE_TABLES)
+def test_byte_first_inversion_reads_the_same_uniform(table: ThresholdTable) -> None:
+    """Every first byte, with several continuations: ``invert`` (a byte, then 56 bits for an
+    undecided byte) equals the whole-word inversion of the word those bits form."""
+    gen = np.random.default_rng(11)
+    for b in range(256):
+        for rest in (0, TWO64 - 1, int(gen.integers(0, 2**63)) * 2 + 1):
+            word = (b << 56) | (rest >> 8)
+            tail = [int(x) for x in gen.integers(0, 2**63, 6)]
+            got = invert(table, ScriptedRandom([b, rest, *tail]), 1)
+            want = invert_words(table, np.array([word], dtype=np.uint64), ScriptedRandom(tail))
+            assert got.tolist() == want.tolist()
+    # a vector: eight first bytes from one word, the rest words in the order of the undecided
+    firsts = [0, 1, 200, int(np.flatnonzero(table.byte_guide < 0)[-1]), 7, 255, 3, 0]
+    packed = sum(v << (8 * i) for i, v in enumerate(firsts))
+    undecided = [i for i, v in enumerate(firsts) if table.byte_guide[v] < 0]
+    rests = [int(x) for x in gen.integers(0, 2**63, len(undecided))]
+    got = invert(table, ScriptedRandom([packed, *rests, *[5] * 20]), 8)
+    words = [firsts[i] << 56 for i in range(8)]
+    for i, r in zip(undecided, rests, strict=True):
+        words[i] |= r >> 8
+    want = invert_words(table, np.array(words, dtype=np.uint64), ScriptedRandom([5] * 20))
+    assert got.tolist() == want.tolist()
+
+
+def test_tables_with_dense_floors_draw_whole_words() -> None:
+    for table in (laplace_table(Fraction(1, 1000)), truncated_table(Fraction(1, 10**6), 4096)):
+        assert table.byte_guide is None
+        rng = ScriptedRandom([3 << 60, 5 << 60])
+        assert (
+            invert(table, rng, 2).tolist()
+            == invert_words(
+                table, np.array([3 << 60, 5 << 60], dtype=np.uint64), ScriptedRandom([])
+            ).tolist()
+        )
+        assert rng.used == 2

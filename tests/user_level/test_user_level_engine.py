@@ -124,3 +124,55 @@ def test_bad_inputs_fail_closed() -> None:
         LocalWeightedSource(pl.DataFrame({"user": [1]}))
     with pytest.raises(ValidationError, match="parameter 'weights'"):
         WeightedCounts.from_arrays(["a"], [-1], scale=2, max_keys=1)
+
+
+@pytest.mark.parametrize("dtype", [pl.Int64, pl.Int32, pl.UInt16])
+def test_integer_pairs_by_codes_equal_the_polars_route(
+    dtype: pl.DataType, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Integer ids are deduplicated by one sort of a code per record: the pairs, the weighted
+    sums, the records histogram and the null facts equal those of the two-column Polars route
+    (forced by making the codes unavailable), from a table and from a file."""
+    import privhist.engines.local.weighting as weighting
+
+    g = np.random.default_rng(4)
+    n = 4000
+    users: list[object] = g.integers(0, 300, n).tolist()
+    keys: list[object] = (g.zipf(1.4, n) % 500).tolist()
+    users[3], keys[8], users[9], keys[9] = None, None, None, None
+    users[10] = users[11] = 7
+    keys[10] = keys[11] = None  # two null-key records of one user: one null pair
+    frame = pl.DataFrame({"user": users, "key": keys}, schema={"user": dtype, "key": dtype})
+    path = tmp_path / "pairs.parquet"  # type: ignore[operator]
+    frame.write_parquet(path)
+    null_groups = {(u, k) for u, k in zip(users, keys, strict=True) if u is None or k is None}
+
+    def facts(src: LocalWeightedSource) -> tuple[object, ...]:
+        w = src.weighted_sums(5, 1000)
+        return (
+            src.pairs.rows(),
+            w.keys.tolist(),
+            w.weights.tolist(),
+            w.units.tolist(),
+            sorted(src.max_records.tolist()),
+            src.records_histogram([1, 2, 3]).tolist(),
+        )
+
+    def sources() -> list[LocalWeightedSource]:
+        return [
+            LocalWeightedSource(frame, SeededRandom(2)),
+            LocalWeightedSource.from_source(frame, user="user", rng=SeededRandom(2)),
+            LocalWeightedSource.from_source(path, user="user", key_type="int", rng=SeededRandom(2)),
+        ]
+
+    by_codes = sources()
+    with monkeypatch.context() as patch:
+        patch.setattr(weighting, "_sorted_pairs", lambda u, k: None)
+        by_polars = sources()
+        polars_facts = [facts(s) for s in by_polars]
+    code_facts = [facts(s) for s in by_codes]
+    assert code_facts == polars_facts
+    assert code_facts[0] == code_facts[1]
+    assert by_codes[0].pairs.schema == by_polars[0].pairs.schema == frame.schema
+    for src in (*by_codes[1:], *by_polars[1:]):
+        assert src.null_pairs == len(null_groups)

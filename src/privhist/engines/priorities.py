@@ -38,6 +38,7 @@ priority then) and is the same in every engine, computed on whole arrays.
 from __future__ import annotations
 
 import hashlib
+import threading
 from typing import Any, Final
 
 import numpy as np
@@ -51,8 +52,8 @@ U64 = npt.NDArray[np.uint64]
 #: bytes of the secret
 SECRET_BYTES: Final[int] = 32
 
-#: pairs encrypted per call of the cipher
-_CHUNK: Final[int] = 1 << 16
+#: pairs encrypted per call of the cipher (two 256 KiB buffers)
+_CHUNK: Final[int] = 1 << 14
 
 
 _GOLDEN: Final = np.uint64(0x9E3779B97F4A7C15)
@@ -168,11 +169,12 @@ class PairPriorities:
         result: U64 = np.empty(n, dtype=np.uint64)
         if n == 0:
             return result
-        # in chunks: buffers that stay in cache instead of arrays of 16 bytes a pair
+        # in chunks: buffers that stay in cache instead of arrays of 16 bytes a pair (and are
+        # not zero-filled: the cipher overwrites them)
         size = min(n, _CHUNK)
         blocks = np.empty((size, 2), dtype="<u8")
-        out = bytearray(16 * size + 15)
-        words = np.frombuffer(out, dtype="<u8", count=2 * size)
+        out = np.empty(16 * size + 15, dtype=np.uint8)
+        words = out[: 16 * size].view("<u8")
         encryptor: Any = self._cipher.encryptor()
         for start in range(0, n, size):
             stop = min(n, start + size)
@@ -186,16 +188,22 @@ class PairPriorities:
 
 class LazyPriorities:
     """Draws the secret from ``rng`` on first use only, so that a count in which no user holds
-    more than ``k`` keys draws no randomness (and every pass of a count shares one secret)."""
+    more than ``k`` keys draws no randomness (and every pass of a count shares one secret).
+    Threads may share one instance: the first use draws under a lock, exactly once."""
 
     def __init__(self, rng: RandomSource) -> None:
         self.rng = rng
         self._f: PairPriorities | None = None
+        self._lock = threading.Lock()
 
     def _function(self) -> PairPriorities:
-        if self._f is None:
-            self._f = PairPriorities.draw(self.rng)
-        return self._f
+        f = self._f
+        if f is None:
+            with self._lock:
+                if self._f is None:
+                    self._f = PairPriorities.draw(self.rng)
+                f = self._f
+        return f
 
     def codes(self, values: npt.ArrayLike) -> U64:
         """:meth:`PairPriorities.codes` under the secret (drawn now if not yet)."""

@@ -28,7 +28,10 @@ Limits (each enforced with a :class:`~privhist.core.errors.ValidationError`):
     * :func:`binomial` trials per entry ``<= 2**62``.
 
 Costs: one 64-bit word per Bernoulli, geometric (rate ``>= 45 / 2**16``) or discrete Laplace
-(scale ``<= 1456``) sample, plus one sign bit; a word per 12 bits of ``log2(1 / x)`` beyond that;
+(scale ``<= 1456``) sample, plus one sign bit; geometric and Laplace samples whose table puts its
+floors in at most half of the 256 first-byte intervals (scales up to about 45) read one byte
+first and complete the word only when that byte does not decide (about 1.2 bytes a sample at
+scale 1, see :mod:`privhist.noise._tables`); a word per 12 bits of ``log2(1 / x)`` beyond that;
 discrete Gaussian about 1.3 proposals of two words each (up to 2 for ``sigma < 1``; more words
 above ``sigma = 4096``); binomial one Binomial(m, 1/2) draw per binary digit of ``p``, each
 about six words by exact rejection once ``m >= 2048`` (popcounts of ``m`` bits below). Tables

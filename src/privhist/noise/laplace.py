@@ -67,7 +67,10 @@ def sample_laplace(x: Fraction, rng: RandomSource, n: int) -> I64:
     if table_fits(x):
         magnitude = invert(laplace_table(x), rng, n)
         negative = rng.bits(n)
-        return np.where(negative, -magnitude, magnitude)
+        # times +1 or -1 in place (an int8 factor: several times cheaper than np.where)
+        sign = 1 - 2 * negative.view(np.int8)
+        np.multiply(magnitude, sign, out=magnitude)
+        return magnitude
     out = np.empty(n, dtype=np.int64)
     todo = np.arange(n)
     while todo.size:  # each round keeps a fraction (1 - a) / 2 of the samples

@@ -15,10 +15,10 @@ what one user can change (PipelineDP's names, also used by
   pseudorandom 64-bit priority, a keyed function of the pair under a 256-bit secret drawn from
   the :class:`~privhist.core.random.RandomSource` (:mod:`privhist.engines.priorities`: the
   same priorities in every engine, whatever the partitioning), and each user keeps the ``k``
-  pairs of smallest priority. Ranks come from one sort by (user, priority) over the users
-  holding more than ``k`` keys, read off as positions inside each user's contiguous block
-  (linear time; faster than a hashed window ``rank().over("user")``). A tie is broken by key
-  order.
+  pairs of smallest priority: with the pairs grouped by user, each user holding more than
+  ``k`` keys is one row of a padded matrix, and a partial sort of each row gives its ``k``-th
+  smallest priority (an exact sort by (user, priority) for users holding many keys). A tie is
+  broken by key order.
 * ``max_contributions_per_partition`` (``c``): each kept (user, key) pair keeps at most ``c`` of
   its ``n`` records. Records of one pair are interchangeable for counting, so keeping a uniform
   random ``c``-subset of them and keeping ``min(n, c)`` give the same count; no randomness is
@@ -39,9 +39,12 @@ each part is read and bounded in its own pass, so memory holds one part at a tim
 read once per part). Integer user columns of files stay integers (equal as integers exactly when
 equal as text), which avoids converting every user id to a string. When both users and keys are
 integers, each record becomes one integer code ``(user - u0) * R + (key - k0)``; one sort of the
-codes groups records into (user, key) pairs in (user, key) order (the passes then split users by
-id ranges). Bounded users are ranked by one sort of a word packing the user's index with the top
-bits of its priorities.
+codes groups records into (user, key) pairs in (user, key) order, and the sorted codes are
+processed in chunks of whole users on one thread per core (each chunk's arrays small and
+reused: fresh arrays of every pair cost more in page faults than in arithmetic); above
+:data:`_CODE_ROWS_PER_PASS` records the passes split users by id ranges. Bounded users keep the
+``k`` pairs of smallest ``(priority, key)``, found by a partial sort of each user's row in a
+padded matrix (an exact sort for users holding many keys, or on ties).
 
 Key types
 ---------
@@ -64,6 +67,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Final
 
 import numpy as np
@@ -101,15 +106,20 @@ ROWS_PER_USER_PARTITION: Final[int] = 34_000_000
 _BATCH_ROWS: Final[int] = 4_000_000
 _MERGE_EVERY: Final[int] = 16
 
-#: bounded users are ranked by one sort of a packed (user, priority) word while their number
-#: needs at most this many bits (else by a two-column sort)
-_PACKED_GROUP_BITS: Final[int] = 24
-
-#: caps up to this size mark each bounded user's first k sorted rows in k passes over the users
-_RANK_LOOP_MAX: Final[int] = 64
+#: bounded users holding at most this many keys are ranked in padded matrices (one row per
+#: user, a partial sort of each row); larger ones by one sort of their rows
+_MATRIX_MAX_KEYS: Final[int] = 64
 
 #: key ranges up to this size are counted with dense arrays in the integer user-level path
-_DENSE_KEYS: Final[int] = 1 << 26
+_DENSE_KEYS: Final[int] = 1 << 22
+
+#: the integer user-level path reads at most about this many records per pass (about 20 bytes
+#: a record at the peak of the read and the sort of their codes), so memory stays near 3 GB
+_CODE_ROWS_PER_PASS: Final[int] = 150_000_000
+
+#: sorted codes are processed in chunks of about this many records (whole users), so the
+#: working arrays stay small and are reused instead of faulted in afresh
+_CODE_CHUNK: Final[int] = 1 << 20
 
 #: seed of the (non-cryptographic) hash that assigns users to passes
 _PARTITION_SEED: Final[int] = 0x5EED
@@ -117,6 +127,9 @@ _PARTITION_SEED: Final[int] = 0x5EED
 #: integer keys whose range is at most ``2 * records + _DENSE_SLACK`` are counted with
 #: ``np.bincount``; wider ranges are sorted
 _DENSE_SLACK: Final[int] = 1 << 20
+
+#: user-level counts tally their chunks on one thread per core, at most this many
+_MAX_THREADS: Final[int] = 4
 
 
 def count(
@@ -446,7 +459,7 @@ def _count_users(
         integer_ids = False  # the read below reports the problem
     prio = LazyPriorities(rng)
     if integer_ids:
-        fast = _count_user_codes(lf, k, c, prio, label, partitions)
+        fast = _count_user_codes(lf, k, c, prio, label)
         if fast is not None:
             return fast
     records = null_keys = null_users = users = users_bounded = 0
@@ -571,7 +584,9 @@ def _bound(
         return prio(users[rows], keys[rows])
 
     keep, users_bounded = _keep_mask(sizes, k, priorities)
-    kept = pairs.filter(pl.Series(keep)).with_columns(pl.col("n").clip(upper_bound=c))
+    if keep is not None:
+        pairs = pairs.filter(pl.Series(keep))
+    kept = pairs.with_columns(pl.col("n").clip(upper_bound=c))
     return kept, int(starts.size), users_bounded
 
 
@@ -579,88 +594,135 @@ def _keep_mask(
     sizes: npt.NDArray[np.int64],
     k: int,
     priorities: Callable[[npt.NDArray[np.int64] | None], npt.NDArray[np.uint64]],
-    group_ids: npt.NDArray[np.int64] | None = None,
-) -> tuple[npt.NDArray[np.bool_], int]:
-    """Which pairs the users keep, for pairs grouped by user in runs of ``sizes``: all of a user
-    holding at most ``k`` keys, else the ``k`` of smallest priority; and how many users were
-    bounded. ``priorities(rows)`` gives the priorities of those rows (``None``: of every row);
-    it is asked only for the rows of bounded users. ``group_ids`` (optional) are non-negative
-    per-row user ids, increasing from run to run, used in the packed sort instead of run
-    indexes."""
-    m = int(sizes.sum())
+) -> tuple[npt.NDArray[np.bool_] | None, int]:
+    """Which pairs the users keep, for pairs grouped by user in runs of ``sizes`` and in key
+    order inside each run: all of a user holding at most ``k`` keys, else the ``k`` of smallest
+    ``(priority, key)``; and how many users were bounded. ``priorities(rows)`` gives the
+    priorities of those rows (``None``: of every row); it is asked only for the rows of bounded
+    users. Returns None for the mask when every pair is kept."""
     bounded = sizes > k
-    users_bounded = int(bounded.sum())
-    keep = np.ones(m, dtype=np.bool_)
+    users_bounded = int(np.count_nonzero(bounded))
     if not users_bounded:
-        return keep, users_bounded
-    # rows of users holding more than k keys, still grouped by user in (user, key) order
+        return None, 0
+    m = int(sizes.sum())
     every = users_bounded == sizes.size
     big_rows = None if every else np.flatnonzero(np.repeat(bounded, sizes))
     big_sizes = sizes if every else sizes[bounded]
-    nb = int(big_sizes.sum())
     # pseudorandom priorities of the pairs themselves (engines/priorities.py), whatever the row
     # order: each user keeps the k smallest, a uniform k-subset of their keys, independently
     # of every other user
-    priority = priorities(big_rows)
-    if group_ids is not None:
-        group = group_ids if big_rows is None else group_ids[big_rows]
-        bits = max(1, int(group[-1]).bit_length())
-    else:
-        group = np.repeat(np.arange(users_bounded, dtype=np.int64), big_sizes)
-        bits = max(1, users_bounded.bit_length())
-    if bits <= _PACKED_GROUP_BITS:
-        # one sort of (group, top 64 - bits bits of the priority) packed in a word; a stable
-        # sort breaks ties of those bits (probability below s**2 * 2**(bits - 65) for a user
-        # holding s keys: 2**-41 at 2**23 users) by key order
-        packed = (group.astype(np.uint64) << np.uint64(64 - bits)) | (priority >> np.uint64(bits))
-        order = (
-            pl.DataFrame({"packed": packed})
-            .with_row_index("i")
-            .sort("packed", maintain_order=True)
-            .get_column("i")
-            .to_numpy()
-        )
-    else:
-        # a stable sort breaks (probability < 2**-64) ties by key order
-        order = (
-            pl.DataFrame({"group": group, "priority": pl.Series(priority, dtype=pl.UInt64)})
-            .with_row_index("i")
-            .sort("group", "priority", maintain_order=True)
-            .get_column("i")
-            .to_numpy()
-        )
-    del group, priority
-    # sorting by group first keeps every group's block where it was, so a user's kept rows are
-    # the first k positions of its block in sorted order
-    starts = np.cumsum(big_sizes) - big_sizes
-    first_k = np.zeros(nb, dtype=np.bool_)
-    if k <= _RANK_LOOP_MAX:
-        for j in range(k):  # k passes over the users, not over the rows
-            first_k[starts[big_sizes > j] + j] = True
-    else:
-        rank = np.arange(nb, dtype=np.int64) - np.repeat(starts, big_sizes)
-        first_k = rank < k
-    chosen = order[first_k]
+    chosen = _smallest_k(priorities(big_rows), big_sizes, k)
     if big_rows is None:
-        keep[:] = False
-        keep[chosen] = True
-    else:
-        keep[big_rows] = False
-        keep[big_rows[chosen]] = True
+        return chosen, users_bounded
+    keep = np.ones(m, dtype=np.bool_)
+    keep[big_rows] = chosen
     return keep, users_bounded
 
 
+def _smallest_k(
+    priority: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64], k: int
+) -> npt.NDArray[np.bool_]:
+    """For rows in runs of ``sizes`` (every run longer than ``k``, rows in key order inside a
+    run), whether each row is among its run's ``k`` smallest ``(priority, key)``.
+
+    Runs of at most :data:`_MATRIX_MAX_KEYS` rows are put in a padded matrix, one row per run:
+    one matrix as wide as the longest run when that at most doubles the rows, else one per size
+    class (sizes in ``(2**(j-1), 2**j]``). The ``k``-th smallest priority of each matrix row
+    (``np.partition``) is its run's threshold, and a run keeps the priorities at or below it.
+    A run where that keeps more than ``k`` (equal priorities at the threshold, probability about
+    ``s**2 / 2**64`` for a run of ``s``) and longer runs are ranked exactly by one stable sort by
+    ``(run, priority)``, which breaks ties by key.
+    """
+    n = int(priority.shape[0])
+    runs_total = int(sizes.shape[0])
+    run_starts = np.cumsum(sizes) - sizes
+    exact = sizes > _MATRIX_MAX_KEYS
+    classes: list[npt.NDArray[np.int64] | None] = []
+    if not exact.any() and runs_total * int(sizes.max()) <= 2 * n:
+        classes.append(None)  # one matrix for every run, rows in their own order
+    else:
+        lower, width = k, 2
+        while width < k + 1:
+            width *= 2
+        while lower < _MATRIX_MAX_KEYS:
+            upper = min(width, _MATRIX_MAX_KEYS)
+            in_class = np.flatnonzero((sizes > lower) & (sizes <= upper))
+            if in_class.size:
+                classes.append(in_class)
+            lower, width = upper, width * 2
+    whole = len(classes) == 1 and classes[0] is None
+    keep = None if whole else np.zeros(n, dtype=np.bool_)
+    for runs in classes:
+        if runs is None:
+            class_sizes, class_starts, values, rows = sizes, run_starts, priority, None
+        else:
+            class_sizes = sizes[runs]
+            class_starts = np.cumsum(class_sizes) - class_sizes
+            rows = _run_rows(run_starts[runs], class_sizes, class_starts)
+            values = priority[rows]
+        count = int(class_sizes.shape[0])
+        columns = int(class_sizes.max())
+        # each row's run, by a cumulative sum over run starts (cheaper than np.repeat)
+        mark = np.zeros(values.shape[0], dtype=np.int64)
+        mark[class_starts] = 1
+        owner = np.cumsum(mark) - 1
+        del mark
+        flat = np.arange(values.shape[0], dtype=np.int64)
+        flat += (np.arange(count, dtype=np.int64) * columns - class_starts)[owner]
+        matrix = np.full(count * columns, np.iinfo(np.uint64).max, dtype=np.uint64)
+        matrix[flat] = values
+        del flat
+        threshold = np.partition(matrix.reshape(count, columns), k - 1, axis=1)[:, k - 1]
+        del matrix
+        chosen = values <= threshold[owner]
+        if int(np.count_nonzero(chosen)) != k * count:  # a run keeps more than k: ties
+            kept_per_run = np.add.reduceat(chosen.astype(np.int64), class_starts)
+            tied = kept_per_run > k
+            exact[np.flatnonzero(tied) if runs is None else runs[tied]] = True
+        if keep is None:
+            keep = chosen
+        else:
+            keep[rows] = chosen
+    if keep is None:
+        keep = np.zeros(n, dtype=np.bool_)
+    if exact.any():
+        ranked = np.flatnonzero(exact)
+        class_sizes = sizes[ranked]
+        class_starts = np.cumsum(class_sizes) - class_sizes
+        rows = _run_rows(run_starts[ranked], class_sizes, class_starts)
+        owner = np.repeat(np.arange(ranked.size), class_sizes)
+        # a stable sort by (run, priority) of rows in key order: ties go by key
+        order = np.lexsort((priority[rows], owner))
+        rank = np.arange(rows.size) - class_starts[owner]
+        keep[rows] = False
+        keep[rows[order[rank < k]]] = True
+    return keep
+
+
+def _run_rows(
+    starts: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], packed: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """The row numbers of runs starting at ``starts`` with ``sizes``, one run after the other
+    (``packed``: where each run starts in the output)."""
+    rows = np.repeat(starts - packed, sizes)
+    rows += np.arange(rows.shape[0], dtype=np.int64)
+    return rows
+
+
 def _count_user_codes(
-    lf: pl.LazyFrame, k: int, c: int, prio: LazyPriorities, label: str, partitions: int
+    lf: pl.LazyFrame, k: int, c: int, prio: LazyPriorities, label: str
 ) -> Counts | None:
     """:func:`_count_users` for integer users and keys, by sorting one integer per record.
 
     Each record becomes the code ``(user - u0) * R + (key - k0)`` (``R`` the key range), so one
     sort of a single integer column groups records by (user, key) in (user, key) order, and runs
-    of equal codes are the pairs with their record counts. The draw order, and so a seeded
-    result, is the one :func:`_bound` gives. With ``partitions > 1`` the users are split into
-    ranges of ids, one pass each. Returns None when the codes would not fit in 63 bits (the
-    general path then counts).
+    of equal codes are the pairs with their record counts. The sorted codes are then processed
+    in chunks of whole users (:func:`_code_chunks`), on one thread per core, each chunk's
+    working arrays small enough to stay in cache and be reused rather than faulted in afresh
+    (the kernel zeroing fresh pages was most of the cost of one-shot arrays of every pair).
+    With more than :data:`_CODE_ROWS_PER_PASS` records the users are split into ranges of ids,
+    one pass (one read) each, so memory holds one pass's codes. Returns None when the codes
+    would not fit in 63 bits (the general path then counts).
     """
     stats = _collect(
         lf.select(
@@ -692,19 +754,12 @@ def _count_user_codes(
     width = k1 - k0 + 1
     if (u1 - u0 + 1) * width >= 1 << 62 or width > 1 << 40:
         return None
+    partitions = max(1, -(-info["records"] // _CODE_ROWS_PER_PASS))
     valid = lf.filter(pl.col("user").is_not_null() & pl.col("key").is_not_null())
     code = ((pl.col("user") - u0) * width + (pl.col("key") - k0)).alias("code")
     span = u1 - u0 + 1
-    count_sum = np.zeros(0, dtype=np.int64)
-    unit_sum = np.zeros(0, dtype=np.int64)
-    keys_all: list[npt.NDArray[np.int64]] = []
-    count_all: list[npt.NDArray[np.int64]] = []
-    unit_all: list[npt.NDArray[np.int64]] = []
-    seen: list[npt.NDArray[np.int64]] = []
-    dense = width <= _DENSE_KEYS
-    present = np.zeros(width if dense else 0, dtype=np.bool_)
-    count_dense = np.zeros(width if dense else 0, dtype=np.int64)
-    unit_dense = np.zeros(width if dense else 0, dtype=np.int64)
+    tally = _Tally(width, c)
+    threads = _threads()
     for part in range(partitions):
         lo = u0 + span * part // partitions
         hi = u0 + span * (part + 1) // partitions
@@ -714,22 +769,183 @@ def _count_user_codes(
         codes = _collect(query.select(code), label)["code"].sort().to_numpy()
         if codes.size == 0:
             continue
-        first = np.empty(codes.size, dtype=np.bool_)
+        chunks = _code_chunks(codes, width)
+        # one worker per core, each over every threads-th chunk with its own tallies (the
+        # keyed priorities are a function of the pair, so the split changes nothing drawn)
+        work = partial(_tally_chunks, codes, width=width, k=k, c=c, prio=prio, u0=u0, k0=k0)
+        if threads > 1 and len(chunks) > 1:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                parts = list(pool.map(work, [chunks[t::threads] for t in range(threads)]))
+        else:
+            parts = [work(chunks)]
+        del work
+        del codes
+        for other in parts:
+            tally.merge(other)
+    out_keys, count_sum, unit_sum, distinct = tally.result()
+    info["users"] = tally.users
+    info["users_bounded"] = tally.bounded
+    info["distinct_keys"] = distinct
+    info["records_kept"] = int(count_sum.sum())
+    if partitions > 1:
+        info["user_partitions"] = partitions
+    return Counts(out_keys + k0, count_sum, unit_sum, Neighbouring.user(k, c), info)
+
+
+def _sorted_pairs(
+    users: npt.NDArray[Any], keys: npt.NDArray[Any]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """The distinct (user, key) pairs of two integer arrays (no nulls) with their numbers of
+    records, sorted by (user, key), by one sort of the code ``(user - u0) * R + (key - k0)`` per
+    record (several times faster than a two-column unique and sort); None when the codes would
+    not fit in 63 bits."""
+    if users.shape[0] == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    if max(int(users.max()), int(keys.max())) >= 1 << 62:
+        return None
+    u0, u1, k0, k1 = int(users.min()), int(users.max()), int(keys.min()), int(keys.max())
+    width = k1 - k0 + 1
+    if (u1 - u0 + 1) * width >= 1 << 62:
+        return None
+    codes = users.astype(np.int64) - u0
+    codes *= width
+    codes += keys.astype(np.int64, copy=False)
+    codes -= k0
+    ordered = pl.Series(codes).sort().to_numpy()
+    del codes
+    first = np.empty(ordered.shape[0], dtype=np.bool_)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    del first
+    pair = ordered[starts]
+    n = np.diff(starts, append=ordered.shape[0])
+    pair_users = pair // width
+    pair_keys = pair - pair_users * width
+    return pair_users + u0, pair_keys + k0, n
+
+
+def _code_chunks(codes: npt.NDArray[np.int64], width: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` ranges of sorted codes of about :data:`_CODE_CHUNK` records each, every
+    one ending where a user's codes end."""
+    n = int(codes.shape[0])
+    out: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        stop = min(start + _CODE_CHUNK, n)
+        if stop < n:  # move to the first code of the next user
+            user = int(codes[stop - 1]) // width
+            stop = int(np.searchsorted(codes, (user + 1) * width, side="left"))
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+class _Tally:
+    """Per-key sums of kept records (``min(n, c)``) and kept pairs (units), the keys seen, and
+    the numbers of users and bounded users, over chunks of sorted codes. Keys are offsets
+    ``key - k0`` in ``[0, width)``: dense arrays while ``width <= _DENSE_KEYS``, else lists of
+    per-chunk sums merged at the end."""
+
+    def __init__(self, width: int, c: int) -> None:
+        self.width = width
+        self.c = c
+        self.dense = width <= _DENSE_KEYS
+        size = width if self.dense else 0
+        self.units = np.zeros(size, dtype=np.int64)
+        self.counts = np.zeros(size if c > 1 else 0, dtype=np.int64)
+        self.seen = np.zeros(size, dtype=np.bool_)
+        self.parts: list[tuple[npt.NDArray[np.int64], ...]] = []
+        self.users = 0
+        self.bounded = 0
+
+    def add(
+        self,
+        keys: npt.NDArray[np.int64],
+        kept: npt.NDArray[np.int64],
+        kept_n: npt.NDArray[np.int64] | None,
+    ) -> None:
+        """One chunk: the keys of its pairs, the keys of the kept pairs and (``c > 1``) their
+        record counts clipped to ``c``."""
+        if self.dense:
+            self.seen[keys] = True
+            self.units += np.bincount(kept, minlength=self.width)
+            if kept_n is not None:
+                self.counts += np.bincount(kept, weights=kept_n, minlength=self.width).astype(
+                    np.int64
+                )
+            return
+        held, inverse = np.unique(kept, return_inverse=True)
+        units = np.bincount(inverse, minlength=held.size).astype(np.int64)
+        sums = (
+            units
+            if kept_n is None
+            else np.bincount(inverse, weights=kept_n, minlength=held.size).astype(np.int64)
+        )
+        self.parts.append((np.unique(keys), held, units, sums))
+
+    def merge(self, other: _Tally) -> None:
+        self.users += other.users
+        self.bounded += other.bounded
+        if self.dense:
+            self.seen |= other.seen
+            self.units += other.units
+            if self.c > 1:
+                self.counts += other.counts
+        else:
+            self.parts.extend(other.parts)
+
+    def result(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+        """Held key offsets (sorted), their record sums, their units, and the distinct keys."""
+        if self.dense:
+            held = np.flatnonzero(self.units)
+            units = self.units[held]
+            sums = units if self.c == 1 else self.counts[held]
+            return held.astype(np.int64), sums, units, int(np.count_nonzero(self.seen))
+        if not self.parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, 0
+        seen, held, units, sums = (np.concatenate(x) for x in zip(*self.parts, strict=True))
+        merged, inverse = np.unique(held, return_inverse=True)
+        unit_sum = np.bincount(inverse, weights=units, minlength=merged.size).astype(np.int64)
+        count_sum = np.bincount(inverse, weights=sums, minlength=merged.size).astype(np.int64)
+        return merged.astype(np.int64), count_sum, unit_sum, int(np.unique(seen).size)
+
+
+def _tally_chunks(
+    codes: npt.NDArray[np.int64],
+    chunks: list[tuple[int, int]],
+    width: int,
+    k: int,
+    c: int,
+    prio: LazyPriorities,
+    u0: int,
+    k0: int,
+) -> _Tally:
+    """Pairs, contribution bounding and per-key sums for chunks of sorted codes (whole users
+    each), in chunk order."""
+    tally = _Tally(width, c)
+    for start, stop in chunks:
+        chunk = codes[start:stop]
+        m = int(chunk.shape[0])
+        first = np.empty(m, dtype=np.bool_)
         first[0] = True
-        np.not_equal(codes[1:], codes[:-1], out=first[1:])
+        np.not_equal(chunk[1:], chunk[:-1], out=first[1:])
         starts = np.flatnonzero(first)
         del first
-        pair = codes[starts]
-        n = np.diff(np.append(starts, codes.size)).astype(np.int64)
-        del codes, starts
+        pair = chunk[starts]
         users = pair // width
-        new_user = np.empty(pair.size, dtype=np.bool_)
+        keys = pair - users * width
+        del pair
+        new_user = np.empty(users.shape[0], dtype=np.bool_)
         new_user[0] = True
         np.not_equal(users[1:], users[:-1], out=new_user[1:])
         user_starts = np.flatnonzero(new_user)
         del new_user
-        sizes = np.diff(np.append(user_starts, pair.size)).astype(np.int64)
-        keys = pair - users * width
+        sizes = np.diff(user_starts, append=users.shape[0])
 
         def priorities(
             rows: npt.NDArray[np.int64] | None,
@@ -740,59 +956,54 @@ def _count_user_codes(
                 return prio(users + u0, keys + k0)
             return prio(users[rows] + u0, keys[rows] + k0)
 
-        keep, bounded = _keep_mask(sizes, k, priorities, users - users[0])
-        del users
-        info["users"] += int(user_starts.size)
-        info["users_bounded"] += bounded
-        kept_counts = np.minimum(n[keep], c)
-        if dense:
-            present |= np.bincount(keys, minlength=width).astype(np.bool_)
-            count_dense += np.bincount(keys[keep], weights=kept_counts, minlength=width).astype(
-                np.int64
-            )
-            unit_dense += np.bincount(keys[keep], minlength=width)
-        else:
-            seen.append(np.unique(keys))
-            part_keys, inverse = np.unique(keys[keep], return_inverse=True)
-            keys_all.append(part_keys)
-            count_all.append(np.bincount(inverse, weights=kept_counts).astype(np.int64))
-            unit_all.append(np.bincount(inverse).astype(np.int64))
-        del pair, n, keys, keep
-    if dense:
-        held = np.flatnonzero(unit_dense)
-        count_sum, unit_sum = count_dense[held], unit_dense[held].astype(np.int64)
-        info["distinct_keys"] = int(present.sum())
-        out_keys = held.astype(np.int64) + k0
-    elif keys_all:
-        merged, inverse = np.unique(np.concatenate(keys_all), return_inverse=True)
-        count_sum = np.bincount(inverse, weights=np.concatenate(count_all)).astype(np.int64)
-        unit_sum = np.bincount(inverse, weights=np.concatenate(unit_all)).astype(np.int64)
-        info["distinct_keys"] = int(np.unique(np.concatenate(seen)).size)
-        out_keys = merged.astype(np.int64) + k0
-    else:
-        out_keys = empty
-    info["records_kept"] = int(count_sum.sum())
-    if partitions > 1:
-        info["user_partitions"] = partitions
-    return Counts(out_keys, count_sum, unit_sum, Neighbouring.user(k, c), info)
+        keep, bounded = _keep_mask(sizes, k, priorities)
+        tally.users += int(user_starts.shape[0])
+        tally.bounded += bounded
+        kept = keys if keep is None else keys[keep]
+        kept_n = None
+        if c > 1:
+            n = np.diff(starts, append=m)
+            kept_n = np.minimum(n if keep is None else n[keep], c)
+        tally.add(keys, kept, kept_n)
+    return tally
 
 
 def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
+    """Record counts of an integer array: ``np.bincount`` over a small range, else a sort.
+
+    Non-negative keys below ``2 * n + _DENSE_SLACK`` are counted in place (no shifted copy of
+    the array: the bins below the smallest key stay empty); only keys with a negative or a
+    large smallest value are shifted first. The largest key is found first so that a wide range
+    is never allocated as bins.
+    """
     n = int(arr.shape[0])
     if n == 0:
         keys = np.zeros(0, dtype=np.int64)
         counts = np.zeros(0, dtype=np.int64)
     else:
-        lo, hi = int(arr.min()), int(arr.max())
+        hi = int(arr.max())
         if hi >= 1 << 63:
             raise ValidationError("keys", fn, "integers below 2**63", hi)
         values = arr.astype(np.int64, copy=False)
-        if hi - lo + 1 <= 2 * n + _DENSE_SLACK:
-            shifted = values - lo if lo != 0 else values
-            dense = np.bincount(shifted, minlength=hi - lo + 1)
+        dense: npt.NDArray[np.intp] | None = None
+        lo = 0
+        if hi < 2 * n + _DENSE_SLACK:
+            # one thread: two threads' bins (fresh pages) and their sum took a third more CPU
+            # than one bincount, which they gained back in wall time only on idle cores
+            try:
+                dense = np.bincount(values, minlength=hi + 1)
+            except ValueError:  # a negative key: count the shifted range below
+                dense = None
+        if dense is None:
+            lo = int(values.min())
+            if hi - lo + 1 <= 2 * n + _DENSE_SLACK:
+                dense = np.bincount(values - lo, minlength=hi - lo + 1)
+        if dense is not None:
             present = np.flatnonzero(dense)
-            keys = present.astype(np.int64) + lo
-            counts = dense[present].astype(np.int64)
+            keys = present.astype(np.int64, copy=False)
+            if lo:
+                keys = keys + lo
+            counts = dense[present].astype(np.int64, copy=False)
         else:
             ordered = np.sort(values)
             starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
@@ -802,6 +1013,16 @@ def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
     return Counts(
         keys=keys, counts=counts, units=None, neighbouring=Neighbouring.add_remove(), info=info
     )
+
+
+def _threads() -> int:
+    """Threads for tallying chunks: the cores this process may use, at most
+    :data:`_MAX_THREADS`."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_THREADS))
 
 
 def _integer_series(arr: npt.NDArray[Any], fn: str) -> pl.Series:

@@ -43,7 +43,7 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import check_positive_int
 from privhist.core.weighted import WeightedCounts
-from privhist.engines.local.counting import _bound, _collect, _int64, _keys
+from privhist.engines.local.counting import _bound, _collect, _int64, _keys, _sorted_pairs
 from privhist.engines.priorities import LazyPriorities
 from privhist.io.readers import (
     FileFormat,
@@ -56,6 +56,48 @@ from privhist.io.readers import (
 
 #: the largest weight scale (weights and their sums stay far inside int64)
 MAX_SCALE = 2**24
+
+
+def _integer_columns(records: pl.DataFrame) -> bool:
+    return all(records.schema[c].is_integer() for c in ("user", "key"))
+
+
+def _distinct_pairs(records: pl.DataFrame) -> pl.DataFrame:
+    """The distinct (user, key) rows of ``records`` (no nulls), sorted by (user, key): by one
+    sort of an integer code per record when both columns are integers, else by Polars."""
+    if _integer_columns(records):
+        found = _sorted_pairs(records["user"].to_numpy(), records["key"].to_numpy())
+        if found is not None:
+            users, keys, _ = found
+            return pl.DataFrame(
+                [
+                    pl.Series("user", users).cast(records.schema["user"]),
+                    pl.Series("key", keys).cast(records.schema["key"]),
+                ]
+            )
+    return records.unique().sort("user", "key")
+
+
+def _most_records(records: pl.DataFrame) -> npt.NDArray[np.int64]:
+    """Per user (in user order), the most records it holds on one key, from ``records`` (one
+    row per record, no nulls)."""
+    if _integer_columns(records):
+        found = _sorted_pairs(records["user"].to_numpy(), records["key"].to_numpy())
+        if found is not None:
+            users, _, n = found
+            return _most_per_user(users, n)
+    most = records.group_by("user", "key").len().group_by("user").agg(pl.col("len").max())
+    return _int64(most.sort("user")["len"])
+
+
+def _most_per_user(users: npt.NDArray[np.int64], n: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per user, the largest ``n`` of its pairs (pairs sorted by user)."""
+    if users.shape[0] == 0:
+        return n
+    new_user = np.empty(users.shape[0], dtype=np.bool_)
+    new_user[0] = True
+    np.not_equal(users[1:], users[:-1], out=new_user[1:])
+    return np.maximum.reduceat(n, np.flatnonzero(new_user)).astype(np.int64)
 
 
 def _exclude(pairs: pl.DataFrame, exclude: npt.ArrayLike | None) -> pl.DataFrame:
@@ -207,12 +249,15 @@ class LocalWeightedSource:
         [20]
     """
 
-    def __init__(self, pairs: pl.DataFrame, rng: RandomSource | None = None) -> None:
+    def __init__(
+        self, pairs: pl.DataFrame, rng: RandomSource | None = None, *, distinct: bool = False
+    ) -> None:
         fn = "LocalWeightedSource"
         if not isinstance(pairs, pl.DataFrame) or not {"user", "key"} <= set(pairs.columns):
             raise ValidationError("pairs", fn, "a Polars DataFrame with columns user, key", pairs)
         records = pairs.select("user", "key").drop_nulls()
-        self.pairs = records.unique().sort("user", "key")
+        # distinct: the rows are already distinct and sorted by (user, key) (from_source)
+        self.pairs = records if distinct else _distinct_pairs(records)
         # the records themselves (no copy), for :attr:`max_records` when it is asked for
         self._records: pl.DataFrame | None = records
         self._max_records: npt.NDArray[np.int64] | None = None
@@ -254,11 +299,40 @@ class LocalWeightedSource:
             raise ValidationError(
                 "source", fn, "a file path or a Polars DataFrame/LazyFrame", type(source).__name__
             )
-        records = _collect(lf.group_by("user", "key").len(), label)
-        out = cls(records.select("user", "key"), rng)
+        try:
+            schema = lf.collect_schema()
+            integer_ids = schema["user"].is_integer() and schema["key"].is_integer()
+        except (pl.exceptions.PolarsError, OSError):
+            integer_ids = False  # the read below reports the problem
+        if integer_ids:
+            # integer ids: the records themselves, deduplicated by one sort of a code each
+            records = _collect(lf.select("user", "key"), label)
+            held = records.drop_nulls()
+            found = _sorted_pairs(held["user"].to_numpy(), held["key"].to_numpy())
+            if found is not None:
+                users, keys, n = found
+                pairs = pl.DataFrame(
+                    [
+                        pl.Series("user", users).cast(held.schema["user"]),
+                        pl.Series("key", keys).cast(held.schema["key"]),
+                    ]
+                )
+                out = cls(pairs, rng, distinct=True)
+                out.null_pairs = records.height - held.height
+                if out.null_pairs:
+                    nulls = records.filter(pl.col("user").is_null() | pl.col("key").is_null())
+                    out.null_pairs = nulls.unique().height
+                out._max_records = _most_per_user(users, n)
+                out._records = None
+                return out
+            grouped = records.group_by("user", "key").len()
+        else:
+            grouped = _collect(lf.group_by("user", "key").len(), label)
+        out = cls(grouped.select("user", "key"), rng)
         # null users or keys are no one's records: left out, as __init__ leaves out their pairs
-        held = records.drop_nulls(["user", "key"])
-        out._max_records = _int64(held.group_by("user").agg(pl.col("len").max())["len"])
+        held = grouped.drop_nulls(["user", "key"])
+        most = held.group_by("user").agg(pl.col("len").max())
+        out._max_records = _int64(most["len"])
         out._records = None
         return out
 
@@ -268,13 +342,7 @@ class LocalWeightedSource:
         input of the DP cap ``c``, :meth:`records_histogram`)."""
         if self._max_records is None:
             assert self._records is not None
-            most = (
-                self._records.group_by("user", "key")
-                .len()
-                .group_by("user")
-                .agg(pl.col("len").max())
-            )
-            self._max_records = _int64(most["len"])
+            self._max_records = _most_records(self._records)
             self._records = None
         return self._max_records
 

@@ -498,7 +498,7 @@ class DPSIPS(WeightedSelector):
     >>> release = with_counts.release_weighted(
     ...     LocalWeightedSource(users, SeededRandom(0)), SeededRandom(1))
     >>> release.to_polars().select("key", "count", "lower", "upper").rows()
-    [('a', 282, 207, 357), ('b', 160, 85, 235), ('c', 131, 56, 206)]
+    [('a', 260, 185, 335), ('b', 155, 80, 230), ('c', 193, 118, 268)]
     """
 
     name = "dp-sips"

@@ -670,13 +670,14 @@ class _LazyTree:
         return int(self.raw.shape[0])
 
     def children(self, groups: Sequence[int], starts: Sequence[int], b: int) -> npt.NDArray[Any]:
-        todo = sorted({(i, s) for i, s in zip(groups, starts) if (i, s) not in self.drawn})
+        pairs = list(zip(groups, starts, strict=True))
+        todo = sorted({pair for pair in pairs if pair not in self.drawn})
         if todo:
             raw = np.stack([self.raw[i, s : s + b] for i, s in todo])
             drawn = self.noisy(raw, self.param, self.rng).reshape(len(todo), b)
-            for pair, row in zip(todo, drawn):
+            for pair, row in zip(todo, drawn, strict=True):
                 self.drawn[pair] = row
-        return np.stack([self.drawn[(i, s)] for i, s in zip(groups, starts)])
+        return np.stack([self.drawn[pair] for pair in pairs])
 
 
 def _tree_quantiles(tree: _LazyTree, q: float, spec: ValueSpec) -> npt.NDArray[np.float64]:

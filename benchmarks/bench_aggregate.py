@@ -17,7 +17,7 @@ Data (taken by path, never copied into the repository; a missing file is skipped
   one per user), ``device`` (4 values, 0.6/0.3/0.08/0.02, a user keeps one device for 80% of
   its rows) and ``tier`` (an integer 1..5, 0.5/0.25/0.15/0.07/0.03, one per user): up to 1,200
   groups, many of them tiny; sum, mean and median of ``amount`` (an integer, rounded log-normal
-  with a median near 20 growing with the tier, about 2% of it above 100) in [0, 100]; each
+  with a median near 24 growing with the tier, about 4% of it above 100) in [0, 100]; each
   user contributes to at most ``k = 2`` groups and ``c = 5`` rows per group.
 
 Modes (``--modes``): each metric alone with the whole budget (``sum``, ``mean``, ``median``), and
@@ -556,6 +556,7 @@ def tumult(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "6g")
+        .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="bench-aggregate-spark-"))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
@@ -680,13 +681,17 @@ def systems_for(task: dict[str, Any], args: argparse.Namespace) -> list[System]:
 
 
 def score_release(
-    result: dict[str, Any], metric: str, true: dict[str, dict[str, float]]
+    result: dict[str, Any],
+    metric: str,
+    true: dict[str, dict[str, float]],
+    bounds: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """Released, real and fake groups, values not finite, and the relative error of each
+    """Released, real and fake groups, values not finite, values outside ``bounds`` (for a
+    mean or a quantile, which a clamped release never leaves), and the relative error of each
     released real group with a finite value (key -> error)."""
     rows = result.get("rows", {}).get(metric, [])
     errors: dict[str, float] = {}
-    fake = nonfinite = 0
+    fake = nonfinite = outside = 0
     for key, value in rows:
         if key not in true:
             fake += 1
@@ -694,9 +699,17 @@ def score_release(
         if value is None or not math.isfinite(value):
             nonfinite += 1
             continue
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            outside += 1
         t = true[key][metric]
         errors[key] = abs(value - t) / max(abs(t), 1.0)
-    return {"released": len(rows), "fake": fake, "nonfinite": nonfinite, "errors": errors}
+    return {
+        "released": len(rows),
+        "fake": fake,
+        "nonfinite": nonfinite,
+        "outside": outside,
+        "errors": errors,
+    }
 
 
 def _mean(xs: Sequence[float]) -> float | None:
@@ -728,7 +741,8 @@ def summarise_config(
                 )
                 rows.append(row)
                 continue
-            s = [score_release(m.result, metric, true) for m in done]
+            lo_hi = config.get("bounds", {}).get(metric) if metric != "sum" else None
+            s = [score_release(m.result, metric, true, lo_hi) for m in done]
             scored[name] = {m.round: x for m, x in zip(done, s, strict=True)}
             meds = [statistics.median(x["errors"].values()) for x in s if x["errors"]]
             means = [statistics.fmean(x["errors"].values()) for x in s if x["errors"]]
@@ -737,6 +751,7 @@ def summarise_config(
                 real=_mean([x["released"] - x["fake"] for x in s]),
                 fake=_mean([x["fake"] for x in s]),
                 nonfinite=_mean([x["nonfinite"] for x in s]),
+                outside=_mean([x["outside"] for x in s]),
                 true_groups=len(true),
                 median_rel_error=_mean(meds),
                 mean_rel_error=_mean(means),
@@ -786,11 +801,13 @@ def _f(x: Any, spec: str = ".3g") -> str:
 def print_accuracy(rows: Sequence[dict[str, Any]]) -> None:
     print(
         "\naccuracy (errors relative to the exact per-group value, over the released real groups"
-        " with a finite value; each averaged over the rounds):"
+        " with a finite value; each averaged over the rounds; nonfin: values released inf or"
+        " NaN; out: means and medians released outside [lo, hi]):"
     )
     head = (
         f"{'dataset':<9} {'rows':>10} {'groups':<7} {'mode':<6} {'system':<10} {'metric':<6} "
-        f"{'runs':>4} {'released':>8} {'real':>6} {'fake':>4} {'nonfin':>6} {'true':>5} "
+        f"{'runs':>4} {'released':>8} {'real':>6} {'fake':>4} {'nonfin':>6} {'out':>5} "
+        f"{'true':>5} "
         f"{'med rel err':>11} {'mean rel err':>12} {'wall s':>8} {'CPU s':>8}"
     )
     print(head)
@@ -804,7 +821,8 @@ def print_accuracy(rows: Sequence[dict[str, Any]]) -> None:
             continue
         print(
             f"{lead} {_f(r['released'], '.1f'):>8} {_f(r['real'], '.1f'):>6} "
-            f"{_f(r['fake'], '.1f'):>4} {_f(r['nonfinite'], '.1f'):>6} {r['true_groups']:>5} "
+            f"{_f(r['fake'], '.1f'):>4} {_f(r['nonfinite'], '.1f'):>6} "
+            f"{_f(r['outside'], '.1f'):>5} {r['true_groups']:>5} "
             f"{_f(r['median_rel_error'], '.3e'):>11} {_f(r['mean_rel_error'], '.3e'):>12} "
             f"{_f(r['wall'], '.3f'):>8} {_f(r['cpu'], '.3f'):>8}"
         )
@@ -1017,6 +1035,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "partitions": task["partitions"],
             "mode": cfg["mode"],
             "metrics": task["metrics"],
+            "bounds": task["bounds"],
         }
         rows, prs = summarise_config(config, ms, true)
         accuracy.extend(rows)

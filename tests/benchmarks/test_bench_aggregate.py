@@ -59,6 +59,8 @@ def test_score_release_counts_fake_nonfinite_and_relative_errors() -> None:
     assert s["nonfinite"] == 2
     # |110 - 100| / 100, and |0.5 - 0| / max(0, 1)
     assert s["errors"] == {"a|1": pytest.approx(0.1), "b|2": pytest.approx(0.5)}
+    assert s["outside"] == 0  # no bounds given (a sum)
+    assert ba.score_release(result, "sum", true, (0, 105))["outside"] == 1  # 110
 
 
 def test_summarise_compares_privhist_and_a_peer_on_common_groups_round_by_round() -> None:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 _LAZY = {
     "FORMATS": "privhist.io.readers",
+    "FileFormat": "privhist.io.readers",
+    "parse_separator": "privhist.io.readers",
     "WORD_PATTERN": "privhist.io.readers",
     "infer_format": "privhist.io.readers",
     "resolve_format": "privhist.io.readers",
@@ -39,7 +41,9 @@ if TYPE_CHECKING:
     from privhist.io.readers import (
         FORMATS,
         WORD_PATTERN,
+        FileFormat,
         infer_format,
+        parse_separator,
         resolve_format,
         scan,
         select_records,
@@ -73,11 +77,13 @@ __all__ = [
     "PARQUET_METADATA_KEY",
     "WORD_PATTERN",
     "WRITE_FORMATS",
+    "FileFormat",
     "Release",
     "StagedRelease",
     "check_destination",
     "infer_format",
     "metadata_to_json",
+    "parse_separator",
     "release_to_csv",
     "release_to_frame",
     "release_to_json",

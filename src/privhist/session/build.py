@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 import privhist.mechanisms.registry as registry
 from privhist.core.constraints import Constraint
-from privhist.core.errors import ValidationError
+from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.validation import (
     MAX_EPSILON,
@@ -519,3 +520,96 @@ def federated_frequency(
         progress=progress,
     )
     return release, None, {"protocol": protocol, "public_domain": public}
+
+
+def aggregate(
+    fn: str,
+    *,
+    by: tuple[str, ...],
+    metrics: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    user_level: bool,
+    max_partitions: int,
+    max_per_partition: int,
+    partitions: Any,
+    confidence: float,
+) -> Releasable:
+    """Metrics per group (:class:`~privhist.analytics.aggregate.Aggregation`)."""
+    from privhist.analytics.aggregate import Aggregation
+
+    eps = check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
+    dl = check_delta(delta, fn, normal=True)
+    for name, value in (
+        ("max_partitions", max_partitions),
+        ("max_per_partition", max_per_partition),
+    ):
+        check_positive_int(value, fn, name)
+        if not user_level and value != 1:
+            raise ValidationError(
+                name, fn, "1 without a user column (each record is a unit)", value
+            )
+    public = None if partitions is None else check_partitions(partitions, by, fn)
+    return Aggregation(
+        metrics,
+        by,
+        eps,
+        dl,
+        user_level,
+        max_partitions,
+        max_per_partition,
+        public,
+        confidence,
+    )
+
+
+def check_partitions(
+    partitions: Any, by: Sequence[str], function: str
+) -> tuple[tuple[Any, ...], ...]:
+    """Public partitions as tuples of values, one per group column: from a list of keys (values,
+    or tuples for several columns), a table of key rows (its columns named as ``by``), or a
+    :class:`~privhist.core.metrics.Product`."""
+    from privhist.core.metrics import Product
+
+    if isinstance(partitions, Product):
+        if tuple(partitions.columns) != tuple(by):
+            raise ValidationError(
+                "partitions",
+                function,
+                f"a product over the group columns {list(by)}",
+                list(partitions.columns),
+            )
+        rows = partitions.rows()
+    elif hasattr(partitions, "columns") and hasattr(partitions, "to_dict"):
+        names = list(partitions.columns)
+        if sorted(names) != sorted(by):
+            raise ValidationError(
+                "partitions", function, f"a table with the columns {list(by)}", names
+            )
+        import polars as pl
+
+        frame = partitions if isinstance(partitions, pl.DataFrame) else pl.from_pandas(partitions)
+        rows = [tuple(r[c] for c in by) for r in frame.to_dicts()]
+    elif isinstance(partitions, list | tuple):
+        rows = [tuple(p) if isinstance(p, tuple) else (p,) for p in partitions]
+        if any(len(r) != len(by) for r in rows):
+            raise ValidationError(
+                "partitions",
+                function,
+                f"keys of {len(by)} value(s) (one per group column)",
+                partitions,
+            )
+    else:
+        raise ValidationError(
+            "partitions",
+            function,
+            "a list of keys, a table of key rows or metrics.product()",
+            type(partitions).__name__,
+        )
+    if not rows:
+        raise ValidationError("partitions", function, "at least one group", partitions)
+    if any(v is None for r in rows for v in r):
+        raise ValidationError("partitions", function, "keys without nulls", partitions)
+    if len(set(rows)) != len(rows):
+        raise InputDataError(f"{function}: a public partition is listed more than once")
+    return tuple(rows)

@@ -110,9 +110,9 @@ class SparkEngine(Engine):
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            from pyspark.sql import SparkSession
+            from privhist.engines.spark.sessions import spark_session
 
-            self._spark = SparkSession.builder.master("local[*]").getOrCreate()
+            self._spark = spark_session()
         return self._spark
 
     def accepts(self, source: Any) -> bool:
@@ -343,27 +343,45 @@ class SparkEngine(Engine):
             raise ValidationError(
                 "source", fn, "a Spark DataFrame or a file path", type(source).__name__
             )
-        from privhist.io.readers import resolve_format
+        from pathlib import Path
+
+        from privhist.io.readers import FileFormat, separator_of
 
         path = os.fspath(source)
-        fmt = resolve_format(path, reading.format, fn)
+        spec = FileFormat(reading.format, reading.columns, reading.separator).resolve(path, fn)
+        fmt = str(spec.name)
         if fmt not in SPARK_FORMATS:
             raise UnsupportedError(
                 f"the Spark engine reads {', '.join(SPARK_FORMATS)} files; {fmt} files are read "
                 "by the local engine"
             )
-        if not os.path.exists(path) and "://" not in path:
+        local = "://" not in path
+        if local and not os.path.exists(path):
             raise InputDataError(f"cannot read {path}: no such file")
         reader = self.spark.read
         try:
             if fmt in ("csv", "tsv"):
+                # the separator as the local engine reads it (tabs detected from a local header)
+                sep = separator_of(Path(path), spec) if local else spec.separator
                 df = reader.csv(
-                    path, header=True, inferSchema=False, sep="\t" if fmt == "tsv" else ","
+                    path,
+                    header=spec.columns is None,
+                    inferSchema=False,
+                    sep=sep or ("\t" if fmt == "tsv" else ","),
                 )
+                if spec.columns is not None:
+                    if len(df.columns) != len(spec.columns):
+                        raise InputDataError(
+                            f"parameter 'columns' of {fn} must name every column of {path!r}, "
+                            f"which has {len(df.columns)} field(s); got {len(spec.columns)} name(s)"
+                        )
+                    df = df.toDF(*spec.columns)
             elif fmt == "ndjson":
                 df = reader.json(path)
             else:
                 df = reader.parquet(path)
+        except InputDataError:
+            raise
         except Exception as exc:  # Spark raises many kinds (AnalysisException, Py4JJavaError)
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InputDataError(f"cannot read {path}: {first}") from exc

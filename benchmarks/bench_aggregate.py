@@ -90,7 +90,7 @@ The peers' environments (PipelineDP is in the ``bench`` extra of privhist's own 
     python3 -m venv /work/opendp-venv
     /work/opendp-venv/bin/pip install "opendp[polars]==0.16.0" "polars==1.36.1"
     python3 -m venv /work/tumult-venv        # optional; needs Java 11 or 17
-    /work/tumult-venv/bin/pip install "tmlt.analytics==0.21.0"
+    /work/tumult-venv/bin/pip install "tmlt.analytics==0.21.0" polars pyarrow
 
 Run: ``python benchmarks/bench_aggregate.py`` (the full comparison; PipelineDP takes minutes per
 release at 10**7 rows), ``--quick`` (small data, one round, seconds), ``--data DIR`` (default
@@ -149,7 +149,8 @@ PEER_PYTHONS = {"OpenDP": "/work/opendp-venv/bin/python", "Tumult": "/work/tumul
 PEER_SETUP = {
     "OpenDP": 'pip install "opendp[polars]==0.16.0" "polars==1.36.1" in its own virtual '
     "environment (see the module notes)",
-    "Tumult": 'pip install "tmlt.analytics==0.21.0" in its own virtual environment',
+    "Tumult": 'pip install "tmlt.analytics==0.21.0" polars pyarrow in its own virtual '
+    "environment (see the module notes)",
 }
 
 

@@ -1,0 +1,1065 @@
+"""Aggregations per group (sum, mean, median) through privhist and its peers, on the same data.
+
+Every system releases, per group, the sum, the mean and the median of a bounded numeric column
+with the same (epsilon, delta) and the same contribution bounds, and the script prints, per
+system and metric: the groups released (and how many of them are real), the relative error of
+each released real group (``|released - true| / max(|true|, 1)``, against the exact per-group
+value of the unbounded, unclamped data, so clamping and contribution bounding count as error),
+its median and its mean over the groups (each averaged over the rounds), and the time.
+
+Data (taken by path, never copied into the repository; a missing file is skipped):
+
+* ``adult.data`` (UCI Adult, no header; the column names of ``adult.names`` with ``-`` written
+  ``_``), record level (each row one person), grouped by ``education`` and ``sex`` (32 groups):
+  sum of ``hours_per_week`` in [0, 99], mean and median of ``age`` in [17, 90];
+* a generated table (``--rows``, default 10**7, written once as Parquet under ``--cache``),
+  user level: about 4 rows per user (geometric; 2.5·10**6 users), grouped by ``country``
+  (60 values, Zipf(1.3), one per user), ``device`` (4 values, 0.6/0.3/0.08/0.02, a user keeps
+  one device for 80% of its rows) and ``tier`` (an integer 1..5, 0.5/0.25/0.15/0.07/0.03, one
+  per user): up to 1,200 groups, many of them tiny; sum, mean and median of ``amount`` (an
+  integer, rounded log-normal with a median near 24 growing with the tier, about 4% of it above
+  100) in [0, 100]; each user contributes to at most ``k = 2`` groups and ``c = 5`` rows per
+  group (bounds that keep about 80% of the rows: the error of a sum includes what bounding
+  drops).
+
+Modes (``--modes``): each metric alone with the whole budget (``sum``, ``mean``, ``median``), and
+all three together (``all``) with each library's own split of the budget; each with private
+groups (chosen by the library) and public ones (the true groups given), ``--partitions``.
+Budget: epsilon = 1, delta = 1e-6 (``--epsilon``, ``--delta``).
+
+Settings chosen for each system (the traps found running them side by side are noted):
+
+* **privhist**: ``Session().aggregate(table, by=..., metrics={"sum": metrics.sum(col, lo, hi),
+  "mean": metrics.mean(col, lo, hi), "median": metrics.quantiles(col, [0.5], lo, hi)},
+  user=None or "user_id", max_partitions=k, max_per_partition=c, partitions=None or the true
+  groups as a DataFrame, epsilon, delta)`` on the Polars table in memory, with the secure random
+  source (no seed), its own noise and split (printed from the release's metadata).
+* **PipelineDP** (0.3.1): ``DPEngine(NaiveBudgetAccountant(epsilon, delta), LocalBackend())``,
+  Laplace noise, ``AggregateParams(min_value=lo, max_value=hi, max_partitions_contributed=k,
+  max_contributions_per_partition=c)`` (1 and 1 at record level, with the row number as the
+  privacy id), metrics ``SUM``, ``MEAN``, ``PERCENTILE(50)``; the default partition selection
+  (truncated geometric) or ``public_partitions=`` the true groups. Its results are lazy:
+  ``compute_budgets()`` after the ``aggregate()`` calls, then the results are read. Each value
+  column needs its own call (on adult: one for ``hours_per_week``, one for ``age``), and the
+  budget is split equally per call, then per mechanism (selection included): its own split.
+  Its MEAN is not clamped to [lo, hi]: what it releases is scored as is. Rows are Python tuples
+  built in the untimed setup (its local API takes an iterable of records).
+* **OpenDP** (0.16.0, its Polars context; it needs ``polars==1.36.1`` and so runs in its own
+  virtual environment, ``--opendp-python``, see below): ``dp.Context.compositor(data,
+  privacy_unit, privacy_loss=dp.loss_of(epsilon=epsilon, delta=delta), split_evenly_over=1,
+  margins=[Margin(by=[], max_length=10**9)])`` (a loose public bound on the rows: it must be
+  given, and integer sums do not depend on it) and one query ``group_by(by).agg([...])`` with
+  ``dp.len()`` (its private key release requires one) and ``col.dp.sum((lo, hi))``,
+  ``col.dp.mean((lo, hi))``, ``col.dp.quantile(0.5, candidates)`` with the candidates every
+  integer in [lo, hi] (the data are integers); public groups through ``.with_keys(groups)`` after
+  the aggregation (no ``dp.len()`` then). Its noise is integer Laplace with one scale shared by
+  every expression of a query (its own split), the sum sensitivity is max(|lo|, |hi|) (no
+  shift to the middle of the range), and a mean over a noisy count at or below zero comes out
+  inf or NaN silently (counted as ``nonfinite`` and left out of the error). Record level:
+  ``dp.unit_of(contributions=1)``. User level: its ``truncate_num_groups`` keeps every user's
+  k smallest group keys (``keep="first"``, and its rank predicate keeps k - 1) and
+  ``keep="sample"`` fails on that Polars, so the bounds are enforced outside it, in the timed
+  section (each user keeps the k groups of smallest random priority, a seeded hash of
+  (user, group) under a fresh seed, and c random rows in each), and declared with
+  ``dp.unit_of(contributions=[Bound(by=by, per_group=c, num_groups=k)])``.
+* **Tumult Analytics** (0.21.0, optional; its own virtual environment with PySpark 3.5,
+  ``--tumult-python``): ``Session.from_dataframe(ApproxDPBudget(epsilon, delta), ...,
+  AddOneRow())`` at record level, ``AddRowsWithID("user_id")`` with ``MaxGroupsPerID`` and
+  ``MaxRowsPerGroupPerID`` on one combined group column at user level (its constraints take one
+  column); ``groupby(KeySet)`` and ``.sum(col, lo, hi, mechanism="laplace")``, ``.average(...,
+  mechanism="laplace")``, ``.median(col, lo, hi)``, one query per metric (it has no
+  multi-aggregate query and no default split: the budget is split equally over the queries);
+  private groups come from ``get_groups(by)`` first, which gets half of epsilon and all of delta
+  (as PipelineDP's selection does), public ones from ``KeySet.from_dataframe`` of the true
+  groups. Its AVERAGE is not clamped either. Spark runs ``local[2]``; the Spark DataFrame is
+  built and cached in the untimed setup.
+
+Timing (``benchmarks/_harness.py``): each system in its own fresh process, the data loaded and
+a warm-up release on the first 2,000 rows of the same task (untimed) before one timed release,
+``--rounds`` interleaved rounds in rotated order, the median of the within-round ratios (wall
+and CPU seconds of the process tree), the machine's load beside every figure. Every round is also
+one draw of the errors. A system that cannot run (not installed, its environment absent) says
+so and gets no ratio.
+
+Goals (issue 27): on every metric the error is at most the best peer's at equal budget and
+bounds (moonshot: 0.8 of it), compared on the groups both released; at 10**7 rows at least 20x
+PipelineDP's speed and 5x OpenDP's.
+
+The peers' environments (PipelineDP is in the ``bench`` extra of privhist's own environment)::
+
+    python3 -m venv /work/opendp-venv
+    /work/opendp-venv/bin/pip install "opendp[polars]==0.16.0" "polars==1.36.1"
+    python3 -m venv /work/tumult-venv        # optional; needs Java 11 or 17
+    /work/tumult-venv/bin/pip install "tmlt.analytics==0.21.0" polars pyarrow
+
+Run: ``python benchmarks/bench_aggregate.py`` (the full comparison; PipelineDP takes minutes per
+release at 10**7 rows), ``--quick`` (small data, one round, seconds), ``--data DIR`` (default
+``../shared/data`` beside the repository, then ``/work/shared/data``), ``--rows N``,
+``--datasets adult,synthetic``, ``--modes sum,mean,median,all``, ``--partitions
+private,public``, ``--json PATH`` (the accuracy table as JSON), and the harness's ``--rounds``,
+``--wait-quiet``, ``--save``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from _harness import Goal, Measurement, Ratio, Skip, System, compare, options
+
+HERE = Path(__file__).resolve().parent
+MODULE = "bench_aggregate"
+
+ADULT_COLUMNS = [
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education_num",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+    "native_country",
+    "income",
+]
+METRICS = ("sum", "mean", "median")
+MODES = ("sum", "mean", "median", "all")
+PARTITIONS = ("private", "public")
+EPSILON, DELTA = 1.0, 1e-6
+WARM_ROWS = 2_000
+#: the generated table: each user has Geometric(P_ROW) rows (mean 1 / P_ROW)
+P_ROW = 0.25
+#: a loose public bound on the rows of any group, which OpenDP's context requires
+OPENDP_MAX_LENGTH = 10**9
+SYSTEMS = ("privhist", "PipelineDP", "OpenDP", "Tumult")
+PEER_PYTHONS = {"OpenDP": "/work/opendp-venv/bin/python", "Tumult": "/work/tumult-venv/bin/python"}
+PEER_SETUP = {
+    "OpenDP": 'pip install "opendp[polars]==0.16.0" "polars==1.36.1" in its own virtual '
+    "environment (see the module notes)",
+    "Tumult": 'pip install "tmlt.analytics==0.21.0" polars pyarrow in its own virtual '
+    "environment (see the module notes)",
+}
+
+
+# -- the data -------------------------------------------------------------------------------
+
+
+def dataset_spec(name: str, path: str) -> dict[str, Any]:
+    """What is released on a dataset: groups, value columns, bounds and contribution bounds."""
+    if name == "adult":
+        return {
+            "dataset": "adult",
+            "path": path,
+            "by": ["education", "sex"],
+            "columns": {"sum": "hours_per_week", "mean": "age", "median": "age"},
+            "bounds": {"sum": [0, 99], "mean": [17, 90], "median": [17, 90]},
+            "user": None,
+            "k": None,
+            "c": None,
+        }
+    if name == "synthetic":
+        return {
+            "dataset": "synthetic",
+            "path": path,
+            "by": ["country", "device", "tier"],
+            "columns": {"sum": "amount", "mean": "amount", "median": "amount"},
+            "bounds": {"sum": [0, 100], "mean": [0, 100], "median": [0, 100]},
+            "user": "user_id",
+            "k": 2,
+            "c": 5,
+        }
+    raise ValueError(f"unknown dataset {name!r}")
+
+
+def load(task: dict[str, Any]) -> Any:
+    """The task's table as a Polars DataFrame (first ``limit`` rows when set); the code runs on
+    Polars 1.36 (OpenDP's environment) as on Polars 2."""
+    import polars as pl
+
+    limit = task.get("limit")
+    if task["dataset"] == "adult":
+        df = pl.read_csv(
+            task["path"],
+            has_header=False,
+            new_columns=ADULT_COLUMNS,
+            infer_schema_length=0,  # every column read as text, then typed here
+            truncate_ragged_lines=True,
+        )
+        df = df.with_columns(pl.col(c).str.strip_chars() for c in ADULT_COLUMNS)
+        df = df.filter(pl.col("age").is_not_null() & (pl.col("age") != ""))
+        df = df.with_columns(pl.col("age", "hours_per_week").cast(pl.Int64))
+        df = df.select("education", "sex", "age", "hours_per_week")
+        return df.head(limit) if limit else df
+    if task["dataset"] == "synthetic":
+        cols = ["user_id", "country", "device", "tier", "amount"]
+        return pl.read_parquet(task["path"], columns=cols, n_rows=limit)
+    raise ValueError(f"unknown dataset {task['dataset']!r}")
+
+
+def generate_synthetic(path: Path, rows: int, seed: int = 27) -> None:
+    """The generated user-level table (see the module notes), written to ``path`` (Parquet)."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    per_user = rng.geometric(P_ROW, size=int(rows * P_ROW * 2) + 10)  # 1/P_ROW a user
+    ends = np.cumsum(per_user)
+    users = int(np.searchsorted(ends, rows)) + 1
+    per_user = per_user[:users]
+    per_user[-1] -= int(ends[users - 1]) - rows
+    user = np.repeat(np.arange(users, dtype=np.int64), per_user)
+
+    zipf = 1.0 / np.arange(1, 61) ** 1.3
+    country_of = rng.choice(60, size=users, p=zipf / zipf.sum())
+    tier_of = rng.choice(5, size=users, p=[0.5, 0.25, 0.15, 0.07, 0.03]) + 1
+    device_p = [0.6, 0.3, 0.08, 0.02]
+    device_of = rng.choice(4, size=users, p=device_p)
+    device = np.where(rng.random(rows) < 0.8, device_of[user], rng.choice(4, size=rows, p=device_p))
+    tier = tier_of[user]
+    amount = np.rint(rng.lognormal(np.log(18.0) + 0.15 * tier, 0.8)).astype(np.int64)
+
+    order = rng.permutation(rows)  # users' rows spread over the file
+    countries = np.array([f"C{i:02d}" for i in range(60)])
+    devices = np.array(["mobile", "desktop", "tablet", "tv"])
+    table = pl.DataFrame(
+        {
+            "user_id": user[order],
+            "country": countries[country_of[user]][order],
+            "device": devices[device][order],
+            "tier": tier[order],
+            "amount": amount[order],
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    table.write_parquet(tmp, compression="zstd")
+    tmp.replace(path)
+
+
+def _norm(value: Any) -> str:
+    """One spelling of a group key component across the systems' outputs."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if hasattr(value, "item"):  # NumPy scalars
+        return _norm(value.item())
+    return str(value)
+
+
+def _key(values: Iterable[Any]) -> str:
+    return "|".join(_norm(v) for v in values)
+
+
+def truth(task: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The exact per-group values of the unbounded, unclamped data: key -> metric -> value."""
+    import polars as pl
+
+    df = load(task)
+    by, cols = task["by"], task["columns"]
+    agg = df.group_by(by).agg(
+        pl.col(cols["sum"]).sum().cast(pl.Float64).alias("sum"),
+        pl.col(cols["mean"]).mean().alias("mean"),
+        pl.col(cols["median"]).median().alias("median"),
+        pl.len().alias("rows"),
+    )
+    out: dict[str, dict[str, float]] = {}
+    for row in agg.iter_rows(named=True):
+        out[_key(row[c] for c in by)] = {m: float(row[m]) for m in (*METRICS, "rows")}
+    return out
+
+
+def _groups(df: Any, by: Sequence[str]) -> Any:
+    """The true groups of ``df`` (the public partitions), sorted."""
+    return df.select(by).unique().sort(by)
+
+
+def _packed(rows: dict[str, list[list[Any]]], noise: str) -> dict[str, Any]:
+    """A release as JSON: per metric, ``[key, value]`` rows."""
+    return {"rows": rows, "noise": noise}
+
+
+def _value(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+# -- the systems (factories: untimed setup, then the timed release) --------------------------
+
+
+def privhist(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """``Session.aggregate`` on the Polars table in memory (see the module notes)."""
+    try:
+        from privhist import Session
+        from privhist import metrics as pm
+    except ImportError as exc:
+        raise Skip("this privhist has no privhist.metrics (Session.aggregate)") from exc
+    if not hasattr(Session, "aggregate"):
+        raise Skip("this privhist has no Session.aggregate")
+    df = load(task)
+    by, cols, bounds = task["by"], task["columns"], task["bounds"]
+    builders = {"sum": pm.sum, "mean": pm.mean}
+    metrics: dict[str, Any] = {}
+    for name in task["metrics"]:
+        lo, hi = bounds[name]
+        if name == "median":
+            metrics[name] = pm.quantiles(cols[name], [0.5], lo, hi)
+        else:
+            metrics[name] = builders[name](cols[name], lo, hi)
+    partitions = _groups(df, by) if task["partitions"] == "public" else None
+    bounds_kw: dict[str, Any] = {}
+    if task["user"]:
+        bounds_kw = {"max_partitions": task["k"], "max_per_partition": task["c"]}
+
+    def run() -> dict[str, Any]:
+        release = Session().aggregate(
+            df,
+            by=by,
+            metrics=metrics,
+            user=task["user"],
+            partitions=partitions,
+            epsilon=task["epsilon"],
+            delta=task["delta"],
+            **bounds_kw,
+        )
+        table = release.to_pandas()
+        rows: dict[str, list[list[Any]]] = {}
+        keys = [_key(r) for r in table[by].itertuples(index=False, name=None)]
+        for name in task["metrics"]:
+            column = _privhist_column(list(table.columns), name)
+            rows[name] = [[k, _value(v)] for k, v in zip(keys, table[column].tolist(), strict=True)]
+        return _packed(rows, _privhist_noise(getattr(release, "metadata", {})))
+
+    return run
+
+
+def _privhist_column(columns: list[str], name: str) -> str:
+    """The release's column of metric ``name`` (a quantile's is ``name_<level>``)."""
+    if name in columns:
+        return name
+    for candidate in (f"{name}_0.5", f"{name}_0.50"):
+        if candidate in columns:
+            return candidate
+    raise KeyError(f"no column for metric {name!r} in {columns}")
+
+
+def _privhist_noise(metadata: dict[str, Any]) -> str:
+    """The parts of a release's metadata that say which noise and which split it used."""
+    words = ("noise", "split", "mechanism", "selector", "selection", "resolution", "budget")
+    picked = {k: v for k, v in metadata.items() if any(w in k.lower() for w in words)}
+    for k, v in picked.items():  # nested descriptions (the selector's): their headline only
+        if isinstance(v, dict):
+            picked[k] = {x: y for x, y in v.items() if any(w in x.lower() for w in words)}
+    return json.dumps(picked, default=str, sort_keys=True)
+
+
+def pipelinedp(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """PipelineDP's ``DPEngine`` on its local backend (see the module notes)."""
+    try:
+        import pipeline_dp
+    except ImportError as exc:
+        raise Skip("PipelineDP is not installed (pip install -e '.[bench]')") from exc
+    df = load(task)
+    by, cols, bounds = task["by"], task["columns"], task["bounds"]
+    value_cols = sorted({cols[m] for m in task["metrics"]})
+    user = task["user"]
+    # one Python tuple per record: (privacy id, group key columns..., value columns...)
+    id_col = df[user].to_list() if user else list(range(df.height))
+    rows = list(
+        zip(
+            id_col,
+            *(df[c].to_list() for c in by),
+            *(df[c].to_list() for c in value_cols),
+            strict=True,
+        )
+    )
+    nb = len(by)
+    public = (
+        [tuple(r) for r in _groups(df, by).iter_rows()] if task["partitions"] == "public" else None
+    )
+    k, c = (task["k"], task["c"]) if user else (1, 1)
+    kinds = {
+        "sum": pipeline_dp.Metrics.SUM,
+        "mean": pipeline_dp.Metrics.MEAN,
+        "median": pipeline_dp.Metrics.PERCENTILE(50),
+    }
+    fields = {"sum": "sum", "mean": "mean", "median": "percentile_50"}
+    # one aggregate() call per value column (and bounds), each with its metrics
+    calls: dict[tuple[str, int, int], list[str]] = {}
+    for name in task["metrics"]:
+        lo, hi = bounds[name]
+        calls.setdefault((cols[name], lo, hi), []).append(name)
+
+    def run() -> dict[str, Any]:
+        accountant = pipeline_dp.NaiveBudgetAccountant(
+            total_epsilon=task["epsilon"], total_delta=task["delta"]
+        )
+        engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+        results = []
+        for (column, lo, hi), names in calls.items():
+            at = 1 + nb + value_cols.index(column)
+            params = pipeline_dp.AggregateParams(
+                metrics=[kinds[n] for n in names],
+                noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+                max_partitions_contributed=k,
+                max_contributions_per_partition=c,
+                min_value=lo,
+                max_value=hi,
+            )
+            extractors = pipeline_dp.DataExtractors(
+                privacy_id_extractor=lambda r: r[0],
+                partition_extractor=lambda r: r[1 : 1 + nb],
+                value_extractor=lambda r, at=at: r[at],
+            )
+            result = engine.aggregate(rows, params, extractors, public_partitions=public)
+            results.append((names, result))
+        accountant.compute_budgets()
+        out: dict[str, list[list[Any]]] = {}
+        for names, result in results:
+            for key, values in result:
+                for n in names:
+                    out.setdefault(n, []).append([_key(key), _value(getattr(values, fields[n]))])
+        for n in task["metrics"]:
+            out.setdefault(n, [])
+        return _packed(out, _pipelinedp_noise(accountant))
+
+    return run
+
+
+def _pipelinedp_noise(accountant: Any) -> str:
+    try:
+        specs = [m.mechanism_spec for m in accountant._mechanisms]
+        return "; ".join(
+            f"{s.name} {s.mechanism_type.value} eps={s._eps:.4g} delta={s._delta:.3g}"
+            for s in specs
+        )
+    except Exception as exc:  # a description only: never fail the run for it
+        return f"(split not readable: {exc})"
+
+
+def opendp(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """OpenDP's Polars context (runs in OpenDP's own environment; see the module notes)."""
+    import warnings
+
+    try:
+        import opendp.prelude as dp
+        import polars as pl
+    except ImportError as exc:
+        raise Skip(f"OpenDP's Polars context is not importable here ({exc})") from exc
+    warnings.simplefilter("ignore", FutureWarning)  # its note on signed counts
+    dp.enable_features("contrib")
+    df = load(task)
+    by, cols, bounds, user = task["by"], task["columns"], task["bounds"], task["user"]
+    keys = _groups(df, by) if task["partitions"] == "public" else None
+    exprs = []
+    for name in task["metrics"]:
+        lo, hi = bounds[name]
+        col = pl.col(cols[name])
+        if name == "sum":
+            exprs.append(col.dp.sum((lo, hi)).alias("sum"))
+        elif name == "mean":
+            exprs.append(col.dp.mean((lo, hi)).alias("mean"))
+        else:
+            exprs.append(col.dp.quantile(0.5, list(range(lo, hi + 1))).alias("median"))
+    if keys is None:
+        exprs.insert(0, dp.len())  # its private key release needs a noisy length
+    if user:
+        unit = dp.unit_of(
+            contributions=[dp.polars.Bound(by=by, per_group=task["c"], num_groups=task["k"])]
+        )
+    else:
+        unit = dp.unit_of(contributions=1)
+
+    def query_of(data: Any) -> Any:
+        context = dp.Context.compositor(
+            data=data.lazy(),
+            privacy_unit=unit,
+            privacy_loss=dp.loss_of(epsilon=task["epsilon"], delta=task["delta"]),
+            split_evenly_over=1,
+            margins=[dp.polars.Margin(by=[], max_length=OPENDP_MAX_LENGTH)],
+        )
+        query = context.query().group_by(by).agg(exprs)
+        return query if keys is None else query.with_keys(keys)
+
+    summary = _opendp_noise(query_of(df))  # untimed: the same plan, resolved once
+
+    def run() -> dict[str, Any]:
+        data = _bound_outside(df, user, by, task["k"], task["c"]) if user else df
+        out = query_of(data).release().collect()
+        rows = {
+            n: [[_key(r[c] for c in by), _value(r[n])] for r in out.iter_rows(named=True)]
+            for n in task["metrics"]
+        }
+        return _packed(rows, summary)
+
+    return run
+
+
+def _bound_outside(df: Any, user: str, by: list[str], k: int, c: int) -> Any:
+    """Each user's rows in at most ``k`` groups (those of smallest random priority: a hash of
+    (user, group) under a fresh seed) and at most ``c`` random rows in each."""
+    import polars as pl
+
+    seed = int.from_bytes(os.urandom(7), "little")
+    priority = pl.struct([user, *by]).hash(seed)
+    kept = df.filter(priority.rank("dense").over(user) <= k)
+    order = pl.int_range(pl.len()).shuffle(seed=seed ^ 0x5DEECE66D)
+    return kept.filter(order.over([user, *by]) < c)
+
+
+def _opendp_noise(query: Any) -> str:
+    try:
+        s = query.summarize()
+        parts = [
+            f"{r['column']} {r['aggregate']} {r['distribution']} scale={r['scale']:.4g}"
+            + (f" threshold={r['threshold']}" if r.get("threshold") is not None else "")
+            for r in s.iter_rows(named=True)
+        ]
+        return "; ".join(parts)
+    except Exception as exc:  # a description only
+        return f"(summary not readable: {exc})"
+
+
+def tumult(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """Tumult Analytics on local Spark (runs in its own environment; see the module notes)."""
+    try:
+        from pyspark.sql import SparkSession
+        from tmlt.analytics import (
+            AddOneRow,
+            AddRowsWithID,
+            ApproxDPBudget,
+            KeySet,
+            MaxGroupsPerID,
+            MaxRowsPerGroupPerID,
+            QueryBuilder,
+        )
+        from tmlt.analytics import Session as TSession
+    except ImportError as exc:
+        raise Skip(f"Tumult Analytics is not importable here ({exc})") from exc
+    import polars as pl
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's workers: this environment's Python
+    by, cols, bounds, user = task["by"], task["columns"], task["bounds"], task["user"]
+    df = load(task)
+    group_col = "_group"
+    if user:  # its per-user constraints take one grouping column
+        df = df.with_columns(
+            pl.concat_str([pl.col(b).cast(pl.Utf8) for b in by], separator="|").alias(group_col)
+        )
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "6g")
+        .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="bench-aggregate-spark-"))
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    sdf = spark.createDataFrame(df.to_pandas()).cache()
+    sdf.count()
+    public = task["partitions"] == "public"
+    keyframe = (
+        spark.createDataFrame(_groups(df, by if not user else [*by, group_col]).to_pandas())
+        if public
+        else None
+    )
+    names = list(task["metrics"])
+    eps, delta = task["epsilon"], task["delta"]
+    eps_metrics = eps if public else eps / 2
+    share = eps_metrics / len(names)
+
+    def constrained() -> Any:
+        q = QueryBuilder("data")
+        if user:
+            q = q.enforce(MaxGroupsPerID(group_col, task["k"]))
+            q = q.enforce(MaxRowsPerGroupPerID(group_col, task["c"]))
+        return q
+
+    def run() -> dict[str, Any]:
+        protected = AddRowsWithID(user) if user else AddOneRow()
+        session = TSession.from_dataframe(
+            privacy_budget=ApproxDPBudget(eps, delta),
+            source_id="data",
+            dataframe=sdf,
+            protected_change=protected,
+        )
+        if public:
+            keyset = KeySet.from_dataframe(keyframe)
+        else:
+            found = session.evaluate(
+                constrained().get_groups([*by, group_col] if user else by),
+                ApproxDPBudget(eps / 2, delta),
+            )
+            keyset = KeySet.from_dataframe(found)
+        rows: dict[str, list[list[Any]]] = {}
+        for name in names:
+            lo, hi = bounds[name]
+            grouped = constrained().groupby(keyset)
+            if name == "sum":
+                query = grouped.sum(cols[name], lo, hi, name=name, mechanism="laplace")
+            elif name == "mean":
+                query = grouped.average(cols[name], lo, hi, name=name, mechanism="laplace")
+            else:
+                query = grouped.median(cols[name], lo, hi, name=name)
+            answer = session.evaluate(query, ApproxDPBudget(share, 0)).toPandas()
+            rows[name] = [[_key(r[b] for b in by), _value(r[name])] for _, r in answer.iterrows()]
+        split = "get_groups eps/2 + all delta; " if not public else ""
+        noise = split + f"one query per metric, eps {share:.4g} each; sum, average: Laplace; "
+        return _packed(rows, noise + "median: exponential mechanism")
+
+    return run
+
+
+def unavailable(why: str) -> Callable[[], Any]:
+    """A system that cannot run here: reported as not run, with the reason."""
+    raise Skip(why)
+
+
+# -- a peer in its own virtual environment ----------------------------------------------------
+
+
+def _peer_child(spec_json: str) -> None:
+    """Run one system in this process (a peer's own Python) with the harness's child: set up,
+    warm up, time one release, write the result where the harness reads it."""
+    import _harness
+
+    out = os.environ.get("HARNESS_RESULT")
+    if not out:
+        raise SystemExit("HARNESS_RESULT is not set: this mode is run by the harness")
+    _harness._child(spec_json, out)
+
+
+def _peer_system(name: str, python: str | None, factory: str, task: dict[str, Any]) -> System:
+    warm = {"task": {**task, "limit": WARM_ROWS}}
+    if python is None or not Path(python).exists():
+        where = python or "(none given)"
+        why = f"{name}'s environment {where} is absent: {PEER_SETUP[name]}"
+        return System(name, f"{MODULE}:unavailable", {"why": why}, work=task["rows"])
+    spec = {"target": f"{MODULE}:{factory}", "params": {"task": task}, "warm": warm}
+    command = [python, str(Path(__file__).resolve()), "child", json.dumps(spec)]
+    return System(name, command=command, work=task["rows"], timeout=task["timeout"])
+
+
+def systems_for(task: dict[str, Any], args: argparse.Namespace) -> list[System]:
+    warm = {"task": {**task, "limit": WARM_ROWS}}
+    out = [
+        System(
+            "privhist",
+            f"{MODULE}:privhist",
+            {"task": task},
+            warm,
+            work=task["rows"],
+            timeout=task["timeout"],
+        )
+    ]
+    if "PipelineDP" in args.systems:
+        out.append(
+            System(
+                "PipelineDP",
+                f"{MODULE}:pipelinedp",
+                {"task": task},
+                warm,
+                work=task["rows"],
+                timeout=task["timeout"],
+            )
+        )
+    if "OpenDP" in args.systems:
+        out.append(_peer_system("OpenDP", args.opendp_python, "opendp", task))
+    if "Tumult" in args.systems:
+        out.append(_peer_system("Tumult", args.tumult_python, "tumult", task))
+    return out
+
+
+# -- scoring ----------------------------------------------------------------------------------
+
+
+def score_release(
+    result: dict[str, Any],
+    metric: str,
+    true: dict[str, dict[str, float]],
+    bounds: Sequence[float] | None = None,
+) -> dict[str, Any]:
+    """Released, real and fake groups, values not finite, values outside ``bounds`` (for a
+    mean or a quantile, which a clamped release never leaves), and the relative error of each
+    released real group with a finite value (key -> error)."""
+    rows = result.get("rows", {}).get(metric, [])
+    errors: dict[str, float] = {}
+    fake = nonfinite = outside = 0
+    for key, value in rows:
+        if key not in true:
+            fake += 1
+            continue
+        if value is None or not math.isfinite(value):
+            nonfinite += 1
+            continue
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            outside += 1
+        t = true[key][metric]
+        errors[key] = abs(value - t) / max(abs(t), 1.0)
+    return {
+        "released": len(rows),
+        "fake": fake,
+        "nonfinite": nonfinite,
+        "outside": outside,
+        "errors": errors,
+    }
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def summarise_config(
+    config: dict[str, Any],
+    measurements: Sequence[Measurement],
+    true: dict[str, dict[str, float]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The accuracy rows of one configuration (one per system and metric) and privhist's error
+    against each peer on the groups both released (one per peer and metric)."""
+    names = list(dict.fromkeys(m.system for m in measurements))
+    by_system: dict[str, list[Measurement]] = {n: [] for n in names}
+    for m in measurements:
+        by_system[m.system].append(m)
+    rows, pairs = [], []
+    base = {k: config[k] for k in ("dataset", "rows", "partitions", "mode")}
+    for metric in config["metrics"]:
+        scored: dict[str, dict[int, dict[str, Any]]] = {}
+        for name in names:
+            done = [m for m in by_system[name] if m.ok and isinstance(m.result, dict)]
+            row: dict[str, Any] = {**base, "system": name, "metric": metric, "runs": len(done)}
+            if not done:
+                bad = next((m for m in by_system[name] if not m.ok), None)
+                row["not_run"] = (
+                    (bad.skipped or bad.error or "stopped") if bad is not None else "no run"
+                )
+                rows.append(row)
+                continue
+            lo_hi = config.get("bounds", {}).get(metric) if metric != "sum" else None
+            s = [score_release(m.result, metric, true, lo_hi) for m in done]
+            scored[name] = {m.round: x for m, x in zip(done, s, strict=True)}
+            meds = [statistics.median(x["errors"].values()) for x in s if x["errors"]]
+            means = [statistics.fmean(x["errors"].values()) for x in s if x["errors"]]
+            row.update(
+                released=_mean([x["released"] for x in s]),
+                real=_mean([x["released"] - x["fake"] for x in s]),
+                fake=_mean([x["fake"] for x in s]),
+                nonfinite=_mean([x["nonfinite"] for x in s]),
+                outside=_mean([x["outside"] for x in s]),
+                true_groups=len(true),
+                median_rel_error=_mean(meds),
+                mean_rel_error=_mean(means),
+                wall=statistics.median(m.wall for m in done if m.wall is not None),
+                cpu=statistics.median(m.cpu for m in done if m.cpu is not None),
+                noise=done[0].result.get("noise", ""),
+            )
+            rows.append(row)
+        ours = scored.get("privhist")
+        for peer, theirs in scored.items():
+            if peer == "privhist" or ours is None:
+                continue
+            a_meds, b_meds, a_means, b_means, common = [], [], [], [], []
+            for r in sorted(set(ours) & set(theirs)):  # round by round
+                a, b = ours[r], theirs[r]
+                keys = sorted(set(a["errors"]) & set(b["errors"]))
+                if not keys:
+                    continue
+                common.append(len(keys))
+                a_meds.append(statistics.median(a["errors"][k] for k in keys))
+                b_meds.append(statistics.median(b["errors"][k] for k in keys))
+                a_means.append(statistics.fmean(a["errors"][k] for k in keys))
+                b_means.append(statistics.fmean(b["errors"][k] for k in keys))
+            pairs.append(
+                {
+                    **base,
+                    "metric": metric,
+                    "peer": peer,
+                    "common_groups": _mean(common),
+                    "privhist_median": _mean(a_meds),
+                    "peer_median": _mean(b_meds),
+                    "privhist_mean": _mean(a_means),
+                    "peer_mean": _mean(b_means),
+                }
+            )
+    return rows, pairs
+
+
+def _f(x: Any, spec: str = ".3g") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return format(x, spec)
+
+
+def print_accuracy(rows: Sequence[dict[str, Any]]) -> None:
+    print(
+        "\naccuracy (errors relative to the exact per-group value, over the released real groups"
+        " with a finite value; each averaged over the rounds; nonfin: values released inf or"
+        " NaN; out: means and medians released outside [lo, hi]):"
+    )
+    head = (
+        f"{'dataset':<9} {'rows':>10} {'groups':<7} {'mode':<6} {'system':<10} {'metric':<6} "
+        f"{'runs':>4} {'released':>8} {'real':>6} {'fake':>4} {'nonfin':>6} {'out':>5} "
+        f"{'true':>5} "
+        f"{'med rel err':>11} {'mean rel err':>12} {'wall s':>8} {'CPU s':>8}"
+    )
+    print(head)
+    for r in rows:
+        lead = (
+            f"{r['dataset']:<9} {r['rows']:>10,} {r['partitions']:<7} {r['mode']:<6} "
+            f"{r['system']:<10} {r['metric']:<6} {r['runs']:>4}"
+        )
+        if "not_run" in r:
+            print(f"{lead} not run: {r['not_run']}")
+            continue
+        print(
+            f"{lead} {_f(r['released'], '.1f'):>8} {_f(r['real'], '.1f'):>6} "
+            f"{_f(r['fake'], '.1f'):>4} {_f(r['nonfinite'], '.1f'):>6} "
+            f"{_f(r['outside'], '.1f'):>5} {r['true_groups']:>5} "
+            f"{_f(r['median_rel_error'], '.3e'):>11} {_f(r['mean_rel_error'], '.3e'):>12} "
+            f"{_f(r['wall'], '.3f'):>8} {_f(r['cpu'], '.3f'):>8}"
+        )
+    print("\nnoise and split each system used (from its own release or accountant):")
+    seen = set()
+    for r in rows:
+        if "not_run" in r:
+            continue
+        tag = (r["dataset"], r["partitions"], r["mode"], r["system"])
+        if tag in seen:
+            continue
+        seen.add(tag)
+        print(f"  {r['dataset']} {r['partitions']} {r['mode']} {r['system']}: {r['noise']}")
+
+
+def print_error_goals(pairs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """privhist's error over each peer's on the groups both released, and the goal verdicts
+    (at most the best peer's: the largest of these ratios at most 1; moonshot at most 0.8)."""
+    print(
+        "\nerror goals (issue 27: at most the best peer's at equal budget and bounds, moonshot "
+        "0.8 of it; privhist / peer on the groups both released, median and mean over groups):"
+    )
+    verdicts = []
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for p in pairs:
+        groups.setdefault(
+            (p["dataset"], p["rows"], p["partitions"], p["mode"], p["metric"]), []
+        ).append(p)
+    for tag, ps in groups.items():
+        worst: float | None = None
+        parts = []
+        for p in ps:
+            if p["privhist_median"] is None or not p["peer_median"]:
+                parts.append(f"{p['peer']}: no common groups")
+                continue
+            r_med = p["privhist_median"] / p["peer_median"]
+            r_mean = p["privhist_mean"] / p["peer_mean"] if p["peer_mean"] else math.inf
+            ratio = max(r_med, r_mean)
+            worst = ratio if worst is None else max(worst, ratio)
+            parts.append(
+                f"{p['peer']} {r_med:.2f}x median, {r_mean:.2f}x mean "
+                f"({_f(p['common_groups'], '.0f')} groups)"
+            )
+        if worst is None:
+            verdict = "no peer to compare"
+        elif worst <= 0.8:
+            verdict = f"met, moonshot too ({worst:.2f}x the best peer)"
+        elif worst <= 1.0:
+            verdict = f"met ({worst:.2f}x the best peer; moonshot 0.8 not met)"
+        else:
+            verdict = f"not met ({worst:.2f}x the best peer)"
+        dataset, rows, partitions, mode, metric = tag
+        print(f"  {dataset} {partitions} {mode} {metric}: {verdict}; " + "; ".join(parts))
+        verdicts.append(
+            {
+                "dataset": dataset,
+                "rows": rows,
+                "partitions": partitions,
+                "mode": mode,
+                "metric": metric,
+                "worst_ratio": worst,
+                "verdict": verdict,
+            }
+        )
+    if not groups:
+        print("  no comparison (privhist or every peer did not run)")
+    return verdicts
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def _default_data() -> str:
+    beside = HERE.parent.parent / "shared" / "data"
+    return str(beside if beside.is_dir() else Path("/work/shared/data"))
+
+
+def _speed_goals(rows: int, names: set[str]) -> tuple[list[Ratio], list[Goal]]:
+    ratios, goals = [], []
+    for peer, target in (("PipelineDP", 20.0), ("OpenDP", 5.0), ("Tumult", None)):
+        if peer not in names:
+            continue
+        for metric in ("wall", "cpu"):
+            r = Ratio(peer, "privhist", metric)
+            ratios.append(r)
+            if target is not None:
+                what = "wall" if metric == "wall" else "CPU"
+                at = "" if rows == 10**7 else f" (measured at {rows:,} rows)"
+                goals.append(
+                    Goal(
+                        f"at 10^7 rows at least {target:g}x {peer}'s speed ({what}){at}",
+                        r,
+                        at_least=target,
+                    )
+                )
+    return ratios, goals
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--data", default=_default_data(), help="folder holding adult.data")
+    ap.add_argument("--rows", type=int, default=10**7, help="rows of the generated table")
+    ap.add_argument("--cache", default=None, help="folder of the generated table (a temp dir)")
+    ap.add_argument("--datasets", default="adult,synthetic")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--partitions", default=",".join(PARTITIONS))
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--epsilon", type=float, default=EPSILON)
+    ap.add_argument("--delta", type=float, default=DELTA)
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per release")
+    ap.add_argument(
+        "--opendp-python",
+        default=os.environ.get("OPENDP_PYTHON", PEER_PYTHONS["OpenDP"]),
+        help="the Python of OpenDP's environment (env OPENDP_PYTHON)",
+    )
+    ap.add_argument(
+        "--tumult-python",
+        default=os.environ.get("TUMULT_PYTHON", PEER_PYTHONS["Tumult"]),
+        help="the Python of Tumult Analytics' environment (env TUMULT_PYTHON)",
+    )
+    ap.add_argument("--json", default=None, help="write the accuracy table and goals as JSON")
+    ap.add_argument(
+        "--quick", action="store_true", help="small data (20,000 generated rows, 5,000 of adult)"
+    )
+    ap.add_argument("--rounds", type=int, default=None, help="default 3 (1 with --quick)")
+    ap.add_argument("--wait-quiet", type=float, nargs=2, metavar=("CORES", "SECONDS"))
+    ap.add_argument("--save", default=None, help="append every measurement as JSON lines")
+    args = ap.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    if args.quick:
+        args.rows = 20_000
+    args.systems = [s for s in args.systems.split(",") if s]
+    return args
+
+
+def configs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every (dataset, partitions, mode) to run, with its task; a missing file is skipped."""
+    out = []
+    cache = Path(args.cache) if args.cache else Path(tempfile.gettempdir()) / "bench-aggregate"
+    for name in [d for d in args.datasets.split(",") if d]:
+        if name == "adult":
+            path = Path(args.data) / "adult.data"
+            if not path.exists():
+                print(f"adult: {path} is absent; skipped")
+                continue
+            limit = 5_000 if args.quick else None
+        elif name == "synthetic":
+            path = cache / f"synthetic-{args.rows}.parquet"
+            if not path.exists():
+                print(f"generating {args.rows:,} rows into {path} ...", flush=True)
+                generate_synthetic(path, args.rows)
+            limit = None
+        else:
+            raise SystemExit(f"unknown dataset {name!r}")
+        spec = dataset_spec(name, str(path))
+        for partitions in [p for p in args.partitions.split(",") if p]:
+            for mode in [m for m in args.modes.split(",") if m]:
+                if mode not in MODES or partitions not in PARTITIONS:
+                    raise SystemExit(f"unknown mode {mode!r} or partitions {partitions!r}")
+                metrics = list(METRICS) if mode == "all" else [mode]
+                task = {
+                    **spec,
+                    "limit": limit,
+                    "metrics": metrics,
+                    "partitions": partitions,
+                    "epsilon": args.epsilon,
+                    "delta": args.delta,
+                    "timeout": args.timeout,
+                }
+                out.append({"task": task, "mode": mode})
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    accuracy: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    truths: dict[tuple[str, Any], dict[str, dict[str, float]]] = {}
+    print(
+        f"epsilon = {args.epsilon}, delta = {args.delta}; rounds = {args.rounds}; "
+        f"systems: {', '.join(args.systems)}"
+    )
+    for cfg in configs(args):
+        task = cfg["task"]
+        tkey = (task["path"], task["limit"])
+        if tkey not in truths:
+            truths[tkey] = truth(task)
+        true = truths[tkey]
+        n_rows = int(sum(v["rows"] for v in true.values()))
+        task["rows"] = n_rows
+        chosen = systems_for(task, args)
+        names = {s.name for s in chosen}
+        ratios, goals = _speed_goals(n_rows, names)
+        if task["dataset"] != "synthetic":
+            goals = []  # the speed goals are stated for the generated 10^7 rows
+        title = (
+            f"{task['dataset']} ({n_rows:,} rows, {len(true)} true groups), "
+            f"{task['partitions']} groups, {cfg['mode']}"
+            + (
+                " (each metric alone, the whole budget)"
+                if cfg["mode"] != "all"
+                else " (all metrics together, each library's own split)"
+            )
+        )
+        ms, _ = compare(chosen, ratios=ratios, goals=goals, title=title, **options(args))
+        config = {
+            "dataset": task["dataset"],
+            "rows": n_rows,
+            "partitions": task["partitions"],
+            "mode": cfg["mode"],
+            "metrics": task["metrics"],
+            "bounds": task["bounds"],
+        }
+        rows, prs = summarise_config(config, ms, true)
+        accuracy.extend(rows)
+        pairs.extend(prs)
+    print_accuracy(accuracy)
+    verdicts = print_error_goals(pairs)
+    report = {"accuracy": accuracy, "pairs": pairs, "goals": verdicts}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    return report
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "child":
+        _peer_child(sys.argv[2])
+    else:
+        main()

@@ -1,0 +1,196 @@
+"""``benchmarks/bench_aggregate.py``: its scoring, its generated data, the contribution bounds it
+enforces for OpenDP, and its ``--quick`` run (a table row per dataset, groups, mode, system and
+metric; peers whose environment is absent are reported as not run). No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+
+if not (BENCH / "_harness.py").exists():
+    pytest.skip("benchmarks/_harness.py (the timing harness) is absent", allow_module_level=True)
+
+sys.path.insert(0, str(BENCH))
+import bench_aggregate as ba  # noqa: E402
+from _harness import Measurement  # noqa: E402
+
+
+def _has_aggregate() -> bool:
+    try:
+        from privhist import Session, metrics
+    except ImportError:
+        return False
+    return hasattr(Session, "aggregate") and hasattr(metrics, "quantiles")
+
+
+NO_AGGREGATE = (
+    "privhist has no Session.aggregate / privhist.metrics yet (issue 27): the --quick run "
+    "would compare peers only"
+)
+
+
+def test_score_release_counts_fake_nonfinite_and_relative_errors() -> None:
+    true = {"a|1": {"sum": 100.0}, "b|2": {"sum": 0.0}, "c|3": {"sum": -50.0}}
+    result = {
+        "rows": {
+            "sum": [
+                ["a|1", 110.0],
+                ["b|2", 0.5],
+                ["c|3", None],
+                ["x|9", 3.0],
+                ["a|1", float("inf")],
+            ]
+        }
+    }
+    s = ba.score_release(result, "sum", true)
+    assert s["released"] == 5
+    assert s["fake"] == 1
+    assert s["nonfinite"] == 2
+    # |110 - 100| / 100, and |0.5 - 0| / max(0, 1)
+    assert s["errors"] == {"a|1": pytest.approx(0.1), "b|2": pytest.approx(0.5)}
+    assert s["outside"] == 0  # no bounds given (a sum)
+    assert ba.score_release(result, "sum", true, (0, 105))["outside"] == 1  # 110
+
+
+def test_summarise_compares_privhist_and_a_peer_on_common_groups_round_by_round() -> None:
+    true = {f"g{i}": {"sum": 100.0, "rows": 1.0} for i in range(4)}
+
+    def meas(system: str, rnd: int, values: dict[str, float]) -> Measurement:
+        m = Measurement(system, rnd, wall=1.0, cpu=1.0)
+        m.result = {"rows": {"sum": [[k, v] for k, v in values.items()]}, "noise": system}
+        return m
+
+    ms = [
+        meas("privhist", 0, {"g0": 101.0, "g1": 102.0, "g2": 110.0}),
+        meas("peer", 0, {"g0": 90.0, "g1": 120.0}),
+        meas("privhist", 1, {"g0": 100.0, "g3": 104.0}),
+        meas("peer", 1, {"g3": 108.0}),
+        Measurement("absent", 0, skipped="not here"),
+    ]
+    config = {"dataset": "d", "rows": 4, "partitions": "private", "mode": "sum", "metrics": ["sum"]}
+    rows, pairs = ba.summarise_config(config, ms, true)
+    by = {r["system"]: r for r in rows}
+    assert by["absent"]["not_run"] == "not here"
+    assert by["privhist"]["runs"] == 2
+    assert by["privhist"]["released"] == pytest.approx(2.5)
+    # round 0: median of (0.01, 0.02, 0.10) = 0.02; round 1: median of (0, 0.04) = 0.02
+    assert by["privhist"]["median_rel_error"] == pytest.approx(0.02)
+    (pair,) = pairs
+    assert pair["peer"] == "peer"
+    assert pair["common_groups"] == pytest.approx(1.5)  # g0, g1 in round 0; g3 in round 1
+    # privhist on common groups: round 0 median(0.01, 0.02) = 0.015, round 1 0.04
+    assert pair["privhist_median"] == pytest.approx((0.015 + 0.04) / 2)
+    # the peer: round 0 median(0.10, 0.20) = 0.15, round 1 0.08
+    assert pair["peer_median"] == pytest.approx((0.15 + 0.08) / 2)
+
+
+def test_generated_table_has_the_stated_shape(tmp_path: Path) -> None:
+    import polars as pl
+
+    path = tmp_path / "g.parquet"
+    ba.generate_synthetic(path, 50_000, seed=3)
+    df = pl.read_parquet(path)
+    assert df.height == 50_000
+    assert df.columns == ["user_id", "country", "device", "tier", "amount"]
+    per_user = df.group_by("user_id").len()["len"]
+    assert 3.5 < per_user.mean() < 4.5  # about 4 rows a user
+    # country and tier are one per user
+    assert df.group_by("user_id").agg(pl.col("country", "tier").n_unique()).select(
+        pl.col("country").max(), pl.col("tier").max()
+    ).row(0) == (1, 1)
+    assert df["tier"].min() >= 1 and df["tier"].max() <= 5
+    share_over = (df["amount"] > 100).mean()
+    assert 0.001 < share_over < 0.1  # some values are clamped at the bound 100
+    counts = df.group_by("country").len().sort("len", descending=True)["len"]
+    assert counts[0] > 10 * counts[-1]  # skewed
+
+
+def test_opendp_bounds_are_enforced_at_random(tmp_path: Path) -> None:
+    import polars as pl
+
+    # one user in 6 groups with 4 rows each; bound to 2 groups of 3 rows
+    df = pl.DataFrame(
+        {
+            "user_id": [1] * 24,
+            "g": [f"k{i // 4}" for i in range(24)],
+            "v": list(range(24)),
+        }
+    )
+    kept_groups = set()
+    for _ in range(40):
+        out = ba._bound_outside(df, "user_id", ["g"], 2, 3)
+        per_group = out.group_by("g").len()
+        assert per_group.height == 2
+        assert per_group["len"].max() == 3
+        kept_groups.add(tuple(sorted(per_group["g"].to_list())))
+    # not always the smallest keys (OpenDP's keep="first" bias): 15 pairs possible
+    assert len(kept_groups) > 3
+
+
+def _quick(tmp_path: Path, data: Path) -> dict[str, Any]:
+    out = tmp_path / "table.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    absent = str(tmp_path / "no-such-env" / "python")
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_aggregate.py"),
+            "--quick",
+            "--modes",
+            "all",
+            "--cache",
+            str(tmp_path),
+            "--data",
+            str(data),
+            "--opendp-python",
+            absent,
+            "--tumult-python",
+            absent,
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "accuracy (errors relative" in res.stdout
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+@pytest.mark.skipif(not _has_aggregate(), reason=NO_AGGREGATE)
+def test_quick_run_has_a_row_per_system_and_metric(tmp_path: Path) -> None:
+    data = REPO.parent / "shared" / "data"
+    datasets = ["synthetic"] + (["adult"] if (data / "adult.data").exists() else [])
+    report = _quick(tmp_path, data)
+    rows = report["accuracy"]
+    seen = {(r["dataset"], r["partitions"], r["mode"], r["system"], r["metric"]) for r in rows}
+    expected = set()
+    for d in datasets:
+        for part in ("private", "public"):
+            for system in ("privhist", "PipelineDP", "OpenDP", "Tumult"):
+                expected |= {(d, part, "all", system, m) for m in ("sum", "mean", "median")}
+    assert seen == expected
+    for r in rows:
+        if r["system"] in ("OpenDP", "Tumult"):
+            assert "environment" in r["not_run"] and "is absent" in r["not_run"]
+        if r["system"] == "privhist":
+            assert "not_run" not in r, r
+            assert r["released"] > 0
+            assert r["fake"] == 0
+            assert r["median_rel_error"] is not None and r["median_rel_error"] >= 0
+            if r["partitions"] == "public":
+                assert r["released"] == r["true_groups"]

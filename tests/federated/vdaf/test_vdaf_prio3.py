@@ -9,6 +9,8 @@ import pytest
 
 from privhist.core.errors import ProtocolError, ValidationError
 from privhist.core.random import SeededRandom
+from privhist.federated.vdaf.field import Field128
+from privhist.federated.vdaf.flp import Flp, PolyEval, Valid
 from privhist.federated.vdaf.prio3 import (
     HelperShare,
     LeaderShare,
@@ -317,3 +319,52 @@ def test_a_test_point_at_a_root_of_unity_aborts_in_both_queries() -> None:
         2,
     )
     assert got == want.to_ints()
+
+
+class _CubicTwice(Valid[int, int]):
+    """A test circuit whose gadget polynomial has 4P values (degree 3, two calls: P = 4, 10
+    values, 16 after extension), so the integer query takes its general Lagrange branch."""
+
+    NAME = "CubicTwice"
+
+    def __init__(self) -> None:
+        self.field = Field128
+        self.GADGETS = [PolyEval([0, 2, -3, 1], 2)]
+        self.GADGET_CALLS = [2]
+        self.MEAS_LEN = 2
+        self.JOINT_RAND_LEN = 0
+        self.OUTPUT_LEN = 2
+        self.EVAL_OUTPUT_LEN = 2
+
+    def eval(self, meas: Any, joint_rand: Any, num_shares: int, call: Any) -> Any:
+        return call(0, meas.reshape(*meas.shape[:-1], 2, 1))
+
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: Any
+    ) -> list[int]:
+        out: list[int] = call(0, [[meas[0]], [meas[1]]])
+        return out
+
+
+def test_integer_query_general_gadget_size() -> None:
+    flp = Flp(_CubicTwice())
+    field = Field128
+    assert flp.PROOF_LEN == 1 + 10
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        meas, proof, query = (
+            [int.from_bytes(rng.bytes(16), "little") % field.MODULUS for _ in range(n)]
+            for n in (flp.MEAS_LEN, flp.PROOF_LEN, flp.QUERY_RAND_LEN)
+        )
+        want = flp.query(
+            field.from_ints(meas), field.from_ints(proof), field.from_ints(query), field.zeros(0), 2
+        )
+        assert flp.query_ints(meas, proof, query, [], 2) == want.to_ints()
+    # an honest proof of a valid measurement is accepted by both decisions
+    meas_f = field.from_ints([2, 1])
+    proof_f = flp.prove(meas_f, field.from_ints([5]), field.zeros(0))
+    query = [3, 4, 77]
+    got = flp.query_ints(meas_f.to_ints(), proof_f.to_ints(), query, [], 1)
+    assert flp.decide_ints(got)
+    bad = flp.prove(field.from_ints([3, 1]), field.from_ints([5]), field.zeros(0))
+    assert not flp.decide_ints(flp.query_ints([3, 1], bad.to_ints(), query, [], 1))

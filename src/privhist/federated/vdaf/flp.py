@@ -253,6 +253,9 @@ class _GadgetTables:
     wire_lagrange: tuple[tuple[int, ...], tuple[int, ...]]
     gadget_lagrange: tuple[tuple[int, ...], tuple[int, ...]]
     extension: tuple[tuple[int, ...], ...]  # the gadget polynomial's missing values
+    # when the gadget polynomial has 2P values: 1/s for s the principal 2P-th root, and 1/2
+    odd_shift: int | None
+    half: int
 
 
 class Flp(Generic[M, R]):
@@ -414,6 +417,10 @@ class Flp(Generic[M, R]):
                         )
                         if g_len < size
                         else (),
+                        odd_shift=self.field.inv(self.field.nth_root(size))
+                        if size == 2 * p_len
+                        else None,
+                        half=self.field.inv(2),
                     )
                 )
             self._tables = tables
@@ -484,8 +491,20 @@ class Flp(Generic[M, R]):
             l0, lk = lw[0], lw[1 : tb.calls + 1]
             for seed, column in zip(seeds[i], zip(*recorded[i], strict=True), strict=True):
                 verifier.append((seed * l0 + sum(map(mul, column, lk))) % p)
-            lg = poly.lagrange_weights_ints(p, *tb.gadget_lagrange, t)
-            verifier.append(sum(map(mul, polys[i], lg)) % p)
+            gp = polys[i]
+            if tb.odd_shift is None:
+                lg = poly.lagrange_weights_ints(p, *tb.gadget_lagrange, t)
+                verifier.append(sum(map(mul, gp, lg)) % p)
+                continue
+            # 2P values: the even ones lie on the P-th roots and the odd ones on their coset
+            # s w**k, so G(t) = (t**P + 1)/2 E(t) + (1 - t**P)/2 O(t / s) with E and O the
+            # P-point interpolations of the even and odd values (the P-point weights at t are
+            # the wires' own): 3P products fewer than 2P-point weights
+            lo = poly.lagrange_weights_ints(p, *tb.wire_lagrange, t * tb.odd_shift % p)
+            tp = pow(t, tb.wire_len, p)
+            even = sum(map(mul, gp[0::2], lw)) % p
+            odd = sum(map(mul, gp[1::2], lo)) % p
+            verifier.append(((tp + 1) * even + (1 - tp) * odd) * tb.half % p)
         return verifier
 
     def decide_ints(self, verifier: list[int]) -> bool:

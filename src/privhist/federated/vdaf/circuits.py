@@ -121,7 +121,9 @@ def _chunked_range_check_ints(
     calls: int,
     call: IntGadgetCall,
 ) -> int:
-    """:func:`_chunked_range_check` for one report in Python integers."""
+    """:func:`_chunked_range_check` for one report in Python integers. The gadget inputs are
+    left unreduced (integers congruent to the wire values modulo ``p``, below ``p**2`` in
+    absolute value): the query only records them and reduces its sums once."""
     p = modulus
     x = meas + [0] * (calls * chunk - len(meas))
     rows = []
@@ -130,8 +132,8 @@ def _chunked_range_check_ints(
         power = r
         row = []
         for xv in x[i * chunk : (i + 1) * chunk]:
-            row.append(power * xv % p)
-            row.append((xv - shares_inv) % p)
+            row.append(power * xv)
+            row.append(xv - shares_inv)
             power = power * r % p
         rows.append(row)
     return sum(call(0, rows)) % p

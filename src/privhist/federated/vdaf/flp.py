@@ -206,9 +206,10 @@ class Valid(Generic[M, R]):
     def eval_ints(
         self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
     ) -> list[int]:
-        """:meth:`eval` for one report in canonical Python integers (``EVAL_OUTPUT_LEN``
-        outputs); ``call`` evaluates the gadgets. A circuit without it is queried one report
-        at a time through :meth:`eval`."""
+        """:meth:`eval` for one report in Python integers: canonical inputs and
+        ``EVAL_OUTPUT_LEN`` canonical outputs; ``call`` evaluates the gadgets, whose inputs
+        may be any integers congruent to the wire values (the query reduces once after its
+        sums). A circuit without it is queried one report at a time through :meth:`eval`."""
         raise NotImplementedError
 
     def truncate(self, meas: FieldVec) -> FieldVec:

@@ -9,11 +9,14 @@ import pytest
 
 from privhist.core.errors import ProtocolError, ValidationError
 from privhist.core.random import SeededRandom
+from privhist.federated.vdaf.field import Field128
+from privhist.federated.vdaf.flp import Flp, PolyEval, Valid
 from privhist.federated.vdaf.prio3 import (
     HelperShare,
     LeaderShare,
     Prio3,
     prio3_count,
+    prio3_higher_degree,
     prio3_histogram,
     prio3_multihot_count_vec,
     prio3_sum,
@@ -161,7 +164,12 @@ def test_client_side_validation_is_typed() -> None:
         ),
     ],
 )
-def test_batched_verification_equals_one_at_a_time(vdaf: Prio3[Any, Any], measure: Any) -> None:
+@pytest.mark.parametrize("stacked", [None, True])
+def test_batched_verification_equals_one_at_a_time(
+    vdaf: Prio3[Any, Any], measure: Any, stacked: bool | None
+) -> None:
+    """The one-report path (Python integers) against the batch, both by default (report by
+    report) and stacked (one NumPy query on all reports: an independent implementation)."""
     rng = SeededRandom(21)
     reports = [vdaf.shard_random(CTX, measure(i), rng) for i in range(9)]
     bad = vdaf.field.zeros(vdaf.flp.MEAS_LEN)
@@ -171,14 +179,15 @@ def test_batched_verification_equals_one_at_a_time(vdaf: Prio3[Any, Any], measur
     one_shares = []
     for j in range(vdaf.SHARES):
         single = [vdaf.verify_init(KEY, CTX, j, n, p, s[j]) for n, p, s in reports]
-        many = vdaf.verify_init_many(KEY, CTX, j, [(n, p, s[j]) for n, p, s in reports])
+        batch = [(n, p, s[j]) for n, p, s in reports]
+        many = vdaf.verify_init_many(KEY, CTX, j, batch, stacked=stacked)
         for a, b in zip(single, many, strict=True):
             assert isinstance(b, tuple)
             assert a[0] == b[0]
             assert vdaf.encode_verifier_share(a[1]) == vdaf.encode_verifier_share(b[1])
         one_shares.append([vs for _, vs in single])
     per_report = [[one_shares[j][r] for j in range(vdaf.SHARES)] for r in range(9)]
-    many_msgs = vdaf.verifier_shares_to_message_many(CTX, per_report)
+    many_msgs = vdaf.verifier_shares_to_message_many(CTX, per_report, stacked=stacked)
     for r, shares in enumerate(per_report):
         if r == 4:
             with pytest.raises(ProtocolError):
@@ -208,9 +217,154 @@ def test_batched_verification_falls_back_for_rejection_sampling(
         return out
 
     monkeypatch.setattr(Prio3, "_xof_bytes", overflowing)
-    got = vdaf.verify_init_many(KEY, CTX, 1, [(n, p, s[1]) for n, p, s in reports])
+    got = vdaf.verify_init_many(KEY, CTX, 1, [(n, p, s[1]) for n, p, s in reports], stacked=True)
     assert hit
     for a, b in zip(expected, got, strict=True):
         assert isinstance(b, tuple)
         assert a[0] == b[0]
         assert vdaf.encode_verifier_share(a[1]) == vdaf.encode_verifier_share(b[1])
+
+
+@pytest.mark.parametrize(
+    "vdaf",
+    [
+        prio3_count(2),
+        prio3_sum(3, 1000),
+        prio3_sum_vec(2, 5, 3, 4),
+        prio3_histogram(2, 10, 3),
+        prio3_histogram(2, 100, 10),
+        prio3_multihot_count_vec(2, 7, 3, 3),
+        prio3_higher_degree(2),
+    ],
+    ids=lambda v: f"{v.name}-{v.flp.MEAS_LEN}",
+)
+def test_integer_query_equals_the_array_query(vdaf: Prio3[Any, Any]) -> None:
+    """Flp.query_ints / decide_ints against the NumPy Flp.query / decide on random shares
+    (valid proofs and arbitrary field elements alike), for every circuit."""
+    flp, field = vdaf.flp, vdaf.field
+    rng = np.random.default_rng(3)
+
+    def rand(n: int) -> list[int]:
+        return [int.from_bytes(rng.bytes(16), "little") % field.MODULUS for _ in range(n)]
+
+    for trial in range(6):
+        if trial < 3:  # a real report's shares
+            _, _, shares = vdaf.shard_random(CTX, _valid_measurement(vdaf), SeededRandom(trial))
+            share = shares[0]
+            assert isinstance(share, LeaderShare)
+            meas, proof = share.meas.to_ints(), share.proofs.to_ints()
+        else:
+            meas, proof = rand(flp.MEAS_LEN), rand(flp.PROOF_LEN)
+        query, joint = rand(flp.QUERY_RAND_LEN), rand(flp.JOINT_RAND_LEN)
+        for shares_n in (1, vdaf.SHARES):
+            got = flp.query_ints(meas, proof, query, joint, shares_n)
+            want = flp.query(
+                field.from_ints(meas),
+                field.from_ints(proof),
+                field.from_ints(query),
+                field.from_ints(joint) if joint else field.zeros(0),
+                shares_n,
+            )
+            assert got == want.to_ints()
+            assert flp.decide_ints(got) == flp.decide(want)
+    # a report's summed verifier decides the same way in both, and accepts
+    nonce, public, shares = vdaf.shard_random(CTX, _valid_measurement(vdaf), SeededRandom(9))
+    vs = [vdaf.verify_init(KEY, CTX, j, nonce, public, s)[1] for j, s in enumerate(shares)]
+    total = vs[0].verifiers
+    for v in vs[1:]:
+        total = total + v.verifiers
+    assert flp.decide(total) and flp.decide_ints(total.to_ints())
+
+
+def _valid_measurement(vdaf: Prio3[Any, Any]) -> Any:
+    return {
+        "Prio3Count": 1,
+        "Prio3Sum": 7,
+        "Prio3SumVec": [1, 0, 3, 2, 1],
+        "Prio3Histogram": 3,
+        "Prio3MultihotCountVec": [True, False, True, False, False, False, True],
+        "Prio3HigherDegree": 2,
+    }[vdaf.name]
+
+
+def test_a_test_point_at_a_root_of_unity_aborts_in_both_queries() -> None:
+    vdaf = prio3_histogram(2, 10, 3)
+    flp, field = vdaf.flp, vdaf.field
+    _, _, shares = vdaf.shard_random(CTX, 2, SeededRandom(1))
+    share = shares[0]
+    assert isinstance(share, LeaderShare)
+    meas, proof = share.meas.to_ints(), share.proofs.to_ints()
+    joint = [5] * flp.JOINT_RAND_LEN
+    p_len = 8  # next_power_of_2(1 + 4 calls)
+    root = pow(field.nth_root(p_len), 3, field.MODULUS)
+    query = [11, 12, root]
+    with pytest.raises(ProtocolError):
+        flp.query_ints(meas, proof, query, joint, 2)
+    with pytest.raises(ProtocolError):
+        flp.query(
+            field.from_ints(meas),
+            field.from_ints(proof),
+            field.from_ints(query),
+            field.from_ints(joint),
+            2,
+        )
+    # a 16th root that is not an 8th root is a valid point for both
+    odd = pow(field.nth_root(2 * p_len), 3, field.MODULUS)
+    got = flp.query_ints(meas, proof, [11, 12, odd], joint, 2)
+    want = flp.query(
+        field.from_ints(meas),
+        field.from_ints(proof),
+        field.from_ints([11, 12, odd]),
+        field.from_ints(joint),
+        2,
+    )
+    assert got == want.to_ints()
+
+
+class _CubicTwice(Valid[int, int]):
+    """A test circuit whose gadget polynomial has 4P values (degree 3, two calls: P = 4, 10
+    values, 16 after extension), so the integer query takes its general Lagrange branch."""
+
+    NAME = "CubicTwice"
+
+    def __init__(self) -> None:
+        self.field = Field128
+        self.GADGETS = [PolyEval([0, 2, -3, 1], 2)]
+        self.GADGET_CALLS = [2]
+        self.MEAS_LEN = 2
+        self.JOINT_RAND_LEN = 0
+        self.OUTPUT_LEN = 2
+        self.EVAL_OUTPUT_LEN = 2
+
+    def eval(self, meas: Any, joint_rand: Any, num_shares: int, call: Any) -> Any:
+        return call(0, meas.reshape(*meas.shape[:-1], 2, 1))
+
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: Any
+    ) -> list[int]:
+        out: list[int] = call(0, [[meas[0]], [meas[1]]])
+        return out
+
+
+def test_integer_query_general_gadget_size() -> None:
+    flp = Flp(_CubicTwice())
+    field = Field128
+    assert flp.PROOF_LEN == 1 + 10
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        meas, proof, query = (
+            [int.from_bytes(rng.bytes(16), "little") % field.MODULUS for _ in range(n)]
+            for n in (flp.MEAS_LEN, flp.PROOF_LEN, flp.QUERY_RAND_LEN)
+        )
+        want = flp.query(
+            field.from_ints(meas), field.from_ints(proof), field.from_ints(query), field.zeros(0), 2
+        )
+        assert flp.query_ints(meas, proof, query, [], 2) == want.to_ints()
+    # an honest proof of a valid measurement is accepted by both decisions
+    meas_f = field.from_ints([2, 1])
+    proof_f = flp.prove(meas_f, field.from_ints([5]), field.zeros(0))
+    query = [3, 4, 77]
+    got = flp.query_ints(meas_f.to_ints(), proof_f.to_ints(), query, [], 1)
+    assert flp.decide_ints(got)
+    bad = flp.prove(field.from_ints([3, 1]), field.from_ints([5]), field.zeros(0))
+    assert not flp.decide_ints(flp.query_ints([3, 1], bad.to_ints(), query, [], 1))

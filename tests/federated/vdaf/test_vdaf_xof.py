@@ -7,7 +7,8 @@ import hashlib
 import pytest
 
 from privhist.core.errors import ValidationError
-from privhist.federated.vdaf.field import Field64, Field128
+from privhist.federated.vdaf import xof as xof_module
+from privhist.federated.vdaf.field import Field64, Field128, FieldVec
 from privhist.federated.vdaf.xof import Xof, XofFixedKeyAes128, XofTurboShake128, turboshake128
 
 # SHA-256 of derived_seed + expanded_vec_field128 (hex) in the draft's test_vec/<name>.json
@@ -58,6 +59,41 @@ def test_rejection_sampling_keeps_only_field_elements() -> None:
 
     v = Ones(b"", b"", b"").next_vec(Field64, 3)
     assert v.to_ints() == [int.from_bytes(bytes([7] * 8), "little")] * 3
+
+
+@pytest.mark.parametrize("field", [Field64, Field128])
+@pytest.mark.parametrize("cls", [XofTurboShake128, XofFixedKeyAes128])
+def test_integer_expansion_equals_the_vector_one(cls: type[Xof], field: type[FieldVec]) -> None:
+    seed = bytes(range(cls.SEED_SIZE))
+    for n in (0, 1, 3, 21, 150):
+        ints, data = cls.expand_into_ints(field, seed, b"dst", b"binder", n)
+        vec = cls.expand_into_vec(field, seed, b"dst", b"binder", n)
+        assert ints == vec.to_ints() and data == vec.encode()
+
+
+@pytest.mark.parametrize("field", [Field64, Field128])
+def test_integer_expansion_rejection_sampling(
+    field: type[FieldVec], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Candidates at or above the modulus (about 2**-60 per element) are skipped exactly as
+    the vector path skips them: the stream starts with two all-ones candidates here."""
+    real = xof_module.turboshake128
+    size = field.ENCODED_SIZE
+
+    def overflowing(message: bytes, domain: int, length: int) -> bytes:
+        out = real(message, domain, length)
+        k = min(length, 2 * size)
+        return b"\xff" * k + out[k:]
+
+    monkeypatch.setattr(xof_module, "turboshake128", overflowing)
+    seed = bytes(32)
+    ints, data = XofTurboShake128.expand_into_ints(field, seed, b"d", b"b", 5)
+    vec = XofTurboShake128.expand_into_vec(field, seed, b"d", b"b", 5)
+    assert len(ints) == 5 and ints == vec.to_ints() and data == vec.encode()
+    assert all(x < field.MODULUS for x in ints)
+    # the two rejected candidates are replaced by the stream's next elements
+    tail = field.ints_from_bytes(real(XofTurboShake128._message(seed, b"d", b"b"), 1, 7 * size))
+    assert ints == tail[2:7]
 
 
 def test_seed_lengths_are_checked() -> None:

@@ -18,12 +18,20 @@ side with typed errors (the draft's ``encode`` assumes valid input).
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import mul
 
 import numpy as np
 
 from privhist.core.errors import ValidationError
 from privhist.federated.vdaf.field import FIELDS, Field64, Field128, FieldVec
-from privhist.federated.vdaf.flp import GadgetCall, Mul, ParallelSum, PolyEval, Valid
+from privhist.federated.vdaf.flp import (
+    GadgetCall,
+    IntGadgetCall,
+    Mul,
+    ParallelSum,
+    PolyEval,
+    Valid,
+)
 
 
 def _int(value: object, name: str, function: str, lo: int, hi: int) -> int:
@@ -104,6 +112,42 @@ def _chunked_range_check(
     return out.sum(axis=-1)
 
 
+def _chunked_range_check_ints(
+    modulus: int,
+    meas: list[int],
+    joint_rand: list[int],
+    shares_inv: int,
+    chunk: int,
+    calls: int,
+    call: IntGadgetCall,
+) -> int:
+    """:func:`_chunked_range_check` for one report in Python integers. The gadget inputs are
+    left unreduced (integers congruent to the wire values modulo ``p``, below ``p**2`` in
+    absolute value): the query only records them and reduces its sums once."""
+    p = modulus
+    x = meas + [0] * (calls * chunk - len(meas))
+    rows = []
+    for i in range(calls):
+        r = joint_rand[i]
+        power = r
+        row = []
+        for xv in x[i * chunk : (i + 1) * chunk]:
+            row.append(power * xv)
+            row.append(xv - shares_inv)
+            power = power * r % p
+        rows.append(row)
+    return sum(call(0, rows)) % p
+
+
+def _shares_inv_int(field: type[FieldVec], num_shares: int) -> int:
+    return field.inv(num_shares)
+
+
+@lru_cache(maxsize=64)
+def _range_weights_ints(name: str, max_measurement: int) -> tuple[int, ...]:
+    return tuple(_range_weights(name, max_measurement).to_ints())
+
+
 class Count(Valid[int, int]):
     """Prio3Count's circuit (draft Section 7.4.1)."""
 
@@ -127,6 +171,12 @@ class Count(Valid[int, int]):
         m = meas[..., :1]
         sq: FieldVec = call(0, self.field.stack([m, m], axis=-1))
         return sq - m
+
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
+    ) -> list[int]:
+        m = meas[0]
+        return [(call(0, [[m, m]])[0] - m) % self.field.MODULUS]
 
     def truncate(self, meas: FieldVec) -> FieldVec:
         return meas
@@ -161,6 +211,11 @@ class Sum(Valid[int, int]):
     ) -> FieldVec:
         out: FieldVec = call(0, meas.reshape(*meas.shape[:-1], self.bits, 1))
         return out
+
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
+    ) -> list[int]:
+        return call(0, [[x] for x in meas])
 
     def truncate(self, meas: FieldVec) -> FieldVec:
         dec = _decode_range(self.field, meas, self.max_measurement)
@@ -218,6 +273,14 @@ class SumVec(Valid[list[int], list[int]]):
             call,
         ).reshape(*meas.shape[:-1], 1)
 
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
+    ) -> list[int]:
+        p = self.field.MODULUS
+        inv = _shares_inv_int(self.field, num_shares)
+        chunk, calls = self.chunk_length, self.GADGET_CALLS[0]
+        return [_chunked_range_check_ints(p, meas, joint_rand, inv, chunk, calls, call)]
+
     def truncate(self, meas: FieldVec) -> FieldVec:
         enc = meas.reshape(*meas.shape[:-1], self.length, self.bits)
         return _decode_range(self.field, enc, self.max_measurement)
@@ -265,6 +328,15 @@ class Histogram(Valid[int, list[int]]):
         )
         sc = meas.sum(axis=-1) - _shares_inv(self.field, num_shares)
         return self.field.stack([rc, sc], axis=-1)
+
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
+    ) -> list[int]:
+        p = self.field.MODULUS
+        inv = _shares_inv_int(self.field, num_shares)
+        chunk, calls = self.chunk_length, self.GADGET_CALLS[0]
+        rc = _chunked_range_check_ints(p, meas, joint_rand, inv, chunk, calls, call)
+        return [rc, (sum(meas) - inv) % p]
 
     def truncate(self, meas: FieldVec) -> FieldVec:
         return meas
@@ -326,6 +398,17 @@ class MultihotCountVec(Valid[list[bool], list[int]]):
         reported = _decode_range(self.field, meas[..., self.length :], self.max_weight)
         return self.field.stack([rc, weight - reported], axis=-1)
 
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
+    ) -> list[int]:
+        p = self.field.MODULUS
+        inv = _shares_inv_int(self.field, num_shares)
+        chunk, calls = self.chunk_length, self.GADGET_CALLS[0]
+        rc = _chunked_range_check_ints(p, meas, joint_rand, inv, chunk, calls, call)
+        weights = _range_weights_ints(self.field.NAME, self.max_weight)
+        reported = sum(map(mul, meas[self.length :], weights))
+        return [rc, (sum(meas[: self.length]) - reported) % p]
+
     def truncate(self, meas: FieldVec) -> FieldVec:
         return meas[..., : self.length]
 
@@ -356,6 +439,11 @@ class HigherDegree(Valid[int, int]):
     ) -> FieldVec:
         out: FieldVec = call(0, meas.reshape(*meas.shape[:-1], 1, 1))
         return out
+
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
+    ) -> list[int]:
+        return call(0, [[meas[0]]])
 
     def truncate(self, meas: FieldVec) -> FieldVec:
         return meas

@@ -27,6 +27,7 @@ integers on random and extreme values.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar, TypeVar
@@ -141,9 +142,21 @@ class FieldVec:
 
     def to_ints(self) -> list[int]:
         """The elements (flattened, C order) as Python ints in ``[0, MODULUS)``."""
-        data = self.encode()
-        k = self.ENCODED_SIZE
-        return [int.from_bytes(data[i : i + k], "little") for i in range(0, len(data), k)]
+        return list(map(int, self.v.reshape(-1).tolist()))
+
+    @classmethod
+    def ints_from_bytes(cls, data: bytes) -> list[int]:
+        """The little-endian integers of the ``len(data) / ENCODED_SIZE`` encoded elements in
+        ``data`` (no range check: callers compare with ``MODULUS``)."""
+        k = cls.ENCODED_SIZE
+        fb = int.from_bytes
+        return [fb(data[i : i + k], "little") for i in range(0, len(data), k)]
+
+    @classmethod
+    def ints_to_bytes(cls, ints: list[int]) -> bytes:
+        """The encoding of canonical elements given as Python ints (as :meth:`encode`)."""
+        k = cls.ENCODED_SIZE
+        return b"".join([x.to_bytes(k, "little") for x in ints])
 
     def to_signed(self) -> list[int]:
         """The elements as integers in ``(-MODULUS/2, MODULUS/2]`` (for noisy sums)."""
@@ -364,6 +377,11 @@ class Field64(FieldVec):
     def _canonical(cls, raw: U64) -> npt.NDArray[np.bool_]:
         return np.asarray(raw[0] < _P64_U)
 
+    @classmethod
+    def ints_from_bytes(cls, data: bytes) -> list[int]:
+        out: list[int] = np.frombuffer(data, dtype="<u8").tolist()
+        return out
+
     def encode(self) -> bytes:
         return bytes(np.ascontiguousarray(self.v[0]).astype("<u8").tobytes())
 
@@ -499,6 +517,21 @@ class Field128(FieldVec):
     @classmethod
     def _canonical(cls, raw: U64) -> npt.NDArray[np.bool_]:
         return np.asarray(raw[0] < _P128, dtype=bool)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Field128:
+        n, rest = divmod(len(data), 16)
+        if rest or n > _SMALL:
+            return super().decode(data)
+        ints = cls.ints_from_bytes(bytes(data))
+        if ints and max(ints) >= _P128:
+            raise ProtocolError(f"{cls.NAME} element at or above the modulus")
+        return cls._from_list(ints, (n,))
+
+    @classmethod
+    def ints_from_bytes(cls, data: bytes) -> list[int]:
+        words = iter(struct.unpack(f"<{len(data) // 8}Q", data))
+        return [lo | hi << 64 for lo, hi in zip(words, words)]  # noqa: B905 (pairs)
 
     def encode(self) -> bytes:
         flat = self.v.reshape(-1)

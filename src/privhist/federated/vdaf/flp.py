@@ -24,6 +24,8 @@ the same array operations as one (:meth:`~privhist.federated.vdaf.prio3.Prio3.ve
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from operator import mul
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -37,6 +39,8 @@ F = TypeVar("F", bound=FieldVec)
 
 #: ``call(gadget_index, inputs)`` with inputs of shape (calls, arity) -> outputs (calls,)
 GadgetCall = Callable[[int, Any], Any]
+#: the same for one report in Python integers: a list of calls' input lists -> outputs
+IntGadgetCall = Callable[[int, list[list[int]]], list[int]]
 
 
 def wire_poly_len(gadget_calls: int) -> int:
@@ -71,6 +75,10 @@ class Gadget:
         a, p = wires.shape
         return self.eval_poly_batch(field, wires.reshape(1, a, p))[0]
 
+    def eval_ints(self, modulus: int, inp: list[int]) -> int:
+        """One call on canonical Python integers (``ARITY`` of them)."""
+        raise NotImplementedError
+
 
 class Mul(Gadget):
     """``Mul(x, y) = x * y`` (draft Appendix A.1): arity 2, degree 2."""
@@ -80,6 +88,9 @@ class Mul(Gadget):
 
     def eval(self, field: type[F], inp: F) -> F:
         return inp[..., 0] * inp[..., 1]
+
+    def eval_ints(self, modulus: int, inp: list[int]) -> int:
+        return inp[0] * inp[1] % modulus
 
     def eval_poly_batch(self, field: type[F], wires: F) -> F:
         doubled = poly.double_evaluations(wires)  # (B, 2, 2P)
@@ -116,6 +127,13 @@ class PolyEval(Gadget):
     def eval(self, field: type[F], inp: F) -> F:
         return self._horner(field, inp[..., 0])
 
+    def eval_ints(self, modulus: int, inp: list[int]) -> int:
+        x = inp[0]
+        acc = self.p[-1]
+        for c in reversed(self.p[:-1]):
+            acc = (acc * x + c) % modulus
+        return acc % modulus
+
     def eval_poly_batch(self, field: type[F], wires: F) -> F:
         b, _, p_len = wires.shape
         coeffs = poly.inv_ntt(wires[:, 0, :])  # (B, P)
@@ -139,6 +157,14 @@ class ParallelSum(Gadget):
         a = self.subcircuit.ARITY
         out = self.subcircuit.eval(field, inp.reshape(*lead, calls * self.count, a))
         return out.reshape(*lead, calls, self.count).sum(axis=-1)
+
+    def eval_ints(self, modulus: int, inp: list[int]) -> int:
+        if isinstance(self.subcircuit, Mul):
+            total: int = sum(map(mul, inp[0::2], inp[1::2]))
+            return total % modulus
+        a, sub = self.subcircuit.ARITY, self.subcircuit
+        total = sum(sub.eval_ints(modulus, inp[i * a : (i + 1) * a]) for i in range(self.count))
+        return total % modulus
 
     def eval_poly_batch(self, field: type[F], wires: F) -> F:
         b, _, p_len = wires.shape
@@ -177,6 +203,15 @@ class Valid(Generic[M, R]):
         """The circuit's outputs (EVAL_OUTPUT_LEN,); ``call`` evaluates the gadgets."""
         raise NotImplementedError
 
+    def eval_ints(
+        self, meas: list[int], joint_rand: list[int], num_shares: int, call: IntGadgetCall
+    ) -> list[int]:
+        """:meth:`eval` for one report in Python integers: canonical inputs and
+        ``EVAL_OUTPUT_LEN`` canonical outputs; ``call`` evaluates the gadgets, whose inputs
+        may be any integers congruent to the wire values (the query reduces once after its
+        sums). A circuit without it is queried one report at a time through :meth:`eval`."""
+        raise NotImplementedError
+
     def truncate(self, meas: FieldVec) -> FieldVec:
         raise NotImplementedError
 
@@ -206,6 +241,24 @@ class Valid(Generic[M, R]):
         )
 
 
+@dataclass(frozen=True)
+class _GadgetTables:
+    """Per-gadget constants of the one-report query, fixed by the circuit's parameters."""
+
+    arity: int
+    calls: int
+    wire_len: int  # P, values per wire polynomial
+    poly_len: int  # values of the gadget polynomial in the proof
+    step: int  # call k's output is the gadget polynomial's value number k * step
+    wire_roots: frozenset[int]  # the P-th roots of unity (test points must avoid them)
+    wire_lagrange: tuple[tuple[int, ...], tuple[int, ...]]
+    gadget_lagrange: tuple[tuple[int, ...], tuple[int, ...]]
+    extension: tuple[tuple[int, ...], ...]  # the gadget polynomial's missing values
+    # when the gadget polynomial has 2P values: 1/s for s the principal 2P-th root, and 1/2
+    odd_shift: int | None
+    half: int
+
+
 class Flp(Generic[M, R]):
     """FLP of the draft's Section 7.3 for a validity circuit (parameters of its Table 7)."""
 
@@ -219,6 +272,8 @@ class Flp(Generic[M, R]):
         self.OUTPUT_LEN = valid.OUTPUT_LEN
         self.PROOF_LEN = valid.proof_len()
         self.VERIFIER_LEN = valid.verifier_len()
+        self.supports_ints = type(valid).eval_ints is not Valid.eval_ints
+        self._tables: list[_GadgetTables] | None = None
 
     def encode(self, measurement: M) -> FieldVec:
         return self.valid.encode(measurement)
@@ -336,6 +391,134 @@ class Flp(Generic[M, R]):
             parts.append((wires * w_wire).sum(axis=-1))
             parts.append((polys[i] * w_gadget).sum(axis=-1).reshape(*lead, 1))
         return field.concat(parts, axis=-1)
+
+    # -- one report in Python integers --------------------------------------------------------
+
+    def _gadget_tables(self) -> list[_GadgetTables]:
+        if self._tables is None:
+            name = self.field.NAME
+            tables = []
+            for g, calls in zip(self.valid.GADGETS, self.valid.GADGET_CALLS, strict=True):
+                p_len = wire_poly_len(calls)
+                g_len = gadget_poly_len(g.DEGREE, p_len)
+                size = poly.next_power_of_2(g_len)
+                wire_lag = poly.lagrange_tables(name, p_len)
+                tables.append(
+                    _GadgetTables(
+                        arity=g.ARITY,
+                        calls=calls,
+                        wire_len=p_len,
+                        poly_len=g_len,
+                        step=size // p_len,
+                        wire_roots=frozenset(wire_lag[0]),
+                        wire_lagrange=wire_lag,
+                        gadget_lagrange=poly.lagrange_tables(name, size),
+                        extension=tuple(
+                            tuple(row) for row in poly.extension_rows(self.field, g_len, size)
+                        )
+                        if g_len < size
+                        else (),
+                        odd_shift=self.field.inv(self.field.nth_root(size))
+                        if size == 2 * p_len
+                        else None,
+                        half=self.field.inv(2),
+                    )
+                )
+            self._tables = tables
+        return self._tables
+
+    def query_ints(
+        self,
+        meas: list[int],
+        proof: list[int],
+        query_rand: list[int],
+        joint_rand: list[int],
+        num_shares: int,
+    ) -> list[int]:
+        """:meth:`query` for one report in canonical Python integers (same values).
+
+        On vectors of a few hundred elements, Python integers beat NumPy object arrays, whose
+        per-call overhead (about a microsecond per operation) dominates; the constants (roots,
+        Lagrange scalings, the gadget polynomial's extension) are tables of the instance.
+
+        Raises:
+            ProtocolError: A query point is a root of unity (the draft's abort), or an input
+                has the wrong length.
+        """
+        valid = self.valid
+        p = self.field.MODULUS
+        if (
+            len(meas) != self.MEAS_LEN
+            or len(proof) != self.PROOF_LEN
+            or len(query_rand) != self.QUERY_RAND_LEN
+            or len(joint_rand) != self.JOINT_RAND_LEN
+        ):
+            raise ProtocolError("measurement, proof or randomness share of the wrong length")
+        tables = self._gadget_tables()
+        seeds: list[list[int]] = []
+        polys: list[list[int]] = []
+        off = 0
+        for tb in tables:
+            seeds.append(proof[off : off + tb.arity])
+            gp = proof[off + tb.arity : off + tb.arity + tb.poly_len]
+            off += tb.arity + tb.poly_len
+            polys.append(gp + [sum(map(mul, row, gp)) % p for row in tb.extension])
+        recorded: list[list[list[int]]] = [[] for _ in tables]
+        done = [0] * len(tables)
+
+        def call(i: int, rows: list[list[int]]) -> list[int]:
+            start, k, tb = done[i], len(rows), tables[i]
+            if start + k > tb.calls:
+                raise ValidationError("calls", valid.NAME, f"<= {tb.calls}", start + k)
+            recorded[i].extend(rows)
+            done[i] += k
+            return polys[i][(start + 1) * tb.step : (start + k) * tb.step + 1 : tb.step]
+
+        out = valid.eval_ints(meas, joint_rand, num_shares, call)
+        if done != valid.GADGET_CALLS:
+            raise ValidationError("calls", valid.NAME, str(valid.GADGET_CALLS), done)
+        n_out = valid.EVAL_OUTPUT_LEN
+        if n_out > 1:
+            verifier = [sum(map(mul, query_rand[:n_out], out)) % p]
+            points = query_rand[n_out:]
+        else:
+            verifier = [out[0] % p]
+            points = query_rand
+        for i, tb in enumerate(tables):
+            t = points[i]
+            if t in tb.wire_roots:  # t**P == 1
+                raise ProtocolError("test point is a root of unity")
+            lw = poly.lagrange_weights_ints(p, *tb.wire_lagrange, t)
+            l0, lk = lw[0], lw[1 : tb.calls + 1]
+            for seed, column in zip(seeds[i], zip(*recorded[i], strict=True), strict=True):
+                verifier.append((seed * l0 + sum(map(mul, column, lk))) % p)
+            gp = polys[i]
+            if tb.odd_shift is None:
+                lg = poly.lagrange_weights_ints(p, *tb.gadget_lagrange, t)
+                verifier.append(sum(map(mul, gp, lg)) % p)
+                continue
+            # 2P values: the even ones lie on the P-th roots and the odd ones on their coset
+            # s w**k, so G(t) = (t**P + 1)/2 E(t) + (1 - t**P)/2 O(t / s) with E and O the
+            # P-point interpolations of the even and odd values (the P-point weights at t are
+            # the wires' own): 3P products fewer than 2P-point weights
+            lo = poly.lagrange_weights_ints(p, *tb.wire_lagrange, t * tb.odd_shift % p)
+            tp = pow(t, tb.wire_len, p)
+            even = sum(map(mul, gp[0::2], lw)) % p
+            odd = sum(map(mul, gp[1::2], lo)) % p
+            verifier.append(((tp + 1) * even + (1 - tp) * odd) * tb.half % p)
+        return verifier
+
+    def decide_ints(self, verifier: list[int]) -> bool:
+        """:meth:`decide` on canonical Python integers."""
+        if len(verifier) != self.VERIFIER_LEN or verifier[0] != 0:
+            return False
+        p = self.field.MODULUS
+        off = 1
+        for g in self.valid.GADGETS:
+            if g.eval_ints(p, verifier[off : off + g.ARITY]) != verifier[off + g.ARITY]:
+                return False
+            off += g.ARITY + 1
+        return True
 
     def decide_many(self, verifier: FieldVec) -> npt.NDArray[np.bool_]:
         """:meth:`decide` for each report on the leading axes of ``verifier``."""

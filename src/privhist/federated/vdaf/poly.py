@@ -218,15 +218,16 @@ def lagrange_weights_many(field: type[V], n: int, ts: list[int]) -> V:
     """``L_i(t)`` for several points (rows) at once, without inversions:
     ``L_i(t) = (-1)**(n-1) / n * w**i * prod_{j != i} (w**j - t)`` (the product form of the
     draft's ``poly_eval_batched``), with the products over ``j < i`` and ``j > i`` accumulated
-    column by column for all points together."""
+    column by column for all points together. Valid at every ``t``, roots of unity included
+    (the draft's query refuses only the wire polynomials' roots; its gadget polynomial has
+    twice as many points)."""
     p = field.MODULUS
-    if len(ts) <= 2:  # a few points: Python integers, one inversion each, beat array calls
-        rows_w = [lagrange_weights(field, n, t).to_ints() for t in ts]
+    if len(ts) <= 2:  # a few points: Python integers beat array calls
+        tables = lagrange_tables(field.NAME, n)
+        rows_w = [lagrange_weights_ints(p, *tables, t) for t in ts]
         return field._from_list([x for r in rows_w for x in r], (len(ts), n))
     roots = np.array(_roots(field, n), dtype=object)
     d = (roots[None, :] - np.array(ts, dtype=object)[:, None]) % p  # (R, n)
-    if bool((d == 0).any()):
-        raise ValidationError("t", "lagrange_weights", "not an n-th root of unity", ts)
     rows = len(ts)
     pre = np.empty((rows, n), dtype=object)
     suf = np.empty((rows, n), dtype=object)
@@ -255,7 +256,6 @@ def extend_values(values: V, n: int) -> V:
     """Values at all ``n``-th roots of the polynomial of degree ``< m`` through the ``m`` given
     values at the first ``m`` powers of the ``n``-th root (1-dimensional input)."""
     field = type(values)
-    p = field.MODULUS
     m = values.shape[-1]
     if not is_power_of_2(n) or m > n:
         raise ValidationError("n", "extend_values", f"a power of two >= {m}", n)
@@ -268,6 +268,27 @@ def extend_values(values: V, n: int) -> V:
         acc = (values * _roots_vec(field.NAME, n, m)).sum(axis=-1)
         last = -(acc * roots[1])
         return field.concat([values, last.reshape(*values.shape[:-1], 1)], axis=-1)
+    basis = field.from_ints(np.array(extension_rows(field, m, n), dtype=object))  # (n - m, m)
+    extra = (basis * values.reshape(*values.shape[:-1], 1, m)).sum(axis=-1)
+    return field.concat([values, extra], axis=-1)
+
+
+def extension_rows(field: type[FieldVec], m: int, n: int) -> list[list[int]]:
+    """The linear map of :func:`extend_values`: row ``r`` gives the value at ``w**(m + r)`` as
+    a combination of the ``m`` given values (a copy of a per-field, per-size table)."""
+    return [list(row) for row in _extension_rows(field.NAME, m, n)]
+
+
+@lru_cache(maxsize=256)
+def _extension_rows(name: str, m: int, n: int) -> tuple[tuple[int, ...], ...]:
+    field = FIELDS[name]
+    p = field.MODULUS
+    if not is_power_of_2(n) or not 1 <= m <= n:
+        raise ValidationError("n", "extend_values", f"a power of two >= {m}", n)
+    roots = _roots(field, n)
+    if m == n - 1:
+        # v_{n-1} = -w sum_{i<n-1} v_i w**i (the x**(n-1) coefficient vanishes)
+        return (tuple((-roots[1] * r) % p for r in roots[:m]),)
     # barycentric weights on the m given points
     pts = roots[:m]
     lam = []
@@ -285,7 +306,44 @@ def extend_values(values: V, n: int) -> V:
         for d in diffs:
             ell = ell * d % p
         inv_d = _batch_inverse(diffs, p)
-        rows.append([ell * lam[i] % p * inv_d[i] % p for i in range(m)])
-    basis = field.from_ints(np.array(rows, dtype=object))  # (n - m, m)
-    extra = (basis * values.reshape(*values.shape[:-1], 1, m)).sum(axis=-1)
-    return field.concat([values, extra], axis=-1)
+        rows.append(tuple(ell * lam[i] % p * inv_d[i] % p for i in range(m)))
+    return tuple(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# one report in Python integers (the aggregators' one-at-a-time path)
+
+
+@lru_cache(maxsize=256)
+def lagrange_tables(name: str, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ``n``-th roots ``w**i`` and the constants ``(-1)**(n-1) w**i / n`` of the product
+    form of the Lagrange basis used by :func:`lagrange_weights_ints`."""
+    field = FIELDS[name]
+    p = field.MODULUS
+    roots = _roots(field, n)
+    c = (-1) ** (n - 1) * field.inv(n) % p
+    return roots, tuple(c * r % p for r in roots)
+
+
+def lagrange_weights_ints(
+    modulus: int, roots: tuple[int, ...], scaled: tuple[int, ...], t: int
+) -> list[int]:
+    """``L_i(t)`` for the Lagrange basis of the ``n``-th roots, any ``t``, in Python integers:
+    ``L_i(t) = (-1)**(n-1) / n * w**i * prod_{j != i} (w**j - t)`` (no inversion; the
+    product form of the draft's ``poly_eval_batched``, Fazio 2025, Alg. 7), with the products
+    over ``j < i`` and ``j > i`` as running prefixes and suffixes; ``roots`` and ``scaled`` are
+    :func:`lagrange_tables`."""
+    p = modulus
+    n = len(roots)
+    d = [r - t for r in roots]
+    pre = [1] * n
+    acc = 1
+    for k in range(n - 1):
+        acc = acc * d[k] % p
+        pre[k + 1] = acc
+    out = [0] * n
+    acc = 1
+    for k in range(n - 1, -1, -1):
+        out[k] = pre[k] * acc * scaled[k] % p
+        acc = acc * d[k] % p
+    return out

@@ -18,6 +18,7 @@ number still missing, which consumes exactly the bytes the draft's one-at-a-time
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
@@ -38,39 +39,42 @@ def _turboshake128_public(message: bytes, domain: int, length: int) -> bytes:
 
 def _oneshot_function() -> Callable[[bytes, int, int], bytes] | None:
     """pycryptodome's one-call Keccak (``keccak_oneshot`` with 12 rounds and the domain byte as
-    padding: TurboSHAKE128), half the per-call cost of its ``TurboSHAKE128`` object. It is an
-    internal interface, so it is used only if it imports and agrees with the public one."""
+    padding: TurboSHAKE128), called straight through its cffi handle into a per-thread output
+    buffer: about a third of the per-call cost of its ``TurboSHAKE128`` object, which matters
+    because a report's verification makes about a dozen short XOF calls. It is an internal
+    interface, so it is used only if it imports, runs on the cffi backend and agrees with the
+    public one. The buffer is per thread because cffi releases the GIL during the call."""
     try:
         from Crypto.Hash.keccak import _raw_keccak_lib
-        from Crypto.Util._raw_api import (
-            c_size_t,
-            c_ubyte,
-            c_uint8_ptr,
-            create_output_buffer,
-            get_raw_buffer,
-        )
+        from Crypto.Util import _raw_api
     except (ImportError, AttributeError):
         return None
+    if getattr(_raw_api, "backend", None) != "cffi":
+        return None
+    try:
+        ffi = _raw_api.ffi
+        u8_array = ffi.typeof("uint8_t[]")
+        new, buffer = ffi.new, ffi.buffer
+        keccak = _raw_keccak_lib.keccak_oneshot
+    except (AttributeError, TypeError):
+        return None
+    local = threading.local()
 
     def oneshot(message: bytes, domain: int, length: int) -> bytes:
-        out = create_output_buffer(length)
-        err = _raw_keccak_lib.keccak_oneshot(
-            c_uint8_ptr(message),
-            c_size_t(len(message)),
-            out,
-            c_size_t(length),
-            c_size_t(32),
-            c_ubyte(12),
-            c_ubyte(domain),
-        )
+        out = getattr(local, "buf", None)
+        if out is None or len(out) < length:
+            out = local.buf = new(u8_array, max(length, 4096))
+        err = keccak(message, len(message), out, length, 32, 12, domain)
         if err:
             raise ValueError(f"keccak_oneshot failed ({err})")
-        return bytes(get_raw_buffer(out))
+        return bytes(buffer(out, length))
 
     try:
         for m, d, n in ((b"", 1, 32), (bytes(range(200)), 1, 500), (b"x" * 170, 2, 16)):
             if oneshot(m, d, n) != _turboshake128_public(m, d, n):
                 return None
+        if oneshot(b"y" * 5, 1, 9000) != _turboshake128_public(b"y" * 5, 1, 9000):
+            return None
     except (ValueError, TypeError, AttributeError):
         return None
     return oneshot
@@ -123,6 +127,23 @@ class Xof:
     ) -> V:
         return cls(seed, dst, binder).next_vec(field, length)
 
+    @classmethod
+    def expand_into_ints(
+        cls, field: type[FieldVec], seed: bytes, dst: bytes, binder: bytes, length: int
+    ) -> tuple[list[int], bytes]:
+        """:meth:`expand_into_vec` as Python integers, with their encoding (the same XOF bytes
+        and the same rejection sampling: a first batch of ``length`` candidates, then
+        :meth:`next_vec` continues the stream for the missing ones)."""
+        xof = cls(seed, dst, binder)
+        data = xof.next(length * field.ENCODED_SIZE)
+        ints = field.ints_from_bytes(data)
+        p = field.MODULUS
+        if not ints or max(ints) < p:
+            return ints, data
+        kept = [x for x in ints if x < p]
+        ints = kept + xof.next_vec(field, length - len(kept)).to_ints()
+        return ints, field.ints_to_bytes(ints)
+
 
 class XofTurboShake128(Xof):
     """XofTurboShake128 (draft Section 6.2.1); seeds of 32 bytes by default, at most 255."""
@@ -130,12 +151,32 @@ class XofTurboShake128(Xof):
     SEED_SIZE = 32
 
     def __init__(self, seed: bytes, dst: bytes, binder: bytes) -> None:
+        self._m = self._message(seed, dst, binder)
+        self._consumed = 0
+
+    @staticmethod
+    def _message(seed: bytes, dst: bytes, binder: bytes) -> bytes:
         if len(seed) > 255:
             raise ValidationError("seed", "XofTurboShake128", "at most 255 bytes", len(seed))
         if len(dst) > 65535:
             raise ValidationError("dst", "XofTurboShake128", "at most 65535 bytes", len(dst))
-        self._m = len(dst).to_bytes(2, "little") + dst + bytes([len(seed)]) + seed + binder
-        self._consumed = 0
+        return len(dst).to_bytes(2, "little") + dst + bytes([len(seed)]) + seed + binder
+
+    @classmethod
+    def derive_seed(cls, seed: bytes, dst: bytes, binder: bytes) -> bytes:
+        # one Keccak call, no XOF object (a report's verification derives four seeds)
+        return turboshake128(cls._message(seed, dst, binder), 1, cls.SEED_SIZE)
+
+    @classmethod
+    def expand_into_ints(
+        cls, field: type[FieldVec], seed: bytes, dst: bytes, binder: bytes, length: int
+    ) -> tuple[list[int], bytes]:
+        data = turboshake128(cls._message(seed, dst, binder), 1, length * field.ENCODED_SIZE)
+        ints = field.ints_from_bytes(data)
+        if not ints or max(ints) < field.MODULUS:
+            return ints, data
+        # a candidate needs rejection sampling (about 2**-60 per element): the general path
+        return super().expand_into_ints(field, seed, dst, binder, length)
 
     def next(self, length: int) -> bytes:
         # as the draft writes it: the stream's next ``length`` bytes are the tail of

@@ -28,11 +28,12 @@ class Area:
     sample: int = 40
 
 
-_NOISE_TESTS = (
-    "tests/noise",
-    "tests/samplers",
-)
-_CONTRACT = ("tests/contracts",)
+def _noise(*names: str) -> tuple[str, ...]:
+    """Test files of ``tests/noise`` (fast exact ones first: ``-x`` stops at the first kill)."""
+    return tuple(f"tests/noise/test_noise_{n}.py" for n in names)
+
+
+_EXACT_FIRST = ("exact", "validation", "branches")
 
 AREAS: dict[str, Area] = {}
 
@@ -45,9 +46,12 @@ _area(
     "samplers",
     "exact integer samplers (privhist.noise)",
     {
-        "privhist/noise/laplace.py": Target(("discrete_laplace", "sample_laplace"), _NOISE_TESTS),
+        "privhist/noise/laplace.py": Target(
+            ("discrete_laplace", "sample_laplace"), _noise(*_EXACT_FIRST, "laplace", "gaussian")
+        ),
         "privhist/noise/geometric.py": Target(
-            ("geometric", "table_fits", "sample_geometric"), _NOISE_TESTS
+            ("geometric", "table_fits", "sample_geometric"),
+            _noise(*_EXACT_FIRST, "geometric", "laplace"),
         ),
         "privhist/noise/_tables.py": Target(
             (
@@ -62,11 +66,11 @@ _area(
                 "truncated_table",
                 "exp_power_floors",
             ),
-            _NOISE_TESTS,
+            _noise(*_EXACT_FIRST, "geometric", "laplace"),
         ),
         "privhist/noise/gaussian.py": Target(
             ("discrete_gaussian", "_plan", "_acceptance_table", "_accept", "_accept_arithmetic"),
-            _NOISE_TESTS,
+            _noise(*_EXACT_FIRST, "gaussian"),
         ),
         "privhist/noise/bernoulli.py": Target(
             (
@@ -77,11 +81,11 @@ _area(
                 "bernoulli_exp_array",
                 "exp_fraction_parts",
             ),
-            _NOISE_TESTS,
+            _noise(*_EXACT_FIRST, "bernoulli", "lazy_tiny"),
         ),
         "privhist/noise/binomial.py": Target(
             ("_split_digits", "finish_trials", "binomial_half", "binomial_half_popcount"),
-            _NOISE_TESTS,
+            _noise("validation", "branches", "binomial", "binomial_direct"),
         ),
         "privhist/noise/_exact.py": Target(
             (
@@ -95,25 +99,24 @@ _area(
                 "LazyUniform.prefix",
                 "LazyUniform.less",
             ),
-            _NOISE_TESTS,
+            _noise(*_EXACT_FIRST, "bernoulli", "laplace", "geometric"),
         ),
         "privhist/noise/_binomial_large.py": Target(
             ("block_width", "geometric_quarter", "binomial_half_large", "accept_exact"),
-            _NOISE_TESTS,
+            _noise("branches", "binomial"),
         ),
         "privhist/noise/_binomial_direct.py": Target(
             ("eligible", "binomial_direct", "_propose", "accept_exact", "_mode_and_rest"),
-            _NOISE_TESTS,
+            _noise("branches", "binomial_direct"),
         ),
-        "privhist/noise/rational.py": Target(("_best",), _NOISE_TESTS),
+        "privhist/noise/rational.py": Target(("_best",), _noise("rational", "validation")),
     },
     sample=60,
 )
 
 _MECH_TESTS = (
-    "tests/mechanisms",
     "tests/contracts",
-    "tests/certified",
+    "tests/mechanisms",
 )
 _area(
     "mechanisms",
@@ -158,9 +161,8 @@ _area(
 )
 
 _USER_TESTS = (
-    "tests/user_level",
     "tests/contracts",
-    "tests/certified",
+    "tests/user_level",
 )
 _area(
     "selectors",
@@ -212,12 +214,12 @@ _area(
 )
 
 _BOUND_TESTS = (
+    "tests/engines/test_bounding_paths.py",
     "tests/engines/test_local_engine.py",
-    "tests/bounding",
     "tests/user_level/test_user_level_engine.py",
 )
 _SPARK_TESTS = (
-    "tests/bounding",
+    "tests/engines/test_bounding_paths.py",
     "tests/engines/test_spark_engine.py",
     "tests/engines/test_spark_held_sums.py",
 )
@@ -243,7 +245,7 @@ _ACC_TESTS = (
     "tests/accounting/test_accountant.py",
     "tests/accounting/test_composition.py",
     "tests/accounting/test_release_guarantees.py",
-    "tests/certified",
+    "tests/contracts/test_rounding_direction.py",
 )
 _area(
     "accountant",

@@ -352,7 +352,7 @@ def laplace_residues(scale: Fraction) -> list[float]:
     return out
 
 
-N_POINTS = 4_000_000
+N_POINTS = 2_000_000
 
 
 @pytest.mark.parametrize("scale", [Fraction(1500), Fraction(5000), Fraction(10**7 + 1, 3)], ids=str)

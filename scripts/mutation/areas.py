@@ -33,7 +33,7 @@ def _noise(*names: str) -> tuple[str, ...]:
     return tuple(f"tests/noise/test_noise_{n}.py" for n in names)
 
 
-_EXACT_FIRST = ("exact", "validation", "branches")
+_EXACT_FIRST = ("exact", "rare_paths", "validation", "branches")
 
 AREAS: dict[str, Area] = {}
 
@@ -85,7 +85,7 @@ _area(
         ),
         "privhist/noise/binomial.py": Target(
             ("_split_digits", "finish_trials", "binomial_half", "binomial_half_popcount"),
-            _noise("validation", "branches", "binomial", "binomial_direct"),
+            _noise("rare_paths", "validation", "branches", "binomial", "binomial_direct"),
         ),
         "privhist/noise/_exact.py": Target(
             (
@@ -103,11 +103,11 @@ _area(
         ),
         "privhist/noise/_binomial_large.py": Target(
             ("block_width", "geometric_quarter", "binomial_half_large", "accept_exact"),
-            _noise("branches", "binomial"),
+            _noise("rare_paths", "branches", "binomial"),
         ),
         "privhist/noise/_binomial_direct.py": Target(
             ("eligible", "binomial_direct", "_propose", "accept_exact", "_mode_and_rest"),
-            _noise("branches", "binomial_direct"),
+            _noise("rare_paths", "branches", "binomial_direct"),
         ),
         "privhist/noise/rational.py": Target(("_best",), _noise("rational", "validation")),
     },

@@ -915,10 +915,88 @@ def cpbm(theta: Fraction, m: int, dim: int, n_users: int) -> None:
             assert value >= expected * (1 - 1e-9) and value <= expected * (1 + 1e-6), order
 
 
+@case("cpbm", (Fraction(1, 5), 30, 3, "dht"), (Fraction(1, 4), 20, 2, "flat"))
+def federated_quantile(theta: Fraction, m: int, bits: int, scheme: str) -> None:
+    """The quantile encoder (cPBM at ``C = 1`` on entries in {-1, 0, 1}): probabilities ``1/2``
+    and ``1/2 +- theta``, and the event is Lemma 2 over the coordinates actually sent."""
+    from privhist.federated.dht import FederatedQuantile
+
+    n_users = 7
+    fq = FederatedQuantile(
+        upper=8.0, bits=bits, theta=float(theta), m=m, n_users=n_users, scheme=scheme
+    )
+    with NoiseSpy().active() as spy:
+        out = fq.encode(np.linspace(0.0, 7.9, n_users), SeededRandom(14))
+    (d,) = spy.of("cpbm_binomial")
+    one, hw = 1 << 32, int(theta * (1 << 32))
+    assert d.extra["trials"] == m and d.extra["bits"] == 32
+    nums = np.asarray(d.extra["numerators"]).ravel()
+    assert set(np.unique(nums).tolist()) <= {
+        one // 2 - hw,
+        one // 2,
+        one // 2 + hw,
+    }
+    assert hw in set(np.abs(nums - one // 2).tolist())
+    dim = out.shape[1]
+    assert dim == fq.dimension
+    ev = fq.rdp().to_event()
+    for order, value in zip(ev.orders, ev.values, strict=True):
+        if order in (2, 8):
+            expected = _cpbm_rdp(n_users, theta, m, dim, int(order))
+            assert expected * (1 - 1e-9) <= value <= expected * (1 + 1e-6), order
+
+
+@case("hadamard", 0.5, 2.0)
+def hadamard_response(epsilon: float) -> None:
+    """Hadamard response (the federated baselines): a report falls in the item's half of the
+    codes with probability ``r / (1 + r)`` for a rational ``r <= e**epsilon`` (the local
+    randomizer is ``ln r``-DP), and the event states ``ln r``."""
+    from privhist.federated.baselines.hadamard import HadamardResponse
+
+    hr = HadamardResponse(epsilon, 16)
+    with NoiseSpy().active() as spy:
+        hr.encode(np.arange(16) % 16, SeededRandom(15))
+    (d,) = spy.of("bernoulli_rational")
+    with mpmath.workdps(60):
+        e = mpmath.exp(mpmath.mpf(epsilon))
+        r = d.parameter / (1 - d.parameter)
+        assert F.mp(r) <= e and e - F.mp(r) <= e * mpmath.mpf(2) ** -18
+        assert mpmath.log(F.mp(r)) <= hr.event().epsilon <= epsilon
+
+
+@case("sample-and-threshold", (1.0, 1e-6), (3.0, 1e-4))
+def federated_sample_and_threshold(epsilon: float, delta: float) -> None:
+    """A federated round samples clients at the central mechanism's rate (whose guarantee the
+    central case checks) and releases exactly the items whose sampled count reaches its
+    threshold."""
+    from privhist.federated.population import Population
+    from privhist.federated.sample_threshold import simulate_round
+
+    m = registry.get("sample-and-threshold")(epsilon, delta)
+    eps_key, delta_key = Fraction(epsilon), Fraction(delta)
+    expected: dict[str, int] = {}
+
+    def at_threshold(d: Draw) -> tuple[int, int]:
+        tau = _st_threshold(d.parameter, eps_key, delta_key)
+        expected["T"] = tau
+        return tau - 1, tau
+
+    population = Population.from_counts([f"i{j:03d}" for j in range(30)], [4000] * 30)
+    with NoiseSpy(_half_script("binomial", at_threshold)).active() as spy:
+        result = simulate_round(population, m, SeededRandom(16))
+    (d,) = spy.of("binomial")
+    assert d.parameter == m.sampling_rate
+    with mpmath.workdps(40):
+        assert F.mp(d.parameter) <= 1 - mpmath.exp(-F.mp(eps_key))
+    assert len(result.release.keys) == 15
+    assert (result.release.values == expected["T"]).all()
+
+
 # -- coverage ---------------------------------------------------------------------------------
 
 
 def _covered(name: str) -> bool:
+    """Whether some case covers the registered releasable ``name``."""
     kinds = {c.covers for c in CASES}
     return (
         name in kinds

@@ -17,6 +17,8 @@ class Target:
     functions: tuple[str, ...]
     tests: tuple[str, ...]
     operators: tuple[str, ...] | None = None  # None: every operator
+    #: a pytest ``-k`` expression narrowing ``tests`` to the module's own (None: all of them)
+    keyword: str | None = None
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class Area:
     summary: str
     targets: dict[str, Target] = field(default_factory=dict)
     #: mutants run by default (a deterministic sample, see run.py); 0: all
-    sample: int = 40
+    sample: int = 30
 
 
 def _noise(*names: str) -> tuple[str, ...]:
@@ -38,7 +40,7 @@ _EXACT_FIRST = ("exact", "rare_paths", "validation", "branches")
 AREAS: dict[str, Area] = {}
 
 
-def _area(name: str, summary: str, targets: dict[str, Target], sample: int = 40) -> None:
+def _area(name: str, summary: str, targets: dict[str, Target], sample: int = 30) -> None:
     AREAS[name] = Area(name, summary, targets, sample)
 
 
@@ -111,7 +113,7 @@ _area(
         ),
         "privhist/noise/rational.py": Target(("_best",), _noise("rational", "validation")),
     },
-    sample=60,
+    sample=40,
 )
 
 _MECH_TESTS = (
@@ -123,7 +125,9 @@ _area(
     "central mechanisms: noise parameters, thresholds and their events",
     {
         "privhist/mechanisms/_noise.py": Target(
-            ("LaplaceCountNoise.__init__", "LaplaceCountNoise.sample"), _MECH_TESTS
+            ("LaplaceCountNoise.__init__", "LaplaceCountNoise.sample"),
+            _MECH_TESTS,
+            keyword="dense or stability or optimal or laplace or noise",
         ),
         "privhist/mechanisms/dense.py": Target(
             (
@@ -133,10 +137,12 @@ _area(
                 "DenseHistogram._draw",
             ),
             _MECH_TESTS,
+            keyword="dense",
         ),
         "privhist/mechanisms/stability.py": Target(
             ("stability_threshold", "StabilityHistogram.__init__", "StabilityHistogram._draw"),
             _MECH_TESTS,
+            keyword="stability",
         ),
         "privhist/mechanisms/user_level/gaussian_threshold.py": Target(
             (
@@ -145,17 +151,22 @@ _area(
                 "GaussianThresholdHistogram._draw",
             ),
             _MECH_TESTS,
+            keyword="gaussian",
         ),
         "privhist/mechanisms/sampling/sample_threshold.py": Target(
             ("sample_units", "SampleAndThreshold.__init__", "SampleAndThreshold._draw"),
             (*_MECH_TESTS, "tests/sampling/test_st_mechanism.py"),
+            keyword="sample or st_mechanism",
         ),
         "privhist/mechanisms/optimal_selection.py": Target(
             ("optimal_reporting_numerators", "OptimalSelection._draw", "OptimalSelection._pi"),
             _MECH_TESTS,
+            keyword="optimal or pws",
         ),
         "privhist/mechanisms/_grid.py": Target(
-            ("grid_bits", "LazyBernoulliTable.draw", "LazyInversion.draw"), _MECH_TESTS
+            ("grid_bits", "LazyBernoulliTable.draw", "LazyInversion.draw"),
+            _MECH_TESTS,
+            keyword="optimal or pws or grid",
         ),
     },
 )
@@ -179,6 +190,7 @@ _area(
                 "WeightedSelector._select",
             ),
             _USER_TESTS,
+            keyword="wgm or sips or weighted or selector",
         ),
         "privhist/mechanisms/user_level/cumulative.py": Target(
             (
@@ -194,10 +206,12 @@ _area(
                 "CumulativeSIPS._select",
             ),
             _USER_TESTS,
+            keyword="cumulative or weighted or selector",
         ),
         "privhist/mechanisms/user_level/caps.py": Target(
             ("cap_from_histogram", "dp_degree_cap", "auto_selector", "auto_count_cap"),
             _USER_TESTS,
+            keyword="cap",
         ),
         "privhist/mechanisms/user_level/_gauss.py": Target(
             (
@@ -209,6 +223,7 @@ _area(
                 "calibrate",
             ),
             _USER_TESTS,
+            keyword="gauss or wgm or sips or weighted or selector or tail or calibrat",
         ),
     },
 )

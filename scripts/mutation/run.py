@@ -155,7 +155,13 @@ class Sandbox:
             pyc.unlink()
 
     def run(
-        self, module: str, source: str | None, tests: list[str], cpu: float, wall: float
+        self,
+        module: str,
+        source: str | None,
+        tests: list[str],
+        cpu: float,
+        wall: float,
+        keyword: str | None = None,
     ) -> tuple[str, float, float, str]:
         """Run ``tests`` with ``module`` replaced by ``source`` (None: unmutated); returns
         ``(status, wall seconds, cpu seconds, detail)`` with status ``survived``, ``killed``,
@@ -179,6 +185,7 @@ class Sandbox:
             "--doctest-modules",
             "--rootdir",
             str(self.root),
+            *(["-k", keyword] if keyword else []),
             *tests,
             str(path),
         ]
@@ -252,16 +259,20 @@ def run_area(name: str, n: int | None, rerun: str | None, only: set[str] | None)
             if old is not None and (rerun is None or old["status"] not in _rerun_set(rerun)):
                 continue
             tests = existing(target.tests, box.root)
-            key = tuple(tests)
+            key = (*tests, target.keyword or "")
             if key not in baseline:
-                status, secs, cpu, detail = box.run(m.module, None, tests, 7200, 7200)
+                status, secs, cpu, detail = box.run(
+                    m.module, None, tests, 7200, 7200, target.keyword
+                )
                 if status != "survived":
                     raise SystemExit(f"the unmutated tests of {m.module} fail:\n{detail}")
                 baseline[key] = cpu
                 print(f"[{name}] baseline {m.module}: {secs:.1f} s, {cpu:.1f} CPU s", flush=True)
             cpu_limit = CPU_FACTOR * baseline[key] + CPU_EXTRA
             wall_limit = WALL_FACTOR * baseline[key] + WALL_EXTRA
-            status, secs, cpu, detail = box.run(m.module, m.source, tests, cpu_limit, wall_limit)
+            status, secs, cpu, detail = box.run(
+                m.module, m.source, tests, cpu_limit, wall_limit, target.keyword
+            )
             data[m.id] = {
                 "status": status,
                 "seconds": round(secs, 1),

@@ -302,9 +302,9 @@ _area(
 )
 
 _LEDGER_TESTS = (
+    "tests/accounting/test_ledger_boundaries.py",
     "tests/accounting/test_ledger.py",
     "tests/accounting/test_events_filters.py",
-    "tests/ledger",
 )
 _area(
     "ledger",
@@ -332,7 +332,7 @@ _area(
     },
 )
 
-_SESSION_TESTS = ("tests/session", "tests/charging")
+_SESSION_TESTS = ("tests/session/test_session_charging.py", "tests/session")
 _area(
     "session",
     "session charging: what is spent, when, and what is published",
@@ -358,7 +358,7 @@ _SECAGG_TESTS = (
     "tests/federated/secagg/test_secagg_primitives.py",
     "tests/federated/secagg/test_secagg_plugin.py",
     "tests/federated/test_secure_sum.py",
-    "tests/secagg",
+    "tests/federated/secagg/test_secagg_checks.py",
 )
 _area(
     "secagg",
@@ -393,8 +393,8 @@ _area(
 )
 
 _INTEGRITY_TESTS = (
+    "tests/io/test_integrity_checks.py",
     "tests/io",
-    "tests/integrity",
     "tests/hardening/test_regressions.py",
 )
 _area(

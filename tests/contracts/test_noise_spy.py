@@ -208,7 +208,7 @@ def _dg_hockey_stick(sigma2: Fraction, shift: int, l0: int, epsilon: float) -> m
         )
 
 
-@case("dense", (1.0, 1e-6, 1, 1), (0.5, 1e-5, 2, 2))
+@case("dense", (1.0, 1e-6, 1, 1), (0.5, 1e-5, 2, 2), (10.0, 1e-6, 4, 2))
 def dense_gaussian(epsilon: float, delta: float, k: int, c: int) -> None:
     cls = registry.get("dense")
     nb = Neighbouring.user(k, c) if k > 1 or c > 1 else Neighbouring.add_remove()
@@ -225,8 +225,9 @@ def dense_gaussian(epsilon: float, delta: float, k: int, c: int) -> None:
     g = m.guarantee()
     exact = _dg_hockey_stick(d.parameter, c, k, g.epsilon)
     assert exact <= g.delta, f"the drawn sigma2 {d.parameter} gives delta {exact} > {g.delta}"
-    # calibrated, not loose: 2 % less standard deviation breaks the target
-    assert _dg_hockey_stick(d.parameter * Fraction(96, 100), c, k, epsilon) > delta * 0.5
+    # calibrated, not loose: the PLD's pessimism and the 2**-8 grid of sigma leave at most 7 %
+    # of delta unused at these parameters (a target 10 % lower would leave 10 % or more)
+    assert exact >= 0.93 * delta, f"the drawn sigma2 {d.parameter} uses only {exact / delta}"
 
 
 # -- stability ------------------------------------------------------------------------------
@@ -309,6 +310,11 @@ def gaussian_threshold(epsilon: float, delta: float, nb: Neighbouring) -> None:
     # calibrated: 2 % more zCDP than drawn would exceed the noise's share of delta
     e_z = mpmath.mpf(epsilon) + mpmath.log(1 - share * delta)
     assert F.zcdp_delta(rho * Fraction(102, 100), e_z) > (1 - share) * delta * (1 - 1e-6)
+    # the mechanism's own certificate is an upper bound on the same quantity at its threshold,
+    # and a close one
+    p_t = 1 - (1 - F.dg_sf(d.parameter, m.threshold - c)) ** l0
+    at_t = F.with_failure(lambda e: F.zcdp_delta(rho, e), epsilon, p_t)
+    assert at_t <= m.certified_delta() <= at_t * (1 + 2 * _dg_slack(d.parameter)) + 1e-15
 
 
 # -- sample and threshold -------------------------------------------------------------------
@@ -365,6 +371,18 @@ def sample_and_threshold(epsilon: float, delta: float, nb: Neighbouring) -> None
     assert (d.extra["trials"] == units).all()
     assert len(rel.keys) == 20 and (rel.values == expected["T"]).all()
     assert m.guarantee().delta <= delta
+    # keys with fewer units than the threshold can never be released, and are not drawn; the
+    # others are drawn with exactly their units
+    tau = expected["T"]
+    c = nb.max_contributions_per_partition
+    units_list = [tau - 1, tau, tau + 1, 3 * tau]
+    data = Counts.from_arrays(
+        ["a", "b", "c", "d"], [u * c for u in units_list], units_list, neighbouring=nb
+    )
+    with NoiseSpy().active() as spy:
+        m.release(data, SeededRandom(17))
+    (d,) = spy.of("binomial")
+    assert sorted(d.extra["trials"].tolist()) == [tau, tau + 1, 3 * tau]
 
 
 # -- optimal selection and PWS ---------------------------------------------------------------
@@ -730,6 +748,13 @@ def _check_selector_release(
         (cnt,) = gauss[first + sel.rounds :]
         count_sigma2 = cnt.parameter
         assert cnt.size == len(rel.keys)
+        # the stated split: count_share of the zCDP to the counts, the rest over the rounds in
+        # the rounds' fractions (each rounded up to a rational with denominator 2**20)
+        rho_c = Fraction(sel.count_max_keys) / (2 * count_sigma2)
+        for f, s2 in zip(sel.fractions, sigma2s, strict=True):
+            rho_r = Fraction(sel.scale**2) / (2 * s2)
+            want = f * (1 - Fraction(sel.count_share)) / Fraction(sel.count_share)
+            assert abs(rho_r / rho_c / want - 1) < Fraction(1, 2**16), (rho_r / rho_c, want)
     # the event records the zCDP of exactly these variances (rounded up, never down)
     rho = spent_rho + sum((Fraction(sel.scale**2) / (2 * s) for s in sigma2s), Fraction(0))
     if count_sigma2 is not None:

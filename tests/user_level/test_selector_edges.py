@@ -33,7 +33,7 @@ def test_calibrate_rho_refuses_deltas_outside_zero_one_and_too_small_ones() -> N
     with pytest.raises(ValidationError, match="large enough"):
         calibrate_rho(1e-12, 1e-12)  # no rho on the 2**-40 grid is that small
     rho = calibrate_rho(1.0, 1e-6)
-    assert rho.denominator == 2**40 and F.zcdp_delta(rho, 1.0) <= 1e-6
+    assert (rho * 2**40).denominator == 1 and F.zcdp_delta(rho, 1.0) <= 1e-6
 
 
 def test_cap_from_histogram_takes_the_first_candidate_reaching_the_quantile() -> None:

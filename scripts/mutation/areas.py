@@ -127,7 +127,7 @@ _area(
         "privhist/mechanisms/_noise.py": Target(
             ("LaplaceCountNoise.__init__", "LaplaceCountNoise.sample"),
             _MECH_TESTS,
-            keyword="dense or stability or optimal or laplace or noise",
+            keyword="dense or stability or optimal or laplace or noise or edges",
         ),
         "privhist/mechanisms/dense.py": Target(
             (
@@ -137,12 +137,12 @@ _area(
                 "DenseHistogram._draw",
             ),
             _MECH_TESTS,
-            keyword="dense",
+            keyword="dense or edges",
         ),
         "privhist/mechanisms/stability.py": Target(
             ("stability_threshold", "StabilityHistogram.__init__", "StabilityHistogram._draw"),
             _MECH_TESTS,
-            keyword="stability",
+            keyword="stability or edges",
         ),
         "privhist/mechanisms/user_level/gaussian_threshold.py": Target(
             (
@@ -151,22 +151,22 @@ _area(
                 "GaussianThresholdHistogram._draw",
             ),
             _MECH_TESTS,
-            keyword="gaussian",
+            keyword="gaussian or edges",
         ),
         "privhist/mechanisms/sampling/sample_threshold.py": Target(
             ("sample_units", "SampleAndThreshold.__init__", "SampleAndThreshold._draw"),
             (*_MECH_TESTS, "tests/sampling/test_st_mechanism.py"),
-            keyword="sample or st_mechanism",
+            keyword="sample or st_mechanism or edges",
         ),
         "privhist/mechanisms/optimal_selection.py": Target(
             ("optimal_reporting_numerators", "OptimalSelection._draw", "OptimalSelection._pi"),
             _MECH_TESTS,
-            keyword="optimal or pws",
+            keyword="optimal or pws or edges",
         ),
         "privhist/mechanisms/_grid.py": Target(
             ("grid_bits", "LazyBernoulliTable.draw", "LazyInversion.draw"),
             _MECH_TESTS,
-            keyword="optimal or pws or grid",
+            keyword="optimal or pws or grid or edges",
         ),
     },
 )
@@ -190,7 +190,7 @@ _area(
                 "WeightedSelector._select",
             ),
             _USER_TESTS,
-            keyword="wgm or sips or weighted or selector",
+            keyword="wgm or sips or weighted or selector or edges",
         ),
         "privhist/mechanisms/user_level/cumulative.py": Target(
             (
@@ -206,12 +206,12 @@ _area(
                 "CumulativeSIPS._select",
             ),
             _USER_TESTS,
-            keyword="cumulative or weighted or selector",
+            keyword="cumulative or weighted or selector or edges",
         ),
         "privhist/mechanisms/user_level/caps.py": Target(
             ("cap_from_histogram", "dp_degree_cap", "auto_selector", "auto_count_cap"),
             _USER_TESTS,
-            keyword="cap",
+            keyword="cap or edges",
         ),
         "privhist/mechanisms/user_level/_gauss.py": Target(
             (
@@ -223,7 +223,7 @@ _area(
                 "calibrate",
             ),
             _USER_TESTS,
-            keyword="gauss or wgm or sips or weighted or selector or tail or calibrat",
+            keyword="gauss or wgm or sips or weighted or selector or tail or calibrat or edges",
         ),
     },
 )

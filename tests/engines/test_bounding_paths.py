@@ -31,8 +31,17 @@ HEAVY = 24  # users holding HEAVY_KEYS keys of HEAVY_RECORDS records each
 HEAVY_KEYS = 250
 HEAVY_RECORDS = 5
 LIGHT = 6  # users holding 2 keys of 1 record each (under every cap)
+EXACT = 3  # users holding exactly 3 keys of 1 record each (at the smallest cap: not bounded)
 C = 2
-KEY_BLOCK = 1000  # integer keys: user index * KEY_BLOCK + j
+KEY_BLOCK = 1000  # integer keys: key_base + (user index * KEY_BLOCK + j) * key_stride
+USERS = HEAVY + LIGHT + EXACT
+
+
+def _keys_of(u: int) -> tuple[int, int]:
+    """(keys, records per key) of user ``u``."""
+    if u < HEAVY:
+        return HEAVY_KEYS, HEAVY_RECORDS
+    return (2, 1) if u < HEAVY + LIGHT else (3, 1)
 
 
 def _records(
@@ -42,43 +51,53 @@ def _records(
     user_stride: int = 1,
     key_stride: int = 1,
     user_base: int = 0,
+    key_base: int = 0,
 ) -> pl.DataFrame:
     users: list[Any] = []
     keys: list[Any] = []
-    for u in range(HEAVY + LIGHT):
-        n_keys, n_rec = (HEAVY_KEYS, HEAVY_RECORDS) if u < HEAVY else (2, 1)
+    for u in range(USERS):
+        n_keys, n_rec = _keys_of(u)
         uid: Any = user_base + u * user_stride if int_users else f"u{u:03d}"
         for j in range(n_keys):
-            kid: Any = (u * KEY_BLOCK + j) * key_stride if int_keys else f"u{u:03d}:k{j:03d}"
+            kid: Any = (
+                key_base + (u * KEY_BLOCK + j) * key_stride if int_keys else f"u{u:03d}:k{j:03d}"
+            )
             users.extend([uid] * n_rec)
             keys.extend([kid] * n_rec)
     return pl.DataFrame({"user": users, "key": keys})
 
 
-def _owner(key: Any, key_stride: int = 1) -> int:
+def _owner(key: Any, key_stride: int = 1, key_base: int = 0) -> int:
     if isinstance(key, str):
         return int(key.split(":")[0][1:])
-    return int(key) // key_stride // KEY_BLOCK
+    return (int(key) - key_base) // key_stride // KEY_BLOCK
 
 
 def check_bounded(
-    keys: Any, counts: Any, units: Any, k: int, c: int = C, key_stride: int = 1
+    keys: Any,
+    counts: Any,
+    units: Any,
+    k: int,
+    c: int = C,
+    key_stride: int = 1,
+    key_base: int = 0,
 ) -> None:
-    """Each heavy user keeps exactly ``k`` keys of ``min(5, c)`` records; each light user keeps
-    both of its keys with their one record; a key is kept by its one owner."""
+    """Each heavy user keeps exactly ``k`` keys of ``min(5, c)`` records; the others keep all
+    their keys with their one record; a key is kept by its one owner."""
     keys, counts, units = list(keys), list(counts), list(units)
     kept = [(kk, n, un) for kk, n, un in zip(keys, counts, units, strict=True) if un > 0]
-    per_user = Counter(_owner(kk, key_stride) for kk, _, _ in kept)
-    for u in range(HEAVY + LIGHT):
-        want = min(HEAVY_KEYS, k) if u < HEAVY else 2
+    per_user = Counter(_owner(kk, key_stride, key_base) for kk, _, _ in kept)
+    for u in range(USERS):
+        want = min(_keys_of(u)[0], k)
         assert per_user.get(u, 0) == want, f"user {u} keeps {per_user.get(u, 0)} keys, not {want}"
+    assert set(per_user) <= set(range(USERS)), "a key outside every user's keys"
     for kk, n, un in kept:
-        heavy = _owner(kk, key_stride) < HEAVY
+        heavy = _owner(kk, key_stride, key_base) < HEAVY
         assert un == 1, f"key {kk} has {un} units"
         assert n == (min(HEAVY_RECORDS, c) if heavy else 1), f"key {kk} keeps {n} records"
 
 
-def _check_counts(result: Any, k: int, key_stride: int = 1) -> None:
+def _check_counts(result: Any, k: int, key_stride: int = 1, key_base: int = 0) -> None:
     assert result.units is not None
     check_bounded(
         result.keys.tolist(),
@@ -86,33 +105,41 @@ def _check_counts(result: Any, k: int, key_stride: int = 1) -> None:
         result.units.tolist(),
         k,
         key_stride=key_stride,
+        key_base=key_base,
     )
+    # users holding exactly k keys are not bounded
     assert result.info["users_bounded"] == (HEAVY if HEAVY_KEYS > k else 0)
-    assert result.info["users"] == HEAVY + LIGHT
-    kept = HEAVY * min(HEAVY_KEYS, k) * min(HEAVY_RECORDS, C) + LIGHT * 2
+    assert result.info["users"] == USERS
+    kept = HEAVY * min(HEAVY_KEYS, k) * min(HEAVY_RECORDS, C) + LIGHT * 2 + EXACT * 3
     assert result.info["records_kept"] == kept == int(result.counts.sum())
     assert result.neighbouring.max_partitions_contributed == k
     assert result.neighbouring.max_contributions_per_partition == C
 
 
-#: the local engine's paths: (name, records, key stride)
+NEG = -7_000_003  # a negative, odd key base: offsets must be undone exactly
+
+#: the local engine's paths: (name, records)
 LOCAL_PATHS = [
-    ("text ids", dict(int_users=False, int_keys=False), 1),
-    ("text users, integer keys", dict(int_users=False, int_keys=True), 1),
-    ("integer ids, dense keys", dict(int_users=True, int_keys=True), 1),
+    ("text ids", dict(int_users=False, int_keys=False)),
+    ("text users, integer keys", dict(int_users=False, int_keys=True, key_base=NEG)),
+    ("integer ids, dense keys", dict(int_users=True, int_keys=True, user_base=-50)),
+    ("integer ids, negative keys", dict(int_users=True, int_keys=True, key_base=NEG)),
     # keys spread over more than 2**26: the sparse (sorted) key path of the integer codes
-    ("integer ids, sparse keys", dict(int_users=True, int_keys=True, key_stride=1 << 18), 1 << 18),
+    (
+        "integer ids, sparse keys",
+        dict(int_users=True, int_keys=True, key_stride=1 << 18, key_base=NEG),
+    ),
     # user ids 2**25 apart: their indexes need more than 24 bits, so the two-column sort
-    ("integer ids far apart", dict(int_users=True, int_keys=True, user_stride=1 << 25), 1),
+    ("integer ids far apart", dict(int_users=True, int_keys=True, user_stride=1 << 25)),
     # codes (user span times key range) beyond 2**62: the general path with integer columns
-    ("integer codes overflow", dict(int_users=True, int_keys=True, user_stride=1 << 52), 1),
+    ("integer codes overflow", dict(int_users=True, int_keys=True, user_stride=1 << 52)),
 ]
 
 
 @pytest.mark.parametrize("k", [3, 100])
-@pytest.mark.parametrize(("name", "kwargs", "stride"), LOCAL_PATHS, ids=[p[0] for p in LOCAL_PATHS])
+@pytest.mark.parametrize(("name", "kwargs"), LOCAL_PATHS, ids=[p[0] for p in LOCAL_PATHS])
 def test_local_count_keeps_exactly_k_keys_and_c_records(
-    name: str, kwargs: dict[str, Any], stride: int, k: int
+    name: str, kwargs: dict[str, Any], k: int
 ) -> None:
     frame = _records(**kwargs)
     result = count(
@@ -124,7 +151,28 @@ def test_local_count_keeps_exactly_k_keys_and_c_records(
         rng=SeededRandom(k),
         progress=False,
     )
-    _check_counts(result, k, stride)
+    _check_counts(result, k, kwargs.get("key_stride", 1), kwargs.get("key_base", 0))
+
+
+def test_integer_codes_choose_what_the_general_path_chooses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The integer-code path keeps, for the same secret, the pairs the general path keeps: the
+    priorities are a function of the (user, key) ids themselves, offsets undone."""
+    frame = _records(int_users=True, int_keys=True, user_base=1000, key_base=NEG)
+    args: dict[str, Any] = dict(
+        key="key",
+        user="user",
+        max_partitions_contributed=3,
+        max_contributions_per_partition=C,
+        progress=False,
+    )
+    fast = count(frame, rng=SeededRandom(9), **args)
+    monkeypatch.setattr(counting, "_count_user_codes", lambda *a, **kw: None)
+    general = count(frame, rng=SeededRandom(9), **args)
+    assert fast.keys.tolist() == general.keys.tolist()
+    assert fast.units.tolist() == general.units.tolist()  # type: ignore[union-attr]
+    assert fast.counts.tolist() == general.counts.tolist()
 
 
 @pytest.mark.parametrize("k", [3, 100])
@@ -163,7 +211,7 @@ def test_bound_contributions_returns_exactly_k_pairs_of_at_most_c() -> None:
         per_user = kept.group_by("user").len()
         for user, n in per_user.iter_rows():
             u = int(user[1:])
-            assert n == (min(HEAVY_KEYS, k) if u < HEAVY else 2), (k, user, n)
+            assert n == min(_keys_of(u)[0], k), (k, user, n)
         assert kept["n"].max() <= C
 
 
@@ -208,10 +256,16 @@ def _spark_rows(table: Any) -> tuple[list[Any], list[int], list[int], dict[str, 
 #: (name, records, key_is_int, key stride): integer codes, text through Polars, mixed ids,
 #: and integer codes that would overflow (back to the Polars path)
 SPARK_PATHS = [
-    ("integer ids", dict(int_users=True, int_keys=True), True, 1),
+    ("integer ids", dict(int_users=True, int_keys=True, key_base=NEG), True, 1),
     ("text ids", dict(int_users=False, int_keys=False), False, 1),
     ("text users, integer keys", dict(int_users=False, int_keys=True), True, 1),
     ("integer codes overflow", dict(int_users=True, int_keys=True, user_stride=1 << 52), True, 1),
+    (
+        "integer ids, sparse keys",
+        dict(int_users=True, int_keys=True, key_stride=1 << 18, key_base=NEG),
+        True,
+        1 << 18,
+    ),
 ]
 
 
@@ -227,8 +281,8 @@ def test_spark_partition_bounding_keeps_exactly_k_and_c(
     table = _records(**kwargs).to_arrow()
     out = bound_table(table, PairPriorities(bytes(range(32))), k, C, key_is_int)
     keys, counts, units, facts = _spark_rows(out)
-    check_bounded(keys, counts, units, k, key_stride=stride)
-    assert facts["users"] == HEAVY + LIGHT
+    check_bounded(keys, counts, units, k, key_stride=stride, key_base=kwargs.get("key_base", 0))
+    assert facts["users"] == USERS
     assert facts["users_bounded"] == (HEAVY if HEAVY_KEYS > k else 0)
     assert facts["records"] == table.num_rows
 
@@ -268,30 +322,31 @@ def test_spark_engine_count_keeps_exactly_k_and_c(spark: Any, k: int, int_ids: b
 
 
 def _check_weights(w: Any, max_keys: int, scale: int) -> None:
-    import math
-
+    """Each user keeps ``t = min(keys, max_keys)`` keys of weight ``floor(scale / sqrt(t))``,
+    the largest integer ``w`` with ``t w**2 <= scale**2`` (computed here without isqrt)."""
     kept = [
         (kk, wt, un)
         for kk, wt, un in zip(w.keys.tolist(), w.weights.tolist(), w.units.tolist(), strict=True)
         if un > 0
     ]
     per_user = Counter(_owner(kk) for kk, _, _ in kept)
-    for u in range(HEAVY + LIGHT):
-        t = min(HEAVY_KEYS, max_keys) if u < HEAVY else 2
+    for u in range(USERS):
+        t = min(_keys_of(u)[0], max_keys)
         assert per_user.get(u, 0) == t, (u, per_user.get(u, 0), t)
     for kk, wt, un in kept:
-        t = min(HEAVY_KEYS, max_keys) if _owner(kk) < HEAVY else 2
-        assert un == 1 and wt == math.isqrt(scale * scale // t), (kk, wt, t)
+        t = min(_keys_of(_owner(kk))[0], max_keys)
+        assert un == 1 and t * wt * wt <= scale * scale < t * (wt + 1) ** 2, (kk, wt, t)
 
 
+@pytest.mark.parametrize("scale", [1024, 5])
 @pytest.mark.parametrize("max_keys", [3, 100])
-def test_local_weighted_source_bounds_every_user(max_keys: int) -> None:
+def test_local_weighted_source_bounds_every_user(max_keys: int, scale: int) -> None:
     from privhist.engines.local.weighting import LocalWeightedSource
 
     frame = _records(int_users=False, int_keys=False)
     src = LocalWeightedSource(frame, SeededRandom(max_keys))
-    _check_weights(src.weighted_sums(max_keys, 1024), max_keys, 1024)
-    _check_weights(src.held_sums(max_keys, 1024), max_keys, 1024)
+    _check_weights(src.weighted_sums(max_keys, scale), max_keys, scale)
+    _check_weights(src.held_sums(max_keys, scale), max_keys, scale)
     every = np.array(sorted(set(frame["key"].to_list())), dtype=object)
     counted = src.unit_counts(every, max_keys)
     check_bounded(
@@ -315,3 +370,24 @@ def test_spark_weighted_source_bounds_every_user(spark: Any, max_keys: int) -> N
         )
     finally:
         src.close()
+
+
+def test_weighted_sums_scale_and_input_checks() -> None:
+    from privhist.core.errors import ValidationError
+    from privhist.engines.local.weighting import MAX_SCALE, weighted_sums
+
+    pairs = pl.DataFrame({"user": [1, 1, 2], "key": [1, 2, 1]})
+    w = weighted_sums(pairs, 2, MAX_SCALE, SeededRandom(1))  # the largest scale is accepted
+    half = MAX_SCALE * 1000 // 1414  # about floor(MAX_SCALE / sqrt(2)), refined below
+    while 2 * (half + 1) ** 2 <= MAX_SCALE**2:
+        half += 1
+    while 2 * half**2 > MAX_SCALE**2:
+        half -= 1
+    assert w.weights.tolist() == [half + MAX_SCALE, half]
+    for bad in (
+        dict(pairs=pairs, scale=MAX_SCALE + 1),
+        dict(pairs=pairs.to_pandas(), scale=4),
+        dict(pairs=pairs.rename({"user": "who"}), scale=4),
+    ):
+        with pytest.raises(ValidationError):
+            weighted_sums(bad["pairs"], 2, bad["scale"], SeededRandom(1))  # type: ignore[arg-type]

@@ -40,6 +40,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -244,12 +245,18 @@ def existing(tests: Iterable[str], root: Path) -> list[str]:
     return [t for t in tests if (root / t.split("::")[0]).exists()]
 
 
-def run_area(name: str, n: int | None, rerun: str | None, only: set[str] | None) -> None:
+def run_area(
+    name: str, n: int | None, rerun: str | None, only: set[str] | None, verify: bool = False
+) -> None:
+    """Run the area's mutants (resuming). The unmutated tests of each selection run once first
+    (their CPU time sets the limit; they must pass); the time is kept in ``baselines.json`` and
+    reused unless ``verify``."""
     area = AREAS[name]
     items = sample(area_mutants(area), area.sample if n is None else n, name)
     if only:
         items = [it for it in items if it[0].id in only]
     data = _load(name)
+    cached: dict[str, Any] = _load("baselines")
     equiv = equivalents()
     box = Sandbox()
     baseline: dict[tuple[str, ...], float] = {}
@@ -260,6 +267,9 @@ def run_area(name: str, n: int | None, rerun: str | None, only: set[str] | None)
                 continue
             tests = existing(target.tests, box.root)
             key = (*tests, target.keyword or "")
+            cache_key = f"{m.module}|{'|'.join(key)}"
+            if key not in baseline and cache_key in cached and not verify:
+                baseline[key] = cached[cache_key]
             if key not in baseline:
                 status, secs, cpu, detail = box.run(
                     m.module, None, tests, 7200, 7200, target.keyword
@@ -267,6 +277,8 @@ def run_area(name: str, n: int | None, rerun: str | None, only: set[str] | None)
                 if status != "survived":
                     raise SystemExit(f"the unmutated tests of {m.module} fail:\n{detail}")
                 baseline[key] = cpu
+                cached[cache_key] = cpu
+                _save("baselines", cached)
                 print(f"[{name}] baseline {m.module}: {secs:.1f} s, {cpu:.1f} CPU s", flush=True)
             cpu_limit = CPU_FACTOR * baseline[key] + CPU_EXTRA
             wall_limit = WALL_FACTOR * baseline[key] + WALL_EXTRA
@@ -382,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--rerun", choices=("survived", "killed", "timeout", "error", "all"))
     p.add_argument("--only", nargs="+", help="only these mutant ids")
+    p.add_argument(
+        "--verify", action="store_true", help="run the unmutated tests again (no cached times)"
+    )
     p.add_argument("--list", action="store_true", help="list areas and mutant counts")
     p.add_argument("--list-mutants", action="store_true", help="list the mutants of the areas")
     p.add_argument("--summary", action="store_true", help="print the table from stored results")
@@ -408,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.all or a.area):
         p.error("give --area NAME (repeatable) or --all")
     for name in names:
-        run_area(name, a.sample, a.rerun, set(a.only) if a.only else None)
+        run_area(name, a.sample, a.rerun, set(a.only) if a.only else None, a.verify)
     return summary(a.sample, names)
 
 

@@ -257,6 +257,7 @@ _area(
 )
 
 _ACC_TESTS = (
+    "tests/accounting/test_accountant_rules.py",
     "tests/accounting/test_accountant.py",
     "tests/accounting/test_composition.py",
     "tests/accounting/test_release_guarantees.py",

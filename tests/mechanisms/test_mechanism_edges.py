@@ -149,3 +149,25 @@ def test_dense_gaussian_sigma_is_the_smallest_on_its_grid() -> None:
             return pld_compose(DiscreteGaussianEvent(float(sig), c, k)).delta_for_epsilon(eps)
 
         assert at(s) <= delta - GAUSSIAN_MARGIN < at(s - Fraction(1, 256))
+
+
+def test_gaussian_threshold_accepts_a_variance_of_exactly_2_to_the_40(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The largest variance the mechanism takes is ``2**40`` (then the sampler's integer
+    arithmetic is exact); the calibration is replaced to reach it exactly."""
+    from privhist.mechanisms.user_level import gaussian_threshold as gt
+
+    for rho, ok in (
+        (Fraction(1, 2**41), True),
+        (Fraction(1, 2**41) * (1 - Fraction(1, 2**30)), False),
+    ):
+        monkeypatch.setattr(
+            gt, "calibrate", lambda eps, delta, share, rho=rho: (rho, delta * share)
+        )
+        if ok:
+            m = gt.GaussianThresholdHistogram(1.0, 1e-6)
+            assert m.sigma2 == 2**40
+        else:
+            with pytest.raises(ValidationError):
+                gt.GaussianThresholdHistogram(1.0, 1e-6)

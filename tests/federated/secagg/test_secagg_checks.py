@@ -45,19 +45,20 @@ def test_round_config_bounds() -> None:
     RoundConfig(1, 101, 2, ids, 3, 2)  # k = 2: closed neighbourhoods of 3
     RoundConfig(1, 101, 2, ids, 6, 6)  # k >= n - 1 is the complete graph
     RoundConfig(1, 101, 2, (0, 1), 2)  # two clients
-    for bad in (
-        dict(threshold=1),
-        dict(threshold=7),
-        dict(threshold=4, neighbours=2),
-        dict(threshold=3, neighbours=-2),
-        dict(threshold=3, neighbours=3),
-        dict(threshold=2, clients=(0,)),
-        dict(threshold=2, clients=(0, 0)),
+    for bad, name in (
+        (dict(threshold=1), "threshold"),
+        (dict(threshold=7), "threshold"),
+        (dict(threshold=4, neighbours=2), "threshold"),
+        (dict(threshold=3, neighbours=-2), "neighbours"),
+        (dict(threshold=3, neighbours=3), "neighbours"),
+        (dict(threshold=2, clients=(0,)), "clients"),
+        (dict(threshold=2, clients=(0, 0)), "clients"),
     ):
         args: dict[str, Any] = dict(round_id=1, modulus=101, dimension=2, clients=ids)
         args.update(bad)
-        with pytest.raises(ValidationError):
+        with pytest.raises(ValidationError) as err:
             RoundConfig(**args)
+        assert err.value.parameter == name, (bad, err.value.parameter)
 
 
 # -- Shamir sharing ---------------------------------------------------------------------------

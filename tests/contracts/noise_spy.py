@@ -191,18 +191,18 @@ class NoiseSpy:
     @contextmanager
     def active(self) -> Iterator[NoiseSpy]:
         patches: list[tuple[Any, str, Any]] = []
+        wrappers: dict[int, tuple[Any, Any]] = {}  # id(wrapper) -> (wrapper, original)
         try:
             for owner, attr, describe in TARGETS:
                 original = owner.__dict__[attr]
                 wrapper = self._wrap(original, describe)
+                wrappers[id(wrapper)] = (wrapper, original)
                 if isinstance(owner, type):  # a method: replace it on its class
                     patches.append((owner, attr, original))
                     setattr(owner, attr, wrapper)
                     continue
                 # a function: replace every reference a privhist module holds
-                for name, module in list(sys.modules.items()):
-                    if module is None or not (name == "privhist" or name.startswith("privhist.")):
-                        continue
+                for module in _privhist_modules():
                     for key, value in list(vars(module).items()):
                         if value is original:
                             patches.append((module, key, original))
@@ -211,3 +211,17 @@ class NoiseSpy:
         finally:
             for owner, attr, original in reversed(patches):
                 setattr(owner, attr, original)
+            # modules imported while the spy was active took the wrappers: give them back
+            for module in _privhist_modules():
+                for key, value in list(vars(module).items()):
+                    pair = wrappers.get(id(value))
+                    if pair is not None and pair[0] is value:
+                        setattr(module, key, pair[1])
+
+
+def _privhist_modules() -> list[Any]:
+    return [
+        module
+        for name, module in list(sys.modules.items())
+        if module is not None and (name == "privhist" or name.startswith("privhist."))
+    ]

@@ -875,12 +875,25 @@ def session_auto_caps(mechanism: str) -> None:
         # the recorded event bounds the cap's zCDP plus every round's and the counts'
         assert Fraction(event.rho) >= drawn  # type: ignore[attr-defined]
         return
-    (cap, *rest) = spy.draws
-    assert cap.sampler == "discrete_laplace"
+    (cap, noise) = spy.draws
+    assert cap.sampler == "discrete_laplace" and cap.size == 13
     # 5 % of epsilon buys the cap: sensitivity 1 (one bucket per user)
-    assert Fraction(1) / cap.parameter <= Fraction(0.05)
-    guarantee = spend.budget
-    assert guarantee.epsilon <= 1.0 + 1e-12 and guarantee.delta <= 1e-6
+    _laplace_scale_ok(cap.parameter, 1, 0.05)
+    # the release runs at the rest, with the cap it drew
+    k = release_meta["cap"]["max_partitions"]
+    eps_mech = release_meta["guarantee"]["epsilon"]
+    assert Fraction(eps_mech) + Fraction(0.05) <= Fraction(1.0)
+    if mechanism == "stability":
+        _laplace_scale_ok(noise.parameter, k, eps_mech)
+    else:
+        assert noise.sampler == "discrete_gaussian"
+        assert release_meta["parameters"]["sigma2"] == str(noise.parameter)
+        rho = Fraction(k) / (2 * noise.parameter)  # L2 sensitivity sqrt(k) (c = 1)
+        assert F.zcdp_delta(rho, eps_mech + math.log(1 - 0.5e-6)) <= 0.5e-6
+    # what is charged covers both parts, and no more than was asked
+    charged = spend.budget
+    assert charged.epsilon >= 0.05 + eps_mech - 1e-12
+    assert charged.epsilon <= 1.0 + 1e-12 and charged.delta <= 1e-6
 
 
 # -- federated encoders ----------------------------------------------------------------------

@@ -308,12 +308,12 @@ def test_spark_keep_mask_ties_fall_back_to_key_order() -> None:
 @pytest.mark.parametrize("k", [3, 100])
 @pytest.mark.parametrize("int_ids", [False, True])
 def test_spark_engine_count_keeps_exactly_k_and_c(spark: Any, k: int, int_ids: bool) -> None:
-    from privhist.engines import CountRequest
+    from privhist.core.requests import Fields, KeyCounts
     from privhist.engines.spark import SparkEngine
 
     frame = _records(int_users=int_ids, int_keys=int_ids)
     sdf = spark.createDataFrame(frame.to_pandas()).repartition(3)
-    request = CountRequest(key="key", user="user", max_partitions=k, max_per_partition=C)
+    request = KeyCounts(Fields(key="key", user="user"), max_partitions=k, max_per_partition=C)
     result = SparkEngine(spark).count(sdf, request, SeededRandom(4))
     _check_counts(result, k)
 

@@ -10,6 +10,7 @@ through its public methods and the ledger's record.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ import pytest
 from privhist import Budget, Session
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.ledger import Ledger
-from privhist.core.errors import BudgetExceededError, UnsupportedError, ValidationError
+from privhist.core.errors import BudgetExceededError, ValidationError
+from privhist.core.requests import Request, UserKeys
 from privhist.engines import LocalEngine
 from privhist.session import DryRun
 from privhist.session._support import _same_file, check_output
@@ -84,21 +86,33 @@ def test_auto_caps_are_charged_with_the_release_in_one_spend(
     assert spend.budget == Budget(charged.epsilon, charged.delta)
 
 
-def test_auto_caps_need_an_engine_that_can_choose_them(tmp_path: Path) -> None:
-    class CountsOnly(LocalEngine):
-        weighted = False
+class _NoUserKeys(LocalEngine):
+    """The local engine without users' keys (the request auto caps and selectors make); it
+    refuses to read anything, so a refusal here happens before any data is read."""
 
-    s = Session(engine=CountsOnly())
-    with pytest.raises(UnsupportedError, match="cannot choose a cap"):
-        s.histogram(
-            _frame(),
-            key="key",
-            user="user",
-            mechanism="stability",
-            max_partitions="auto",
-            epsilon=EPS,
-            delta=DELTA,
-        )
+    def handlers(self) -> Mapping[type[Request], Any]:
+        return {t: h for t, h in super().handlers().items() if t is not UserKeys}
+
+    def compute(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the data was read")
+
+
+def _refused_for_the_engine(tmp_path: Path, **kwargs: Any) -> None:
+    ledger = Ledger(tmp_path / "ledger.sqlite", create=True)
+    ledger.init_dataset("d", TOTAL, unit="user")
+    s = Session(ledger, "d", engine=_NoUserKeys())
+    args: dict[str, Any] = dict(key="key", user="user", epsilon=EPS, delta=DELTA, **kwargs)
+    with pytest.raises(ValidationError, match="users' keys") as err:
+        s.histogram(_frame(), **args)
+    assert err.value.parameter == "engine"  # type: ignore[attr-defined]
+    assert s.status().spends == ()  # type: ignore[union-attr]
+    # the engine is not refused a release that needs no users' keys (the refusal is about them)
+    fixed = {"mechanism": "stability", "max_partitions": 3, "max_per_partition": 1}
+    assert isinstance(s.histogram(_frame(), **{**args, **fixed, "dry_run": True}), DryRun)
+
+
+def test_auto_caps_need_an_engine_that_can_choose_them(tmp_path: Path) -> None:
+    _refused_for_the_engine(tmp_path, mechanism="stability", max_partitions="auto")
 
 
 # -- weighted selectors -----------------------------------------------------------------------
@@ -171,14 +185,8 @@ def test_selector_arguments_are_refused_before_reading(
     assert s.status().spends == ()  # type: ignore[union-attr]
 
 
-def test_a_selector_needs_an_engine_with_a_weighted_source() -> None:
-    class NoWeighted(LocalEngine):
-        weighted_source = None  # type: ignore[assignment]
-
-    with pytest.raises(UnsupportedError, match="no weighted source"):
-        Session(engine=NoWeighted()).histogram(
-            _frame(), key="key", user="user", mechanism="wgm", epsilon=EPS, delta=DELTA
-        )
+def test_a_selector_needs_an_engine_with_a_weighted_source(tmp_path: Path) -> None:
+    _refused_for_the_engine(tmp_path, mechanism="wgm")
 
 
 # -- refusals before any data is read ---------------------------------------------------------

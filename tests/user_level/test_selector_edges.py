@@ -98,6 +98,9 @@ class _Source:
     def degree_histogram(self, bounds: Any) -> Any:
         raise AssertionError("not asked in these tests")
 
+    def records_histogram(self, bounds: Any) -> Any:
+        raise AssertionError("not asked in these tests")
+
 
 @pytest.mark.parametrize("new", ["zz", "ba", "aa"])
 def test_cumulative_sips_refuses_a_key_that_was_not_a_candidate_before(new: str) -> None:

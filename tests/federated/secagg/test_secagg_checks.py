@@ -17,6 +17,8 @@ from privhist.core.random import SeededRandom
 from privhist.federated.secagg import RoundConfig, crypto, shamir
 from privhist.federated.secagg.messages import Message
 from privhist.federated.secagg.protocol import (
+    _KEY,
+    _SEED,
     SecAggClient,
     SecAggServer,
     _associated,
@@ -157,9 +159,10 @@ def test_a_roster_listing_the_client_itself_or_too_few_is_refused() -> None:
         clients[0].handle(Message("roster", config.round_id, -1, {"keys": few}))
 
 
-def _forward_with(plain_for: Any) -> None:
+def _forward_with(plain_for: Any, commit: bool = False) -> None:
     """Run a round to the forward stage, then hand client 0 a forward message whose share from
-    client 1 is ``plain_for(v=1, u=0)``, correctly encrypted."""
+    client 1 is ``plain_for(v=1, u=0)``, correctly encrypted; with ``commit`` the dealer's
+    commitments are to the shares in that plaintext (as a malicious dealer would publish)."""
     config, clients, server = _round()
     replies = _roster_for(server, clients)
     shares = {u: clients[u].handle(replies[u]) for u in clients}
@@ -170,9 +173,18 @@ def _forward_with(plain_for: Any) -> None:
     rid = config.round_id
     sender = clients[1]
     key = crypto.encryption_key(sender._c.private_bytes, clients[0]._c.public_bytes, rid)
-    ct = crypto.encrypt(key, plain_for(1, 0), _associated(rid, 1, 0), SeededRandom(5))
-    cts = [(v, c) if v != 1 else (1, ct) for v, c in fwd.body["ciphertexts"]]
-    clients[0].handle(Message("forward", rid, -1, {"ciphertexts": cts}))
+    plain = plain_for(1, 0)
+    ct = crypto.encrypt(key, plain, _associated(rid, 1, 0), SeededRandom(5))
+    inbox = []
+    for v, c, kc, sc in fwd.body["inbox"]:
+        if v == 1:
+            c = ct
+            if commit:
+                ks, bs = plain[8 : 8 + shamir.SHARE_BYTES], plain[8 + shamir.SHARE_BYTES :]
+                kc = crypto.commitment(_KEY, rid, 1, 0, ks)
+                sc = crypto.commitment(_SEED, rid, 1, 0, bs)
+        inbox.append((v, c, kc, sc))
+    clients[0].handle(Message("forward", rid, -1, {"inbox": inbox}))
 
 
 def _plain(v: int, u: int, ks: int, bs: int, width: int = shamir.SHARE_BYTES) -> bytes:
@@ -196,38 +208,35 @@ def test_forwarded_shares_are_checked() -> None:
     for ks, bs in ((PRIME, 1), (1, PRIME)):
         with pytest.raises(ProtocolError, match="outside the field"):
             _forward_with(lambda v, u, ks=ks, bs=bs: _plain(v, u, ks, bs))
-    # the largest field elements are shares like any other
-    _forward_with(lambda v, u: _plain(v, u, PRIME - 1, PRIME - 1))
+    # a share its dealer did not commit to is refused; the largest field elements, committed
+    # to, are shares like any other
+    with pytest.raises(ProtocolError, match="do not match its commitments"):
+        _forward_with(lambda v, u: _plain(v, u, PRIME - 1, PRIME - 1))
+    _forward_with(lambda v, u: _plain(v, u, PRIME - 1, PRIME - 1), commit=True)
 
 
 def test_the_server_refuses_a_reconstructed_key_that_is_not_the_advertised_one() -> None:
-    """Client 3 drops after sharing; the survivors' key shares of it are altered (as malicious
-    clients could): the server refuses the reconstruction instead of unmasking with it."""
-    config, clients, server = _round()
-    replies = _roster_for(server, clients)
+    """Client 3 advertises one masking key and deals (consistent, committed) shares of another,
+    then drops after sharing: the server rebuilds the dealt key, finds it is not the advertised
+    ``s_pk`` and refuses to unmask with it, naming client 3."""
+    _config, clients, server = _round()
+    for c in clients.values():
+        server.receive(c.advertise().encode())
+    clients[3]._s = crypto.KeyPair(SeededRandom(99))  # the key it shares is not the advertised one
+    replies = server.close_stage()
     shares = {u: clients[u].handle(replies[u]) for u in clients}
     for msg in shares.values():
         assert msg is not None
         server.receive(msg)
     replies = server.close_stage()
-    masked = {u: clients[u].handle(replies[u]) for u in range(3)}  # client 3 drops
-    for msg in masked.values():
-        assert msg is not None
-        server.receive(msg)
-    replies = server.close_stage()
-    acks = {u: clients[u].handle(replies[u]) for u in range(3)}
-    for msg in acks.values():
-        assert msg is not None
-        server.receive(msg)
-    replies = server.close_stage()
-    unmask = {u: clients[u].handle(replies[u]) for u in range(3)}
-    for u, msg in unmask.items():
-        assert msg is not None
-        body = dict(msg.body)
-        body["key_shares"] = [(v, (y + 1) % PRIME) for v, y in body["key_shares"]]
-        server.receive(Message("unmask", config.round_id, u, body))
-    done = server.close_stage()
-    assert all(not m.body["ok"] for m in done.values())
-    assert "does not match its s_pk" in (server.reason or "")
+    for _ in range(3):  # masked inputs, acknowledgements, unmasking; client 3 has dropped
+        sent = {u: clients[u].handle(replies[u]) for u in range(3)}
+        for msg in sent.values():
+            assert msg is not None
+            server.receive(msg)
+        replies = server.close_stage()
+    assert all(not m.body["ok"] for m in replies.values())
+    assert "client 3 dealt shares of a key that does not match its s_pk" in (server.reason or "")
+    assert set(server.culprits) == {3}
     with pytest.raises(ProtocolError, match="no result"):
         server.result  # noqa: B018  (the property raises: nothing is released)

@@ -18,7 +18,7 @@ level, replace-one, and caps chosen privately inside the release.
 
 A new releasable (mechanism, weighted selector, federated encoder, or aggregation metric) is one
 entry in :data:`CASES` (a function decorated with :func:`case`); the coverage test below fails
-for a registered mechanism or selector without one.
+for a registered mechanism, selector or metric without one.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 
 import mpmath
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 import pytest
 from tests.contracts import formulas as F
@@ -38,6 +39,7 @@ from tests.contracts.noise_spy import Draw, NoiseSpy
 from tests.scripted_random import ScriptedRandom
 
 import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
+from privhist import Release
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import SeededRandom
@@ -1030,6 +1032,268 @@ def federated_sample_and_threshold(epsilon: float, delta: float) -> None:
     assert (result.release.values == expected["T"]).all()
 
 
+# -- aggregation metrics ----------------------------------------------------------------------
+
+#: the aggregation settings: (user level, public groups, epsilon, delta, k, c, an automatic bound)
+AGG_SETTINGS: dict[str, tuple[bool, bool, float, float, int, int, bool]] = {
+    "laplace": (False, True, 1.0, 0.0, 1, 1, False),
+    "gaussian": (False, True, 1.0, 1e-6, 1, 1, False),
+    "small-epsilon": (False, True, 0.02, 1e-9, 1, 1, False),
+    "auto-bound": (False, True, 1.0, 1e-6, 1, 1, True),
+    "record-private": (False, False, 1.0, 1e-6, 1, 1, False),
+    "user-laplace": (True, True, 1.0, 0.0, 3, 2, False),
+    "user": (True, True, 1.0, 1e-6, 3, 2, False),
+    "user-private": (True, False, 2.0, 1e-5, 2, 2, False),
+}
+_AGG_GROUPS = [f"g{i}" for i in range(6)]
+#: a value column's public bounds (asymmetric, so that a sum's largest |value| is the upper one)
+_AGG_LO, _AGG_HI = -10.0, 30.0
+
+
+def _agg_metric(kind: str, auto: bool) -> Any:
+    from privhist import metrics
+
+    upper: Any = "auto" if auto else _AGG_HI
+    if kind == "count":
+        return metrics.count()
+    if kind == "count_users":
+        return metrics.count_users()
+    if kind == "quantiles":
+        return metrics.quantiles("x", [0.25, 0.5, 0.9], _AGG_LO, upper)
+    maker = {"sum": metrics.sum, "mean": metrics.mean, "variance": metrics.variance}[kind]
+    return maker("x", _AGG_LO, upper)
+
+
+def _agg_frame(user_level: bool, heavy: bool) -> pl.DataFrame:
+    """400 units per group, values spread beyond the bounds (clamping is exercised); user level:
+    each user holds at most 2 groups with at most 2 records each (never bounded), and with
+    ``heavy`` one more user holds every group with 5 records each at a value far above the
+    upper bound (bounded to k groups and c records, each at the clamp)."""
+    rng = np.random.default_rng(5)
+    users: list[int] = []
+    groups: list[str] = []
+    values: list[float] = []
+    for i, g in enumerate(_AGG_GROUPS):
+        for j in range(400):
+            uid = i * 1000 + j
+            for _ in range(1 + (j % 2 if user_level else 0)):
+                users.append(uid)
+                groups.append(g)
+                values.append(float(rng.uniform(-15.0, 35.0)))
+    if heavy:  # record level: one record more
+        for g in _AGG_GROUPS if user_level else _AGG_GROUPS[:1]:
+            for _ in range(5 if user_level else 1):
+                users.append(-1)
+                groups.append(g)
+                values.append(1e6)
+    return pl.DataFrame({"u": users, "g": groups, "x": values})
+
+
+def _agg_sensitivities(kind: str, spec: Any, c: int) -> list[tuple[str, Fraction, Fraction]]:
+    """``(aggregate, L2, L1)`` per noisy aggregate of one group, derived here from what one user
+    (``c`` records clamped to ``[L, H]`` units) changes: records ``c``; users ``1``; a sum
+    ``c max(|L|, |H|)``; values ``c``, a centred sum ``c M`` and centred squares ``c M**2`` with
+    ``M`` the largest distance of ``[L, H]`` from its centre ``m = floor((L + H) / 2)``; the
+    quantile tree a count at each of its 4 levels (``L2 = c sqrt(4)``, ``L1 = 4 c``)."""
+    if kind == "count":
+        return [("records", Fraction(c), Fraction(c))]
+    if kind == "count_users":
+        return [("users", Fraction(1), Fraction(1))]
+    lo, hi = spec.low, spec.high
+    if kind == "sum":
+        s = Fraction(c * max(abs(lo), abs(hi)))
+        return [("sum", s, s)]
+    if kind == "quantiles":
+        return [("tree", Fraction(2 * c), Fraction(4 * c))]
+    mid = (lo + hi) // 2
+    big_m = max(hi - mid, mid - lo)
+    out = [("n", Fraction(c), Fraction(c)), ("sum", Fraction(c * big_m), Fraction(c * big_m))]
+    if kind == "variance":
+        out.append(("squares", Fraction(c * big_m**2), Fraction(c * big_m**2)))
+    return out
+
+
+def _agg_table(frame: pl.DataFrame, agg: Any, user_level: bool, specs: list[Any]) -> Any:
+    from privhist.core.requests import Fields, GroupAggregates
+    from privhist.engines import LocalEngine
+
+    fields = Fields(key="g", user="u" if user_level else None)
+    request = GroupAggregates(
+        fields,
+        max_partitions=agg.max_partitions,
+        max_per_partition=agg.max_per_partition,
+        groups=tuple(_AGG_GROUPS),
+        values=tuple(specs),
+    )
+    return LocalEngine().compute(frame, request, SeededRandom(3))
+
+
+def _agg_component(table: Any, what: str, spec: Any) -> npt.NDArray[np.int64]:
+    if what == "records":
+        return np.asarray(table.records, dtype=np.int64)
+    if what == "users":
+        return np.asarray(table.users, dtype=np.int64)
+    parts = table.values[spec.name]
+    return np.asarray(parts[what], dtype=np.int64)
+
+
+@case(
+    "count",
+    *[(s,) for s in AGG_SETTINGS if not s.startswith("auto")],
+)
+def aggregation_count(setting: str) -> None:
+    _aggregation_contract("count", setting)
+
+
+@case("count_users", *[(s,) for s in AGG_SETTINGS if s.startswith("user")])
+def aggregation_count_users(setting: str) -> None:
+    _aggregation_contract("count_users", setting)
+
+
+@case("sum", *[(s,) for s in AGG_SETTINGS])
+def aggregation_sum(setting: str) -> None:
+    _aggregation_contract("sum", setting)
+
+
+@case("mean", *[(s,) for s in AGG_SETTINGS])
+def aggregation_mean(setting: str) -> None:
+    _aggregation_contract("mean", setting)
+
+
+@case("variance", *[(s,) for s in AGG_SETTINGS])
+def aggregation_variance(setting: str) -> None:
+    _aggregation_contract("variance", setting)
+
+
+@case("quantiles", *[(s,) for s in AGG_SETTINGS])
+def aggregation_quantiles(setting: str) -> None:
+    _aggregation_contract("quantiles", setting)
+
+
+def _aggregation_contract(kind: str, setting: str) -> None:
+    """One metric released by ``Session.aggregate``: the noise of every aggregate drawn at the
+    variance (scale) its guarantee was computed from, that noise enough for what one user changes
+    (measured on the engine's bounded aggregates with and without a user far above the caps,
+    and derived here), and the parts adding up to the guarantee by CKS Corollary 13 recomputed
+    in high precision (Laplace: basic composition), with little to spare."""
+    from privhist import Session
+    from privhist.analytics.aggregate import AUTO_GRID
+
+    user_level, public, eps, delta, k, c, auto = AGG_SETTINGS[setting]
+    metric = _agg_metric(kind, auto)
+    frame = _agg_frame(user_level, heavy=False)
+    kwargs: dict[str, Any] = dict(by="g", metrics={"m": metric}, epsilon=eps, delta=delta)
+    if user_level:
+        kwargs.update(user="u", max_partitions=k, max_per_partition=c)
+    if public:
+        kwargs["partitions"] = _AGG_GROUPS
+    with NoiseSpy().active() as spy:
+        rel = Session().aggregate(frame, seed=21, **kwargs)
+    assert isinstance(rel, Release)
+    draws = spy.of("discrete_gaussian") + spy.of("discrete_laplace")
+    gaussian = delta > 0
+    assert rel.metadata["noise"] == ("gaussian" if gaussian else "laplace")
+    noisy = "discrete_gaussian" if gaussian else "discrete_laplace"
+    assert all(d.sampler == noisy for d in draws), [d.sampler for d in draws]
+    g = len(rel.keys)
+    assert g >= (6 if public else 4)  # 400 units per group: private groups are released too
+    # the Aggregation the release was built from (the same calibration: parameters only)
+    agg = _aggregation_of(kwargs)
+    chosen: dict[str, Any] = {}
+    spent = Fraction(0)  # zCDP rho (Gaussian) or epsilon (Laplace) of the draws checked here
+    budget = agg.rho_m if gaussian else Fraction(agg.eps_m)
+    used = list(draws)
+    if auto:  # the automatic bound's histogram: one count per grid bucket, sensitivity 1
+        d0 = used.pop(0)
+        assert d0.size == len(AUTO_GRID) + 1
+        spent += 1 / (2 * d0.parameter) if gaussian else 1 / d0.parameter
+        lo, hi = rel.metadata["metrics"]["m"]["lower"], rel.metadata["metrics"]["m"]["upper"]
+        assert hi in AUTO_GRID and hi >= 16  # most values lie below 35
+        chosen = {"m": (lo, hi)}
+    specs = agg._specs(chosen)
+    spec = specs[0] if specs else None
+    if spec is not None:  # the clamp in units, from the public bounds and the resolution
+        r = Fraction(repr(spec.resolution))
+        lo_b, hi_b = chosen.get("m", (_AGG_LO, _AGG_HI))
+        assert spec.low == math.ceil(Fraction(lo_b) / r)
+        assert spec.high == math.floor(Fraction(hi_b) / r)
+        assert rel.metadata["metrics"]["m"]["clamped_to_units"] == [spec.low, spec.high]
+    parts = _agg_sensitivities(kind, spec, c)
+    metric_draws = used[-len(parts) :]
+    selection_draws = used[: len(used) - len(parts)]
+    if public:
+        assert not selection_draws
+    elif not user_level:  # optimal partition selection draws no Gaussian or Laplace noise
+        assert not selection_draws
+    else:  # cumulative-sips' rounds (its own case checks them) at the metrics' zCDP budget
+        assert agg._selector.spent_rho == agg.rho_m
+        assert len(selection_draws) == agg._selector.rounds + (
+            agg._selector.count_sigma2 is not None
+        )
+    accounted = agg.noise_parameters(chosen)
+    assert [p for _, p in accounted] == [d.parameter for d in metric_draws]
+    nodes = spec.nodes if kind == "quantiles" and spec is not None else 1
+    for (what, l2, l1), d, comp in zip(
+        parts, metric_draws, rel.metadata["components"], strict=True
+    ):
+        assert d.size == g * nodes, (what, d.size, g, nodes)
+        assert comp["aggregate"] == what
+        assert comp["sigma2" if gaussian else "scale"] == float(d.parameter)
+        spent += k * l2 * l2 / (2 * d.parameter) if gaussian else k * l1 / d.parameter
+    # what one user changes, on the engine's bounded aggregates: at most (and here exactly) the
+    # sensitivities above, over at most k groups
+    with_heavy = _agg_frame(user_level, heavy=True)
+    t0 = _agg_table(frame, agg, user_level, specs)
+    t1 = _agg_table(with_heavy, agg, user_level, specs)
+    for what, l2, l1 in parts:
+        diff = _agg_component(t1, what, spec) - _agg_component(t0, what, spec)
+        if what == "sum" and kind in ("mean", "variance"):
+            assert spec is not None
+            n_diff = _agg_component(t1, "n", spec) - _agg_component(t0, "n", spec)
+            if what == "sum":  # the release adds noise to the centred sum
+                diff = diff - spec.center * n_diff
+        changed = int((diff.reshape(len(_AGG_GROUPS), -1) != 0).any(axis=1).sum())
+        assert changed == k, (what, changed)
+        assert Fraction(int((diff.astype(object) ** 2).sum())) == k * l2 * l2, what
+        assert Fraction(int(np.abs(diff).sum())) == k * l1, what
+    # the parts add up to the budget, and the budget to the guarantee
+    assert spent <= budget, (spent, budget)
+    assert spent >= budget * (1 - Fraction(1, 10**6)), (spent, budget)
+    stated = rel.metadata["guarantee"]
+    assert stated["epsilon"] <= eps and stated["delta"] <= delta
+    if not gaussian:
+        assert agg.eps_m == eps
+        return
+    if public:
+        assert F.zcdp_delta(spent, eps) <= delta
+        assert F.zcdp_delta(budget * Fraction(1001, 1000), eps) > delta  # little to spare
+    elif not user_level:  # optimal selection at half of (epsilon, delta), the metrics the rest
+        sel = agg._selector
+        eps_m, dl_m = Fraction(eps) - Fraction(sel.epsilon), Fraction(delta) - Fraction(sel.delta)
+        assert eps_m > 0 and dl_m > 0
+        assert F.zcdp_delta(spent, float(eps_m)) <= dl_m
+    else:
+        sel = agg._selector
+        cert = _selector_delta(sel, sel.sigma2s, sel.thresholds, sel.count_sigma2, spent)
+        assert cert <= delta, (cert, delta)
+
+
+def _aggregation_of(kwargs: dict[str, Any]) -> Any:
+    from privhist.analytics.aggregate import Aggregation
+
+    partitions = kwargs.get("partitions")
+    return Aggregation(
+        kwargs["metrics"],
+        ("g",),
+        kwargs["epsilon"],
+        kwargs["delta"],
+        "user" in kwargs,
+        max_partitions=kwargs.get("max_partitions", 1),
+        max_per_partition=kwargs.get("max_per_partition", 1),
+        partitions=None if partitions is None else tuple((p,) for p in partitions),
+    )
+
+
 # -- coverage ---------------------------------------------------------------------------------
 
 
@@ -1044,20 +1308,11 @@ def _covered(name: str) -> bool:
 
 
 def _registered() -> list[str]:
-    """Every registered releasable: mechanisms, weighted selectors and, once
-    ``privhist.metrics`` exists with a registry (``names()`` or ``registry()``), its metrics."""
-    import importlib
+    """Every registered releasable: mechanisms, weighted selectors and the aggregation metrics
+    (the kinds :mod:`privhist.metrics` builds, :data:`privhist.core.metrics.KINDS`)."""
+    from privhist.core.metrics import KINDS
 
-    found = [*registry.names(), *registry.weighted_registry()]
-    try:
-        metrics = importlib.import_module("privhist.metrics")
-    except ModuleNotFoundError:
-        return found
-    for attr in ("names", "registry"):
-        listing = getattr(metrics, attr, None)
-        if callable(listing):
-            return [*found, *list(listing())]
-    return found
+    return [*registry.names(), *registry.weighted_registry(), *KINDS]
 
 
 def test_every_releasable_has_a_case() -> None:
@@ -1088,3 +1343,35 @@ def test_the_spy_sees_a_release_path_that_draws_less_noise(monkeypatch: pytest.M
     with pytest.raises(AssertionError, match=r"spends|threshold|released"):
         stability(1.0, 1e-6, Neighbouring.add_remove())
     monkeypatch.setattr(_noise.LaplaceCountNoise, "sample", original)
+
+
+def test_the_aggregation_contract_sees_less_noise_and_a_loose_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Power checks: an aggregation drawing 0.9 of the variance it accounts for fails, and so
+    does an engine keeping k + 1 groups per user (the guarantee would then be for less than one
+    user changes)."""
+    import dataclasses
+
+    from privhist.analytics.aggregate import Aggregation
+    from privhist.engines.local import aggregate as local_aggregate
+
+    noisy = Aggregation._noisy
+
+    def weaker(self: Any, values: Any, param: Fraction, rng: Any) -> Any:
+        return noisy(self, values, param * Fraction(9, 10), rng)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Aggregation, "_noisy", weaker)
+        with pytest.raises(AssertionError):
+            _aggregation_contract("mean", "gaussian")
+    _aggregation_contract("mean", "gaussian")  # unpatched, the same case passes
+    bound = local_aggregate.bound
+
+    def looser(df: Any, request: Any, n_specs: int, prio: Any) -> Any:
+        wider = dataclasses.replace(request, max_partitions=request.max_partitions + 1)
+        return bound(df, wider, n_specs, prio)
+
+    monkeypatch.setattr(local_aggregate, "bound", looser)
+    with pytest.raises(AssertionError, match="records"):
+        _aggregation_contract("count", "user")

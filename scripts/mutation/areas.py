@@ -340,17 +340,55 @@ _area(
     {
         "privhist/session/__init__.py": Target(
             (
-                "Session._check_budget",
-                "Session._dry_run",
+                "Session.release",
+                "Session._prepare",
+                "Session._charged",
                 "Session._charge",
-                "Session.charged",
-                "Session._publish",
-                "Session._auto_cap_histogram",
-                "Session._weighted_histogram",
+                "Session._check_output",
+            ),
+            _SESSION_TESTS,
+        ),
+        "privhist/session/build.py": Target(("_auto_cap",), _SESSION_TESTS),
+        "privhist/session/releases.py": Target(
+            (
+                "AutoCapSelector.event",
+                "AutoCapSelector.draw",
+                "AutoCapMechanism.event",
+                "AutoCapMechanism.draw",
             ),
             _SESSION_TESTS,
         ),
         "privhist/session/_support.py": Target(("check_output", "_same_file"), _SESSION_TESTS),
+    },
+)
+
+_AGG_TESTS = (
+    "tests/analytics/test_aggregate_metrics_dp.py",
+    "tests/contracts/test_noise_spy.py",
+    "tests/analytics/test_aggregate.py",
+)
+_AGG_KEYWORD = "aggregat or metric or count or sum or mean or variance or quantiles"
+_area(
+    "aggregations",
+    "aggregation metrics: sensitivities, budget split, noise and bounding per group",
+    {
+        "privhist/analytics/aggregate.py": Target(
+            (
+                "Aggregation._calibrate",
+                "Aggregation.components",
+                "Aggregation._shares",
+                "Aggregation.noise_parameters",
+                "Aggregation._auto_noise",
+                "Aggregation._noisy",
+                "_sigma2",
+                "_sqrt_up",
+            ),
+            _AGG_TESTS,
+            keyword=_AGG_KEYWORD,
+        ),
+        "privhist/engines/local/aggregate.py": Target(
+            ("with_units", "bound", "partial_rows"), _AGG_TESTS, keyword=_AGG_KEYWORD
+        ),
     },
 )
 

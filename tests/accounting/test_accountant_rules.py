@@ -109,3 +109,95 @@ def test_basic_rule_reads_the_stated_point_of_threshold_events() -> None:
         account(ZcdpThresholdEvent(0.01, 1e-9), 1e-6, rules=("basic",))
     with pytest.raises(UnsupportedError):  # a Gaussian states no (epsilon, delta)
         account(GaussianEvent(1.0), 1e-6, rules=("basic",))
+
+
+# -- each rule at the edge of its target delta ------------------------------------------------
+
+
+def test_basic_rule_admits_deltas_summing_exactly_to_the_target_and_not_one_ulp_more() -> None:
+    """Four runs of delta ``2**-21`` add up to exactly ``2**-19``: the basic rule gives the
+    target itself; at the float just below the target, or with one part one ulp larger, it
+    gives nothing."""
+    part = 2.0**-21
+    runs = composed([ApproxDPEvent(0.25, part)] * 4)
+    b = account(runs, 2.0**-19, rules=("basic",)).bounds["basic"]
+    assert b == Budget(1.0, 2.0**-19)
+    with pytest.raises(UnsupportedError):
+        account(runs, math.nextafter(2.0**-19, 0.0), rules=("basic",))
+    bigger = composed(
+        [ApproxDPEvent(0.25, part)] * 3 + [ApproxDPEvent(0.25, math.nextafter(part, 1))]
+    )
+    with pytest.raises(UnsupportedError):
+        account(bigger, 2.0**-19, rules=("basic",))
+
+
+def test_basic_rule_without_a_target_refuses_deltas_reaching_one() -> None:
+    """Without a target the event's own delta is the exact sum rounded up, which must stay below
+    1: ``0.5 + (0.5 - 2**-53)`` is the largest float below 1 and is admitted; ``0.5 + (0.5 -
+    2**-54)`` lies between it and 1, rounds up to 1 and is refused, as is a sum of exactly 1."""
+    below = composed([ApproxDPEvent(0.1, 0.5), ApproxDPEvent(0.1, 0.5 - 2.0**-53)])
+    g = guarantee_of(below)
+    assert g.delta == math.nextafter(1.0, 0.0) and Fraction(g.epsilon) >= Fraction(0.1) * 2
+    for last in (0.5 - 2.0**-54, 0.5):
+        with pytest.raises(UnsupportedError):
+            guarantee_of(composed([ApproxDPEvent(0.1, 0.5), ApproxDPEvent(0.1, last)]))
+
+
+def test_threshold_rule_needs_the_failure_below_the_target() -> None:
+    """The threshold rule's delta is at least its failure probability: a failure equal to the
+    target gives no epsilon; just below it, a finite one, the smallest (to 2**-40) whose
+    certified delta meets the target."""
+    rho = Fraction(0.01)
+    with pytest.raises(UnsupportedError):
+        account(ZcdpThresholdEvent(0.01, 1e-6), 1e-6, rules=("zcdp_threshold",))
+    ev = ZcdpThresholdEvent(0.01, 0.5e-6)
+    g = account(ev, 1e-6, rules=("zcdp_threshold",)).budget
+    assert math.isfinite(g.epsilon) and g.delta == 1e-6
+    pf = mpmath.mpf(Fraction(0.5e-6))
+    exact = F.with_failure(lambda e: F.zcdp_delta(rho, e), g.epsilon, pf)
+    assert exact <= 1e-6
+    smaller = g.epsilon * (1 - 2.0**-30)
+    assert F.with_failure(lambda e: F.zcdp_delta(rho, e), smaller, pf) > 1e-6
+
+
+def test_threshold_parts_need_every_other_part_to_be_zcdp() -> None:
+    """Gaussian parts count as ``s**2 / (2 sigma**2)`` exactly; an (epsilon, delta) part, or no
+    threshold part at all, leaves the threshold rule out (and threshold_delta refuses)."""
+    ev = composed([ZcdpThresholdEvent(0.5, 1e-9), GaussianEvent(3.0, sensitivity=2.0)])
+    assert threshold_parts(ev) == (Fraction(1, 2) + Fraction(4, 18), Fraction(1e-9))
+    for other in (ApproxDPEvent(0.1, 0.0), None):
+        parts = [ZcdpThresholdEvent(0.5, 1e-9)] if other is not None else [GaussianEvent(3.0)]
+        mixed = composed([*parts, other if other is not None else GaussianEvent(2.0)])
+        assert threshold_parts(mixed) is None
+        with pytest.raises(UnsupportedError):
+            threshold_delta(mixed, 1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -1e-6, math.nan, math.inf, True, "1e-6"])
+def test_account_refuses_targets_outside_the_open_unit_interval(bad: object) -> None:
+    with pytest.raises(ValidationError) as err:
+        account(ApproxDPEvent(0.1, 0.0), bad)  # type: ignore[arg-type]
+    assert err.value.parameter == "delta"
+
+
+def test_account_refuses_unknown_rules_and_non_events() -> None:
+    with pytest.raises(ValidationError) as err:
+        account(ApproxDPEvent(0.1, 0.0), 1e-6, rules=("basic", "magic"))
+    assert err.value.parameter == "rules"
+    with pytest.raises(ValidationError) as err:
+        account(ApproxDPEvent(0.1, 0.0), 1e-6, report=("magic",))
+    assert err.value.parameter == "rules"
+    with pytest.raises(ValidationError) as err:
+        account(Budget(0.1, 0.0), 1e-6)  # type: ignore[arg-type]
+    assert err.value.parameter == "event"
+
+
+def test_reported_rules_are_computed_but_never_chosen() -> None:
+    """A rule asked for in ``report`` only is shown even when it is smaller; the guarantee comes
+    from the chosen rules (advanced composition is far smaller here, basic is chosen)."""
+    many = composed([ApproxDPEvent(0.05, 1e-9)] * 200)
+    acc = account(many, 1e-6, rules=("basic",), report=("advanced",))
+    adv = acc.bounds["advanced"]
+    assert adv is not None and acc.bounds["basic"] is not None
+    assert adv.epsilon < acc.bounds["basic"].epsilon
+    assert acc.rule == "basic" and acc.budget == acc.bounds["basic"]

@@ -1040,6 +1040,7 @@ AGG_SETTINGS: dict[str, tuple[bool, bool, float, float, int, int, bool]] = {
     "gaussian": (False, True, 1.0, 1e-6, 1, 1, False),
     "small-epsilon": (False, True, 0.02, 1e-9, 1, 1, False),
     "auto-bound": (False, True, 1.0, 1e-6, 1, 1, True),
+    "auto-laplace": (False, True, 1.0, 0.0, 1, 1, True),
     "record-private": (False, False, 1.0, 1e-6, 1, 1, False),
     "user-laplace": (True, True, 1.0, 0.0, 3, 2, False),
     "user": (True, True, 1.0, 1e-6, 3, 2, False),
@@ -1272,6 +1273,10 @@ def _aggregation_contract(kind: str, setting: str) -> None:
         eps_m, dl_m = Fraction(eps) - Fraction(sel.epsilon), Fraction(delta) - Fraction(sel.delta)
         assert eps_m > 0 and dl_m > 0
         assert F.zcdp_delta(spent, float(eps_m)) <= dl_m
+        # the two parts the ledger composes use the whole budget when its halves are exact
+        parts = [leaf for leaf, _ in agg.event()._leaves()]
+        assert sum((Fraction(p.epsilon) for p in parts), Fraction(0)) == Fraction(eps)
+        assert sum((Fraction(p.delta) for p in parts), Fraction(0)) == Fraction(delta)
     else:
         sel = agg._selector
         cert = _selector_delta(sel, sel.sigma2s, sel.thresholds, sel.count_sigma2, spent)

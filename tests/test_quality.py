@@ -20,12 +20,14 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_passes() -> None:
-    res = _run(sys.executable, "-m", "ruff", "check", "src", "tests", "benchmarks")
+    res = _run(sys.executable, "-m", "ruff", "check", "src", "tests", "benchmarks", "scripts")
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_ruff_format_is_clean() -> None:
-    res = _run(sys.executable, "-m", "ruff", "format", "--check", "src", "tests", "benchmarks")
+    res = _run(
+        sys.executable, "-m", "ruff", "format", "--check", "src", "tests", "benchmarks", "scripts"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 

@@ -1,18 +1,25 @@
-"""The README stays true: its first commands, and its Python example runs."""
+"""The README stays true: its first commands, and its Python examples (and those of the
+command-line guide it points to, ``docs/guide.md``) print what they show."""
 
 from __future__ import annotations
 
+import doctest
 import re
 from pathlib import Path
 
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
 CI = Path(__file__).resolve().parents[1] / ".ci" / "run"
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+def _blocks(lang: str, pages: tuple[Path, ...] = (README,)) -> list[str]:
+    return [
+        block
+        for page in pages
+        for block in re.findall(rf"```{lang}\n(.*?)```", page.read_text(), flags=re.S)
+    ]
 
 
 def test_readme_opens_with_exactly_two_commands() -> None:
@@ -30,7 +37,40 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert test_command.replace("python3", "python") in ci
 
 
-def test_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+#: ``...`` in an expected output stands for what differs from run to run (noisy counts)
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def _run_example(source: str, name: str) -> doctest.TestResults:
+    test = doctest.DocTestParser().get_doctest(source, {}, name, str(README), 0)
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    runner.run(test, out=lambda text: print(text, end=""))
+    return doctest.TestResults(runner.failures, runner.tries)
+
+
+def test_every_python_example_states_its_output() -> None:
+    """Examples are doctests (``pycon`` blocks) whose printed results are checked; a plain
+    ``python`` block would run without asserting anything."""
+    assert _blocks("python", (README, GUIDE)) == []
+    examples = _blocks("pycon", (README, GUIDE))
+    assert len(_blocks("pycon")) >= 1 and len(examples) >= 8
+    for block in examples:
+        parsed = doctest.DocTestParser().get_examples(block)
+        assert parsed and all(e.source for e in parsed)
+        assert any(e.want.strip() for e in parsed), f"an example that prints nothing:\n{block}"
+
+
+def test_python_examples_print_what_they_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # the examples write files (ledgers, releases) where they run
-    for block in _blocks("python"):
-        exec(compile(block, str(README), "exec"), {})
+    for i, block in enumerate(_blocks("pycon", (README, GUIDE))):
+        result = _run_example(block, f"README example {i + 1}")
+        assert result.failed == 0, f"README example {i + 1} printed something else"
+
+
+def test_a_wrong_printed_result_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Power check: the same runner fails an example whose stated output is wrong."""
+    monkeypatch.chdir(tmp_path)
+    block = next(b for b in _blocks("pycon", (README, GUIDE)) if "[12 15  8]" in b)
+    assert _run_example(block.replace("[12 15  8]", "[12 15  9]"), "altered").failed == 1

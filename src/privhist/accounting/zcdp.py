@@ -76,7 +76,8 @@ def zcdp_delta(rho: Fraction | float, epsilon: float) -> float:
     with mpmath.workdps(_DPS):
         al, rr, ee = _mp(alpha), _mp(Fraction(rho)), _mp(Fraction(epsilon))
         val = mpmath.exp((al - 1) * (al * rr - ee + mpmath.log(1 - 1 / al)) - mpmath.log(al))
-        return min(1.0, float(val * (1 + _MARGIN)) * (1 + 1e-12))
+        # a bound below the smallest float must not become 0 (which would claim pure DP)
+        return min(1.0, max(float(val * (1 + _MARGIN)) * (1 + 1e-12), math.ulp(0.0)))
 
 
 def with_threshold_failure(

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from tests.conftest import spark_cli_arguments
 
 from privhist import Release, Session
 from privhist.cli.main import main
@@ -165,7 +166,8 @@ def test_engine_spark_on_the_command_line_gives_the_local_output(
     argv = [COMMANDS[command][0], str(path), *COMMANDS[command][1:], "--seed", "7"]
     outputs = []
     for engine in ("local", "spark"):
-        code = main([*argv, "--engine", engine, "--noise-on", "driver"])
+        where = spark_cli_arguments() if engine == "spark" else []
+        code = main([*argv, "--engine", engine, *where, "--noise-on", "driver"])
         out, err = capsys.readouterr()
         assert code == 0, err
         outputs.append(out)

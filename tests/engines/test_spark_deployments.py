@@ -1,0 +1,136 @@
+"""Spark where users run it: the Spark equality tests again through a Spark Connect server and on
+a two-worker standalone cluster, each started here on loopback (tests/spark_servers.py).
+
+pyspark holds one kind of session per process (its functions switch to Spark Connect on a
+process-wide flag, and a classic SparkContext refuses a Connect session beside it), and this
+process holds the local classic session of the other Spark tests. So each deployment runs the
+same test modules (:data:`MODULES`: every release kind, Python and command line, equal to the
+local engine for a seed in either noise mode; the engine contract; sessions, paths and Parquet
+destinations) in a child pytest whose ``spark`` fixture reaches the deployment
+(``PRIVHIST_TEST_SPARK``, tests/conftest.py). Every test must pass there, none skipped, and every
+release kind must be among them. A fresh ``privhist`` process then reaches the deployment the
+way a user does (``--spark-remote`` / ``--spark-master``, the shuffle sized by the command line)
+and its Parquet release equals the local engine's.
+
+The Spark Connect test needs the ``connect`` extra (``pip install 'privhist[connect]'``); both
+need Java. They are slow (a server or a cluster, and a child run of the Spark tests).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from tests.conftest import REPO, SPARK_URL_VARIABLE
+from tests.engines.test_spark_every_release import CALLS, COMMANDS
+from tests.spark_servers import (
+    Deployment,
+    child_env,
+    connect_dependencies,
+    connect_server,
+    standalone_cluster,
+)
+
+from privhist import Session
+from privhist.session import DryRun
+
+pytestmark = pytest.mark.slow
+
+#: the modules each deployment runs again
+MODULES = (
+    "tests/engines/test_spark_every_release.py",
+    "tests/engines/test_engine_contract.py",
+    "tests/engines/test_spark_sessions.py",
+)
+
+#: the tests that show every release kind equal to the local engine's (both noise modes)
+RELEASE_TESTS = {
+    *(
+        f"test_a_spark_dataframe_gives_the_local_release[{noise}-{name}]"
+        for noise in ("driver", "executors")
+        for name in CALLS
+    ),
+    *(f"test_engine_spark_on_the_command_line_gives_the_local_output[{c}]" for c in COMMANDS),
+}
+
+
+@pytest.fixture
+def java() -> None:
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java")
+
+
+def _child_tests(url: str, tmp_path: Path) -> dict[str, str]:
+    """Run :data:`MODULES` in a child pytest against ``url``; the outcome of each test."""
+    report = tmp_path / "child.xml"
+    argv = [sys.executable, "-m", "pytest", *MODULES, "-q", "-p", "no:cacheprovider"]
+    argv += ["-o", "addopts=", f"--junitxml={report}", "-W", "ignore"]
+    env = child_env(**{SPARK_URL_VARIABLE: url})
+    done = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600, check=False
+    )
+    assert report.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        outcomes[case.get("name", "")] = kinds[0] if kinds else "passed"
+    bad = {name: kind for name, kind in outcomes.items() if kind != "passed"}
+    assert done.returncode == 0 and not bad, (bad, done.stdout[-4000:])
+    return outcomes
+
+
+def _fresh_cli_release(deployment: Deployment, where: list[str], tmp_path: Path) -> None:
+    """A ``privhist histogram --engine spark`` process of its own, with a Parquet output: the
+    rows the local engine releases for the seed (noise on the executors)."""
+    g = np.random.default_rng(9)
+    n = 6000
+    frame = pl.DataFrame(
+        {"user": g.integers(0, 700, n), "word": [f"w{v}" for v in (g.zipf(1.4, n) % 30)]}
+    )
+    data = tmp_path / "visits.csv"
+    frame.write_csv(data)
+    out = tmp_path / "release.parquet"
+    argv = [sys.executable, "-m", "privhist", "histogram", str(data), "--key", "word"]
+    argv += ["--user", "user", "--epsilon", "1", "--delta", "1e-6", "--seed", "5"]
+    argv += ["--engine", "spark", *where, "--output", str(out), "--no-progress"]
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:] + deployment.log_tail()
+    local = Session(noise_on="executors").histogram(
+        frame, key="word", user="user", epsilon=1, delta=1e-6, seed=5
+    )
+    assert not isinstance(local, DryRun) and len(local) > 0
+    assert pl.read_parquet(out / "*.parquet").equals(local.to_polars())
+    assert (out / "_privhist.json").is_file()
+
+
+def test_the_spark_tests_pass_through_spark_connect(java: Any, tmp_path: Path) -> None:
+    missing = connect_dependencies()
+    if missing is not None:
+        pytest.skip(f"the connect extra is not installed: {missing}")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with connect_server(logs) as server:
+        outcomes = _child_tests(server.url, tmp_path)
+        assert RELEASE_TESTS <= {name for name, kind in outcomes.items() if kind == "passed"}
+        _fresh_cli_release(server, ["--spark-remote", server.url], tmp_path)
+
+
+def test_the_spark_tests_pass_on_a_two_worker_cluster(java: Any, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with standalone_cluster(logs, workers=2, cores=1, memory="1g") as cluster:
+        outcomes = _child_tests(cluster.url, tmp_path)
+        assert RELEASE_TESTS <= {name for name, kind in outcomes.items() if kind == "passed"}
+        where = ["--spark-master", cluster.url, "--spark-conf", "spark.executor.memory=512m"]
+        _fresh_cli_release(cluster, where, tmp_path)

@@ -16,6 +16,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 #: deployment tests (tests/engines/test_spark_deployments.py) start a server and run the Spark
 #: equality tests again in a child process with this variable set.
 SPARK_URL_VARIABLE = "PRIVHIST_TEST_SPARK"
+SPARK_CORES_VARIABLE = "PRIVHIST_TEST_SPARK_CORES"
 
 # a Spark started by the tests (its driver, UI and block manager) listens on loopback only
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -32,6 +33,12 @@ def shared_data() -> Path:
 def spark_url() -> str | None:
     """The deployment the ``spark`` fixture connects to (None: local classic)."""
     return os.environ.get(SPARK_URL_VARIABLE) or None
+
+
+def spark_cores() -> int:
+    """The executor cores of the ``spark`` fixture's deployment (``PRIVHIST_TEST_SPARK_CORES``;
+    2 for ``local[2]`` and by default)."""
+    return int(os.environ.get(SPARK_CORES_VARIABLE) or 2)
 
 
 def spark_cli_arguments() -> list[str]:

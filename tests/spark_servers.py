@@ -11,6 +11,8 @@ Executors (and the Connect server's executors) run this interpreter with this ch
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import importlib
 import json
 import os
 import signal
@@ -55,6 +57,15 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child, before it runs the launcher: on Linux, ask for SIGTERM when the process
+    that started it dies (the launcher execs the JVM, which keeps the request), so a killed
+    test run leaves no Spark behind."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @dataclass
 class Deployment:
     """Processes started here and the URL that reaches them (``sc://`` or ``spark://``)."""
@@ -66,7 +77,12 @@ class Deployment:
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{name}.log", "wb")
         proc = subprocess.Popen(
-            argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         log.close()
         self.processes.append(proc)
@@ -208,10 +224,17 @@ def standalone_cluster(
 
 def connect_dependencies() -> str | None:
     """None if pyspark's Spark Connect client can run here, else what is missing."""
-    try:
-        from pyspark.sql.connect.utils import check_dependencies
-
-        check_dependencies("pyspark.sql.connect.session")
-    except Exception as exc:  # ImportError or PySparkImportError naming the package
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # what pyspark's "connect" extra installs
+    for module in (
+        "pandas",
+        "pyarrow",
+        "grpc",
+        "grpc_status",
+        "google.rpc.status_pb2",
+        "zstandard",
+    ):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            return f"{module} ({exc})"
     return None

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from tests.conftest import REPO, SPARK_URL_VARIABLE
+from tests.conftest import REPO, SPARK_CORES_VARIABLE, SPARK_URL_VARIABLE
 from tests.engines.test_spark_every_release import CALLS, COMMANDS
 from tests.spark_servers import (
     Deployment,
@@ -40,6 +40,7 @@ from tests.spark_servers import (
 )
 
 from privhist import Session
+from privhist.engines.spark.sessions import PARTITIONS_PER_CORE
 from privhist.session import DryRun
 
 pytestmark = pytest.mark.slow
@@ -69,22 +70,24 @@ def java() -> None:
         pytest.skip("Spark needs Java")
 
 
-def _child_tests(url: str, tmp_path: Path) -> dict[str, str]:
-    """Run :data:`MODULES` in a child pytest against ``url``; the outcome of each test."""
+def _child_tests(url: str, cores: int, tmp_path: Path) -> dict[str, str]:
+    """Run :data:`MODULES` in a child pytest against ``url`` (a deployment of ``cores``
+    executor cores); the outcome of each test."""
     report = tmp_path / "child.xml"
     argv = [sys.executable, "-m", "pytest", *MODULES, "-q", "-p", "no:cacheprovider"]
     argv += ["-o", "addopts=", f"--junitxml={report}", "-W", "ignore"]
-    env = child_env(**{SPARK_URL_VARIABLE: url})
+    env = child_env(**{SPARK_URL_VARIABLE: url, SPARK_CORES_VARIABLE: str(cores)})
     done = subprocess.run(
         argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600, check=False
     )
+    (tmp_path / "child.log").write_text(done.stdout + done.stderr)
     assert report.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     outcomes = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
         outcomes[case.get("name", "")] = kinds[0] if kinds else "passed"
     bad = {name: kind for name, kind in outcomes.items() if kind != "passed"}
-    assert done.returncode == 0 and not bad, (bad, done.stdout[-4000:])
+    assert done.returncode == 0 and not bad, (bad, done.stdout[-8000:])
     return outcomes
 
 
@@ -120,8 +123,8 @@ def test_the_spark_tests_pass_through_spark_connect(java: Any, tmp_path: Path) -
         pytest.skip(f"the connect extra is not installed: {missing}")
     logs = tmp_path / "logs"
     logs.mkdir()
-    with connect_server(logs) as server:
-        outcomes = _child_tests(server.url, tmp_path)
+    with connect_server(logs, master="local[2]") as server:
+        outcomes = _child_tests(server.url, 2, tmp_path)
         assert RELEASE_TESTS <= {name for name, kind in outcomes.items() if kind == "passed"}
         _fresh_cli_release(server, ["--spark-remote", server.url], tmp_path)
 
@@ -129,8 +132,26 @@ def test_the_spark_tests_pass_through_spark_connect(java: Any, tmp_path: Path) -
 def test_the_spark_tests_pass_on_a_two_worker_cluster(java: Any, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
-    with standalone_cluster(logs, workers=2, cores=1, memory="1g") as cluster:
-        outcomes = _child_tests(cluster.url, tmp_path)
+    with standalone_cluster(logs, workers=2, cores=2, memory="1g") as cluster:
+        outcomes = _child_tests(cluster.url, 4, tmp_path)
         assert RELEASE_TESTS <= {name for name, kind in outcomes.items() if kind == "passed"}
         where = ["--spark-master", cluster.url, "--spark-conf", "spark.executor.memory=512m"]
         _fresh_cli_release(cluster, where, tmp_path)
+        # a new application on the cluster sizes its shuffle to the cluster's cores (two
+        # executors of 2 cores): 3 x 4 partitions instead of Spark's 200
+        script = (
+            "from privhist.engines.spark.sessions import build_session\n"
+            f"spark = build_session(master={cluster.url!r}, "
+            "conf={'spark.executor.memory': '512m', 'spark.ui.enabled': 'false'})\n"
+            "print(spark.conf.get('spark.sql.shuffle.partitions'))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip().splitlines()[-1] == str(PARTITIONS_PER_CORE * 4)

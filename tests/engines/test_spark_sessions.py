@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from tests.conftest import spark_cli_arguments, spark_url
+from tests.conftest import spark_cli_arguments, spark_cores, spark_url
 from tests.spark_servers import SRC
 
 from privhist import Session
@@ -97,10 +97,14 @@ def test_the_engine_reads_with_the_sessions_there_are(
     frame, path = records
     _no_new_sessions(monkeypatch)
     df = spark.createDataFrame(frame.to_arrow())
-    releases = {n: Session(noise_on=n).histogram(frame, **KWARGS) for n in ("driver", "executors")}
-    cases = [(df, "executors"), (str(path), "driver"), (f"file:{path}", "executors")]
-    for i, (source, noise_on) in enumerate(cases):
-        local = releases[noise_on]
+    # (a file's users are text, a table's integers: each compares with the same source, local)
+    cases = [
+        (df, frame, "executors"),
+        (str(path), path, "driver"),
+        (f"file:{path}", path, "executors"),
+    ]
+    for i, (source, same, noise_on) in enumerate(cases):
+        local = Session(noise_on=noise_on).histogram(same, **KWARGS)
         assert not isinstance(local, DryRun) and len(local) > 0
         out = tmp_path / f"{noise_on}-{i}.parquet"
         remote = Session(engine="spark", noise_on=noise_on).histogram(source, output=out, **KWARGS)
@@ -212,13 +216,14 @@ def test_a_probe_that_cannot_see_sparks_files_refuses(tmp_path: Path) -> None:
 
 
 def test_the_shuffle_is_sized_to_the_cluster(spark: Any) -> None:
-    """Spark's default of 200 shuffle partitions becomes 3 per core (every deployment of the
-    tests has 2 cores); a value someone set is kept."""
+    """Spark's default of 200 shuffle partitions becomes 3 per core of the deployment; a value
+    someone set is kept."""
     before = spark.conf.get("spark.sql.shuffle.partitions")
+    sized = PARTITIONS_PER_CORE * spark_cores()
     try:
         spark.conf.set("spark.sql.shuffle.partitions", "200")
-        assert size_shuffle(spark) == PARTITIONS_PER_CORE * 2
-        assert spark.conf.get("spark.sql.shuffle.partitions") == str(PARTITIONS_PER_CORE * 2)
+        assert size_shuffle(spark) == sized
+        assert spark.conf.get("spark.sql.shuffle.partitions") == str(sized)
         spark.conf.set("spark.sql.shuffle.partitions", "9")
         assert size_shuffle(spark) is None
         assert spark.conf.get("spark.sql.shuffle.partitions") == "9"

@@ -21,6 +21,7 @@ Python worker round trip, and the engine's shuffles carry little data.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -32,6 +33,9 @@ PARTITIONS_PER_CORE: Final[int] = 3
 
 #: Spark's own default of ``spark.sql.shuffle.partitions`` (the value the command line resizes)
 SPARK_DEFAULT_SHUFFLE_PARTITIONS: Final[str] = "200"
+
+#: seconds a classic session on a cluster waits for executors before reading its cores
+REGISTRATION_WAIT: Final[float] = 30.0
 
 #: the port of a Spark Connect URL that names none
 CONNECT_PORT: Final[int] = 15002
@@ -139,21 +143,31 @@ def size_shuffle(spark: Any) -> int | None:
     """Set ``spark.sql.shuffle.partitions`` to :data:`PARTITIONS_PER_CORE` times the default
     parallelism when it is Spark's default (200); return the new value (None: left as it was).
 
-    The default parallelism is the executors' cores when the session starts (on a cluster whose
-    executors have not registered yet, Spark counts 2); a Spark Connect session reads it from
-    the partitions of a small range (one short job)."""
-    if spark.conf.get("spark.sql.shuffle.partitions", None) != SPARK_DEFAULT_SHUFFLE_PARTITIONS:
+    The default parallelism is the cores of the executors registered when the session starts
+    (a classic session on a cluster waits for them first: :func:`default_parallelism`); a Spark
+    Connect session reads it from the partitions of a small range (one short job). With dynamic
+    allocation, executors come and go: set the value yourself."""
+    if spark.conf.get("spark.sql.shuffle.partitions") != SPARK_DEFAULT_SHUFFLE_PARTITIONS:
         return None
     partitions = PARTITIONS_PER_CORE * max(1, default_parallelism(spark))
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     return partitions
 
 
-def default_parallelism(spark: Any) -> int:
+def default_parallelism(spark: Any, wait: float = REGISTRATION_WAIT) -> int:
     """Spark's default parallelism (the executors' cores unless ``spark.default.parallelism``
-    says otherwise), for classic and Spark Connect sessions."""
+    says otherwise), for classic and Spark Connect sessions.
+
+    A classic session on a cluster counts only the executors registered so far (and 2 while
+    none has), so it first waits, at most ``wait`` seconds, until some have registered and
+    their number has held for a second (not with dynamic allocation, where executors start
+    only for work)."""
     if not is_connect(spark):
-        return int(spark.sparkContext.defaultParallelism)
+        context = spark.sparkContext
+        dynamic = context.getConf().get("spark.dynamicAllocation.enabled", "false")
+        if not str(context.master).startswith("local") and dynamic.lower() != "true":
+            _await_executors(context, wait)
+        return int(context.defaultParallelism)
     configured = spark.conf.get("spark.default.parallelism", None)
     if configured:
         return int(configured)
@@ -162,6 +176,21 @@ def default_parallelism(spark: Any) -> int:
     # a range is split into the default parallelism's number of partitions
     ids = spark.range(0, 1 << 16).withColumn("p", F.spark_partition_id())
     return int(ids.agg(F.max("p")).first()[0]) + 1
+
+
+def _await_executors(context: Any, wait: float) -> None:
+    """Return once executors have registered with ``context`` and their number has held for a
+    second, or after ``wait`` seconds."""
+    registered = context._jsc.sc().getExecutorMemoryStatus  # the driver and the executors
+    deadline = time.monotonic() + wait
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        executors = int(registered().size()) - 1
+        if executors != last:
+            last, since = executors, time.monotonic()
+        elif executors > 0 and time.monotonic() - since >= 1.0:
+            return
+        time.sleep(0.2)
 
 
 def _reachable(remote: str, function: str) -> None:

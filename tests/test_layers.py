@@ -1,9 +1,9 @@
 """The import direction of the package and the absence of import circles, checked on the source.
 
-The layer order is written once, in ``DESIGN.md`` (the line that begins "Imports point one way"):
-this test reads it from there. A module may import its own layer and the layers below it, never one
-above, and the import graph of the package's modules (module-level imports and imports inside
-functions alike) has no circle.
+The layer order is written once, in ``docs/concepts/architecture.md`` (the sentence that begins
+"Imports point one way"): this test reads it from there. A module may import its own layer and
+the layers below it, never one above, and the import graph of the package's modules (module-level
+imports and imports inside functions alike) has no circle.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "privhist"
-DESIGN = Path(__file__).resolve().parents[2] / "shared" / "DESIGN.md"
+ORDER_PAGE = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "architecture.md"
 
 
-def layers_from_design(text: str) -> dict[str, int]:
-    """``{package: rank}`` from the design notes' "Imports point one way: `a` <- `b`, `c` <- ..."
-    sentence (names separated by commas share a rank)."""
+def layers_from_page(text: str) -> dict[str, int]:
+    """``{package: rank}`` from the architecture page's "Imports point one way: `a` <- `b`, `c`
+    <- ..." sentence (names separated by commas share a rank)."""
     m = re.search(r"Imports point one way:(.*?)\(", text, re.S)
-    assert m, "DESIGN.md states no layer order"
+    assert m, "docs/concepts/architecture.md states no layer order"
     ranks: dict[str, int] = {}
     for rank, group in enumerate(m.group(1).split("<-")):
         for name in re.findall(r"`(\w+)`", group):
@@ -32,9 +32,7 @@ def layers_from_design(text: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def LAYER() -> dict[str, int]:
-    if not DESIGN.is_file():
-        pytest.skip(f"{DESIGN} is absent")
-    return layers_from_design(DESIGN.read_text(encoding="utf-8"))
+    return layers_from_page(ORDER_PAGE.read_text(encoding="utf-8"))
 
 
 def upward_imports(root: Path, LAYER: dict[str, int]) -> list[str]:

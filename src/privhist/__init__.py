@@ -1,8 +1,8 @@
 """privhist: differentially private histograms and frequency estimation.
 
-The package is layered; the order is stated once, in ``DESIGN.md``, and enforced by
-``tests/test_layers.py``. Start with :class:`Session`: each of its methods is one kind of release
-and returns a :class:`Release` (or, with ``dry_run=True``, a :class:`DryRun`).
+The package is layered; the order is stated once, in ``docs/concepts/architecture.md``, and
+enforced by ``tests/test_layers.py``. Start with :class:`Session`: each of its methods is one
+kind of release and returns a :class:`Release` (or, with ``dry_run=True``, a :class:`DryRun`).
 
 The names below are imported on first use (PEP 562), so ``import privhist`` (and the start-up of
 the ``privhist`` command) does not load NumPy until something needs it.

@@ -23,17 +23,21 @@ import numpy as np
 import polars as pl
 
 from privhist.core.data import Counts
+from privhist.core.groups import encode
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.core.requests import (
     ColumnValues,
     Fields,
+    GroupAggregates,
+    GroupTable,
     KeyCounts,
     KeyedDraw,
     KeyWeights,
     Request,
     UserItems,
     UserKeys,
+    ValueRange,
     Values,
 )
 from privhist.core.weighted import WeightedCounts
@@ -64,12 +68,20 @@ def _key(value: Any, source: Any, key_type: str | None) -> Any:
     return str(value)
 
 
+def _group(r: dict[str, Any], source: Any, fields: Fields) -> Any:
+    """A record's key: one column as the engines read it, several as one text key."""
+    if fields.by is None or len(fields.by) == 1:
+        column = fields.key_column if fields.by is None else fields.by[0]
+        return _key(r.get(column), source, fields.reading.key_type)
+    return encode([r.get(c) for c in fields.by])
+
+
 def _records(source: Any, fields: Fields) -> tuple[list[tuple[Any, Any]], dict[str, int]]:
     """``(user, key)`` per record (user None for record-level data) and the null facts."""
     out, null_keys, null_users = [], 0, 0
     rows = _rows(source)
     for r in rows:
-        k = _key(r.get(fields.key_column), source, fields.reading.key_type)
+        k = _group(r, source, fields)
         u = r.get(str(fields.user)) if fields.user_level else None
         null_keys += k is None
         null_users += fields.user_level and u is None
@@ -180,6 +192,8 @@ class ReferenceEngine(Engine):
             KeyWeights: self.key_weights,
             UserItems: self.user_items,
             KeyedDraw: self.keyed_draw,
+            GroupAggregates: self.group_aggregates,
+            ValueRange: self.value_range,
         }
 
     def supports(self, request: Request) -> bool:
@@ -278,9 +292,140 @@ class ReferenceEngine(Engine):
             indptr.append(len(items))
         return UserCounts.from_arrays(indptr, items, counts, len(labels), labels, allow_empty=True)
 
+    def group_aggregates(
+        self, source: Any, request: GroupAggregates, rng: RandomSource, _: bool
+    ) -> GroupTable:
+        fields = request.fields
+        specs = request.values
+        rows = _rows(source)
+        by = fields.by or (fields.key_column,)
+        types = tuple(
+            "int"
+            if not isinstance(source, str | os.PathLike) and source.schema[c].is_integer()
+            else "str"
+            for c in by
+        )
+        wanted = None
+        if request.groups is not None:
+            wanted = {int(g) if types == ("int",) else str(g) for g in request.groups}
+        records: list[tuple[Any, Any, tuple[int | None, ...]]] = []
+        for i, r in enumerate(rows):
+            k = _group(r, source, Fields(fields.key, fields.user, fields.reading, fields.by))
+            u = r.get(str(fields.user)) if fields.user_level else i
+            if k is None or u is None or (wanted is not None and k not in wanted):
+                continue
+            records.append((u, k, tuple(_units(r.get(s.column), s) for s in specs)))
+        if fields.user_level:
+            prio: list[PairPriorities | None] = [None]
+            k_cap, c_cap = request.max_partitions or 1, request.max_per_partition or 1
+            per: dict[Any, dict[Any, list[tuple[int | None, ...]]]] = defaultdict(
+                lambda: defaultdict(list)
+            )
+            for u, key, vals in records:
+                per[u][key].append(vals)
+            records = []
+            for u in sorted(per, key=_order):
+                groups = sorted(per[u], key=_order)
+                if len(groups) > k_cap:
+                    ranked = sorted(groups, key=lambda g: (_prio(prio, rng, u, g), _order(g)))
+                    groups = ranked[:k_cap]
+                for key in groups:
+                    vals = per[u][key]
+                    if len(vals) > c_cap:
+                        seen: dict[str, int] = defaultdict(int)
+                        named = []
+                        for v in vals:
+                            content = "\x1e".join(
+                                [str(key), *("-" if x is None else str(x) for x in v)]
+                            )
+                            name = f"{content}\x1e{seen[content]}"
+                            seen[content] += 1
+                            named.append((_prio(prio, rng, u, name), name, v))
+                        vals = [v for _, _, v in sorted(named)[:c_cap]]
+                    records += [(u, key, v) for v in vals]
+        keys = sorted({k for _, k, _ in records} if wanted is None else wanted, key=_order)
+        index = {k: i for i, k in enumerate(keys)}
+        g = len(keys)
+        n_records = np.zeros(g, np.int64)
+        users: list[set[Any]] = [set() for _ in keys]
+        values: dict[str, dict[str, Any]] = {
+            s.name: {
+                "n": np.zeros(g, np.int64),
+                "sum": np.zeros(g, np.int64),
+                "squares": np.zeros(g, np.int64),
+                "tree": np.zeros((g, s.nodes), np.int64),
+            }
+            for s in specs
+        }
+        for u, key, vals in records:
+            i = index[key]
+            n_records[i] += 1
+            users[i].add(u)
+            for s, v in zip(specs, vals, strict=True):
+                if v is None:
+                    continue
+                out = values[s.name]
+                out["n"][i] += 1
+                out["sum"][i] += v
+                out["squares"][i] += (v - s.center) ** 2
+                if s.tree is not None:
+                    levels, b = s.tree
+                    leaf = ((v - s.low) * b**levels) // (s.high - s.low + 1)
+                    offset = 0
+                    for level in range(1, levels + 1):
+                        out["tree"][i, offset + leaf // b ** (levels - level)] += 1
+                        offset += b**level
+        for s in specs:
+            if not s.squares:
+                del values[s.name]["squares"]
+            if s.tree is None:
+                del values[s.name]["tree"]
+        key_arr = np.array(keys, dtype=np.int64 if types == ("int",) else object)
+        user_counts = np.array([len(x) for x in users], dtype=np.int64)
+        return GroupTable(key_arr, n_records, user_counts, values, types, {})
+
+    def value_range(self, source: Any, request: ValueRange, rng: RandomSource, _: bool) -> Any:
+        column = request.fields.key_column
+        units: dict[Any, list[float]] = defaultdict(list)
+        for i, r in enumerate(_rows(source)):
+            u = r.get(str(request.fields.user)) if request.fields.user_level else i
+            try:
+                x = float(str(r.get(column)).strip()) if r.get(column) is not None else math.nan
+            except ValueError:
+                continue
+            if u is not None and math.isfinite(x):
+                units[u].append(x)
+        grid = list(request.grid)
+        hi = np.zeros(len(grid) + 1, np.int64)
+        lo = np.zeros(len(grid) + 1, np.int64)
+        for xs in units.values():
+            hi[next((i for i, gv in enumerate(grid) if max(xs) <= gv), len(grid))] += 1
+            lo[next((i for i, gv in enumerate(grid) if min(xs) <= gv), len(grid))] += 1
+        return hi, lo
+
     def keyed_draw(self, source: Any, request: KeyedDraw, rng: RandomSource, _: bool) -> Any:
         counts = self.key_counts(source, request.counts, rng, False)
         return lambda: release_keyed(request.mechanism, counts, rng)
+
+
+def _units(cell: Any, spec: Any) -> int | None:
+    """A value cell as clamped fixed-point units (None when not a finite number)."""
+    try:
+        x = float(str(cell).strip()) if cell is not None else math.nan
+    except ValueError:
+        return None
+    if not math.isfinite(x):
+        return None
+    return min(max(math.floor(x / spec.resolution + 0.5), spec.low), spec.high)
+
+
+def _prio(prio: list[PairPriorities | None], rng: RandomSource, user: Any, name: Any) -> int:
+    if prio[0] is None:
+        prio[0] = PairPriorities.draw(rng)
+    f = prio[0]
+    users = np.array([user], dtype=object if isinstance(user, str) else np.int64)
+    names = np.array([name], dtype=object if isinstance(name, str) else np.int64)
+    return int(f(users, names)[0])
 
 
 def _order(value: Any) -> tuple[bool, Any]:

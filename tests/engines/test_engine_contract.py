@@ -244,3 +244,93 @@ def test_the_reference_catches_a_wrong_engine(data: dict[str, Any]) -> None:
     want = _answer(ReferenceEngine(), data["table"], request)
     assert loose.counts.tolist() != want.counts.tolist()
     assert Path(data["file"]).is_file()
+
+
+def _specs() -> tuple[Any, ...]:
+    from privhist.core.requests import ValueSpec
+
+    return (
+        ValueSpec("s", "x", 0, 10_000, 0.01, 5_000),
+        ValueSpec("v", "x", -2_000, 12_000, 0.01, 5_000, squares=True),
+        ValueSpec("q", "x", 0, 99, 1.0, 49, tree=(2, 4)),
+    )
+
+
+AGGREGATES = {
+    "record level, one group column": (Fields("ks"), None, None, None),
+    "record level, two group columns": (
+        Fields(None, None, Reading(), ("ks", "ki")),
+        None,
+        None,
+        None,
+    ),
+    "user level k=2 c=1": (Fields("ks", "user"), 2, 1, None),
+    "user level k=70 c=2, two columns": (
+        Fields(None, "user", Reading(), ("ks", "ki")),
+        70,
+        2,
+        None,
+    ),
+    "user level k=3 c=3, public groups": (Fields("ks", "user"), 3, 3, ("k0", "k1", "k5", "absent")),
+}
+
+
+@pytest.mark.parametrize("form", ["table", "file"])
+@pytest.mark.parametrize("name", list(AGGREGATES))
+def test_group_aggregates_equal_the_reference(
+    engine: tuple[str, Engine, Any], form: str, name: str, data: dict[str, Any]
+) -> None:
+    from privhist.core.requests import GroupAggregates
+
+    label, eng, spark = engine
+    fields, k, c, groups = AGGREGATES[name]
+    request = GroupAggregates(fields, k, c, groups, _specs())
+    assert eng.supports(request)
+    got = _answer(eng, _source(label, form, data, spark), request)
+    want = _answer(ReferenceEngine(), data[form], request)
+    assert got.keys.tolist() == want.keys.tolist() and len(got) > 3
+    assert got.records.tolist() == want.records.tolist()
+    assert got.users.tolist() == want.users.tolist()
+    assert got.by_types == want.by_types
+    for spec in _specs():
+        for part, values in want.values[spec.name].items():
+            assert got.values[spec.name][part].tolist() == values.tolist(), (spec.name, part)
+    if fields.user_level:
+        assert got.facts["users_bounded"] + got.facts["pairs_bounded"] > 0
+    if groups is not None:
+        assert got.records[got.keys.tolist().index("absent")] == 0
+
+
+@pytest.mark.parametrize("form", ["table", "file"])
+def test_value_ranges_equal_the_reference(
+    engine: tuple[str, Engine, Any], form: str, data: dict[str, Any]
+) -> None:
+    from privhist.core.requests import ValueRange
+
+    label, eng, spark = engine
+    grid = (-8.0, 0.0, 16.0, 32.0, 64.0, 128.0)
+    for fields in (Fields("x"), Fields("x", "user")):
+        request = ValueRange(fields, grid)
+        got = _answer(eng, _source(label, form, data, spark), request)
+        want = _answer(ReferenceEngine(), data[form], request)
+        assert [a.tolist() for a in got] == [b.tolist() for b in want]
+        assert sum(got[0]) > 0
+
+
+@pytest.mark.parametrize("form", ["table", "file"])
+def test_selection_over_two_group_columns_equals_the_reference(
+    engine: tuple[str, Engine, Any], form: str, data: dict[str, Any]
+) -> None:
+    label, eng, spark = engine
+    fields = Fields(None, "user", Reading(), ("ks", "ki"))
+    for request in (
+        KeyCounts(fields, 2, 1),
+        KeyCounts(Fields(None, None, Reading(), ("ks", "ki"))),
+    ):
+        got = _answer(eng, _source(label, form, data, spark), request)
+        want = _answer(ReferenceEngine(), data[form], request)
+        _same_counts(got, want)
+    got = _answer(eng, _source(label, form, data, spark), UserKeys(fields))
+    want = _answer(ReferenceEngine(), data[form], UserKeys(fields))
+    a, b = got.held_sums(3, 64), want.held_sums(3, 64)
+    assert a.keys.tolist() == b.keys.tolist() and a.weights.tolist() == b.weights.tolist()

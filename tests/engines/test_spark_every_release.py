@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import spark_cli_arguments
 
 from privhist import Release, Session
+from privhist import metrics as m
 from privhist.cli.main import main
 
 
@@ -33,6 +34,14 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[pl.DataFrame, Pat
     frame.write_csv(path)
     return frame, path
 
+
+_METRICS = {
+    "n": m.count(),
+    "spend": m.sum("spend", 0, 60),
+    "avg": m.mean("spend", 0, 60),
+    "var": m.variance("spend", 0, 60),
+    "q": m.quantiles("spend", [0.5, 0.9], 0, 60),
+}
 
 CALLS: dict[str, Any] = {
     "histogram": lambda s, src: s.histogram(src, key="word", epsilon=1, delta=1e-8, seed=4),
@@ -69,6 +78,28 @@ CALLS: dict[str, Any] = {
     ),
     "weighted sample": lambda s, src: s.weighted_sample(
         src, key="word", epsilon=1, delta=1e-6, tau=2.0, seed=4
+    ),
+    "aggregate, private groups": lambda s, src: s.aggregate(
+        src, by="word", metrics=_METRICS, epsilon=1, delta=1e-6, seed=4
+    ),
+    "aggregate, users and two columns": lambda s, src: s.aggregate(
+        src,
+        by=["word", "age"],
+        user="user",
+        max_partitions=2,
+        max_per_partition=2,
+        metrics=_METRICS,
+        epsilon=3,
+        delta=1e-6,
+        seed=4,
+    ),
+    "aggregate, public groups, auto bounds": lambda s, src: s.aggregate(
+        src,
+        by="word",
+        metrics={"s": m.mean("spend", "auto", "auto")},
+        partitions=["w1", "w2", "w3", "none"],
+        epsilon=1,
+        seed=4,
     ),
     "weighted sample of weights": lambda s, src: s.weighted_sample(
         src, key="word", weight="spend", aggregate=True, epsilon=1, delta=1e-6, k=20, seed=4
@@ -144,6 +175,23 @@ COMMANDS = {
         "0",
     ],
     "sample": ["sample", "--key", "word", "--epsilon", "1", "--delta", "1e-6", "--tau", "2"],
+    "aggregate": [
+        "aggregate",
+        "--by",
+        "word",
+        "--user",
+        "user",
+        "--max-partitions",
+        "2",
+        "--metric",
+        "count",
+        "--metric",
+        "total=sum(spend,0,60)",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+    ],
     "histogram": [
         "histogram",
         "--key",

@@ -52,6 +52,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[pl.DataFrame, Pat
         {
             "user": g.integers(0, 900, n),
             "word": [f"w{v}" for v in (g.zipf(1.4, n) % 40).tolist()],
+            "spend": g.integers(1, 50, n),
         }
     )
     path = tmp_path_factory.mktemp("sessions") / "records.csv"
@@ -113,6 +114,34 @@ def test_the_engine_reads_with_the_sessions_there_are(
         assert pl.read_parquet(out / "*.parquet").equals(local.to_polars())
         meta = json.loads((out / "_privhist.json").read_text())
         assert meta["integrity"]["rows"] == len(local)
+
+
+def test_aggregations_read_with_the_sessions_there_are(
+    spark: Any,
+    records: tuple[pl.DataFrame, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Session(engine="spark").aggregate`` (no session given) on a DataFrame and a ``file:``
+    URI, with bounds found inside the spend (the value range) and a Parquet output: the local
+    engine's release, and no session builder is called."""
+    from privhist import metrics as m
+
+    frame, path = records
+    _no_new_sessions(monkeypatch)
+    df = spark.createDataFrame(frame.to_arrow())
+    metrics = {"n": m.count(), "avg": m.mean("spend", "auto", "auto")}
+    kwargs: dict[str, Any] = dict(
+        by="word", user="user", max_partitions=2, metrics=metrics, epsilon=2, delta=1e-6, seed=4
+    )
+    for i, (source, same) in enumerate([(df, frame), (f"file:{path}", path)]):
+        local = Session().aggregate(same, **kwargs)
+        assert not isinstance(local, DryRun) and len(local) > 0
+        out = tmp_path / f"aggregate-{i}.parquet"
+        remote = Session(engine="spark").aggregate(source, output=out, **kwargs)
+        assert not isinstance(remote, DryRun) and remote.diagnostics["engine"] == "spark"
+        assert remote.to_polars().equals(local.to_polars()), source
+        assert pl.read_parquet(out / "*.parquet").equals(local.to_polars())
 
 
 def test_with_no_session_a_file_is_refused_and_none_started(

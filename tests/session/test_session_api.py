@@ -25,6 +25,7 @@ RELEASE_METHODS = (
     "range_counts",
     "weighted_sample",
     "federated_frequency",
+    "aggregate",
 )
 
 
@@ -97,6 +98,14 @@ CALLS: dict[str, Callable[[Session, pl.DataFrame], Any]] = {
     ),
     "weighted_sample": lambda s, f: s.weighted_sample(
         f, key="page", epsilon=1, delta=1e-6, tau=1.0, seed=1
+    ),
+    "aggregate": lambda s, f: s.aggregate(
+        f,
+        by="page",
+        metrics={"n": __import__("privhist").metrics.count()},
+        epsilon=1,
+        delta=1e-6,
+        seed=1,
     ),
     "federated_frequency": lambda s, f: s.federated_frequency(
         f,

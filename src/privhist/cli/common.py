@@ -96,6 +96,32 @@ def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "records a
     )
 
 
+def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--columns`` (a CSV file without a header: its column names) and ``--separator``."""
+    parser.add_argument(
+        "--columns",
+        type=lambda text: tuple(c.strip() for c in text.split(",")),
+        help="the file has no header line: these are its column names, comma-separated "
+        "(a,b,c); its first line is then a record",
+    )
+    parser.add_argument(
+        "--separator",
+        help="the character between fields of a CSV file (',' by default; 'tab' or '\\t' for "
+        "tabs, which are also detected from a header holding tabs and no comma)",
+    )
+
+
+def layout(args: argparse.Namespace, function: str) -> dict[str, Any]:
+    """The ``columns`` and ``separator`` Session arguments of the layout flags."""
+    from privhist.io.readers import parse_separator
+
+    sep = getattr(args, "separator", None)
+    return {
+        "columns": getattr(args, "columns", None),
+        "separator": None if sep is None else parse_separator(sep, function),
+    }
+
+
 def add_dry_run_arguments(parser: argparse.ArgumentParser) -> None:
     """``--dry-run`` (and ``--json`` unless the command has it)."""
     parser.add_argument(

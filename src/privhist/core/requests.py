@@ -67,15 +67,19 @@ class Fields:
     """Where a release looks in the records.
 
     Attributes:
-        key: the key (or value) column; None for text and FIMI files, whose format defines it.
+        key: the key (or value) column; None for text and FIMI files, whose format defines it,
+            and for groups of several columns (``by``).
         user: the user column (user-level privacy); ``True`` makes each line of a text or FIMI
             file a user; None for record-level data (every record its own privacy unit).
         reading: how files are read.
+        by: the group columns of an aggregation: the key is the combination of their values
+            (:mod:`privhist.core.groups`); None when the key is one column.
     """
 
     key: str | None = None
     user: str | bool | None = None
     reading: Reading = field(default_factory=Reading)
+    by: tuple[str, ...] | None = None
 
     @property
     def user_level(self) -> bool:
@@ -83,8 +87,14 @@ class Fields:
 
     @property
     def key_column(self) -> str:
-        """The key column as engines name it (``key`` when the format defines it)."""
+        """The key column as engines name it (``key`` when the format defines it or when the key
+        combines several columns)."""
         return self.key or "key"
+
+    @property
+    def composite(self) -> bool:
+        """Whether the key combines the values of several columns (``by``)."""
+        return self.by is not None and len(self.by) > 1
 
 
 @dataclass(frozen=True)
@@ -158,6 +168,81 @@ class KeyedDraw(KeyCounts):
 
 
 @dataclass(frozen=True)
+class ValueSpec:
+    """One value a :class:`GroupAggregates` request sums: ``column`` read as a number, turned
+    into fixed-point units ``v = floor(x / resolution + 1/2)`` and clamped to ``[low, high]``
+    (integers); records whose cell is empty or not a number do not count for it.
+
+    Per group the answer holds the number of such values ``n``, their sum, with ``squares``
+    the sum of ``(v - center)**2``, and with ``tree = (levels, branching)`` the counts of a
+    tree of ``branching**levels`` equal buckets of ``[low, high]`` (level by level, level 1
+    first)."""
+
+    name: str
+    column: str
+    low: int
+    high: int
+    resolution: float
+    center: int = 0
+    squares: bool = False
+    tree: tuple[int, int] | None = None
+
+    @property
+    def nodes(self) -> int:
+        """The number of tree nodes (all levels)."""
+        if self.tree is None:
+            return 0
+        levels, b = self.tree
+        return sum(b**level for level in range(1, levels + 1))
+
+
+@dataclass(frozen=True, eq=False)
+class GroupAggregates(Request):
+    """Per group (the combination of the ``fields.by`` columns): records and distinct users kept,
+    and for each :class:`ValueSpec` the count, sum, sum of squares and tree of its clamped
+    fixed-point values -- after each user keeps at most ``max_partitions`` of its groups among
+    ``groups`` and at most ``max_per_partition`` records in each (uniformly random choices;
+    user-level data), or every record (record-level data). With ``groups`` (encoded keys, public
+    or released) the answer has exactly those groups, in sorted order, absent ones with zeros, and
+    records of other groups are dropped and counted; without, every group present."""
+
+    max_partitions: int | None = None
+    max_per_partition: int | None = None
+    groups: tuple[Any, ...] | None = None
+    values: tuple[ValueSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class ValueRange(Request):
+    """For choosing bounds privately: the number of privacy units (users, or records) whose
+    largest value of ``fields.key`` falls in each bucket of the increasing ``grid``, and the same
+    for their smallest value. Bucket ``i`` holds values ``v`` with ``grid[i - 1] < v <=
+    grid[i]`` (bucket 0: ``v <= grid[0]``; the last: ``v > grid[-1]``); units without a
+    numeric value count in neither."""
+
+    grid: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    """The answer of :class:`GroupAggregates` (integers, exact, NOT private).
+
+    ``keys`` are encoded group keys (:mod:`privhist.core.groups`), sorted; ``by_types`` the type of
+    each group column (``"int"`` or ``"str"``) for decoding them; ``values[name]`` holds, per
+    spec, ``"n"``, ``"sum"``, ``"squares"`` and ``"tree"`` (groups x nodes) as asked."""
+
+    keys: npt.NDArray[Any]
+    records: npt.NDArray[Any]
+    users: npt.NDArray[Any]
+    values: dict[str, dict[str, npt.NDArray[Any]]]
+    by_types: tuple[str, ...]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+
+@dataclass(frozen=True)
 class Values:
     """The answer of :class:`ColumnValues` (``keys`` None) or :class:`KeyWeights`: values (and
     their keys, sorted) with exact, NOT private facts about the input (rows read, values
@@ -186,6 +271,8 @@ _NAMES = {
     "KeyWeights": "weights per key",
     "UserItems": "users' item counts",
     "KeyedDraw": "per-key noise drawn where the data lives",
+    "GroupAggregates": "clamped sums and counts per group",
+    "ValueRange": "the range of a column's values",
 }
 
 
@@ -199,6 +286,12 @@ def check_fields(fields: Fields, function: str) -> Fields:
     user = fields.user
     if user is not None and not isinstance(user, bool) and (not isinstance(user, str) or not user):
         raise ValidationError("user", function, "a column name (a non-empty string)", user)
+    if fields.by is not None:
+        by = fields.by
+        if not by or any(not isinstance(c, str) or not c for c in by) or len(set(by)) != len(by):
+            raise ValidationError("by", function, "one or more distinct column names", by)
+        if isinstance(user, str) and user in by:
+            raise ValidationError("user", function, "a column other than the group columns", user)
     if isinstance(user, str) and user == fields.key:
         raise ValidationError(
             "user", function, "a column other than the key column", f"{user!r} (the key)"

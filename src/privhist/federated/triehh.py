@@ -118,6 +118,9 @@ __all__ = [
 ]
 
 #: the characters of words read by the text reader (:data:`privhist.io.readers.WORD_PATTERN`)
+#: the most trie levels (the longest item a run can find)
+MAX_LEVELS = 256
+
 DEFAULT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789'"
 DEFAULT_TERMINATOR = "$"
 #: grid of the certified PLD composition (:mod:`privhist.accounting.certified`)
@@ -384,7 +387,9 @@ class TrieHH(Declared):
     declared: ClassVar[dict[str, Constraint]] = {
         "epsilon": Constraint.real(0, open_low=True),
         "delta": delta_constraint(positive=True),
-        "levels": Constraint.integer(1),
+        # one level per character of the longest item found; the composition's cost grows with
+        # the levels (PLD over L releases), and an item of more than 256 characters is no word
+        "levels": Constraint.integer(1, MAX_LEVELS, limit_note="the largest accepted"),
         "drop_unknown": Constraint.flag(),
         "level_epsilon": Constraint.real(0, open_low=True, optional=True),
         "level_delta": delta_constraint(positive=True)._replace(optional=True),

@@ -5,8 +5,9 @@ Readers (:mod:`privhist.io.readers`) return lazy Polars tables with a ``key`` (a
 column; a :class:`~privhist.io.release.Release` converts itself to Polars, pandas and Arrow
 tables and encodes itself as CSV, JSON or Parquet; writers (:mod:`privhist.io.writers`) write it
 atomically (:mod:`privhist.io.files`). This layer knows files and tables, nothing of privacy: it
-sits just above ``core`` (``DESIGN.md``). The names below load on first use, so importing a
-module of this package does not import Polars until a reader or a table is needed.
+sits just above ``core`` (``docs/concepts/architecture.md``). The names below load on first
+use, so importing a module of this package does not import Polars until a reader or a table is
+needed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 _LAZY = {
     "FORMATS": "privhist.io.readers",
+    "FileFormat": "privhist.io.readers",
+    "parse_separator": "privhist.io.readers",
     "WORD_PATTERN": "privhist.io.readers",
     "infer_format": "privhist.io.readers",
     "resolve_format": "privhist.io.readers",
@@ -39,7 +42,9 @@ if TYPE_CHECKING:
     from privhist.io.readers import (
         FORMATS,
         WORD_PATTERN,
+        FileFormat,
         infer_format,
+        parse_separator,
         resolve_format,
         scan,
         select_records,
@@ -73,11 +78,13 @@ __all__ = [
     "PARQUET_METADATA_KEY",
     "WORD_PATTERN",
     "WRITE_FORMATS",
+    "FileFormat",
     "Release",
     "StagedRelease",
     "check_destination",
     "infer_format",
     "metadata_to_json",
+    "parse_separator",
     "release_to_csv",
     "release_to_frame",
     "release_to_json",

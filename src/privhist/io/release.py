@@ -81,7 +81,16 @@ class Release:
         as the mechanism provides them, then the :attr:`extra` columns. A release whose keys,
         values or estimates are something else names their columns in its metadata
         (``key_column``, ``value_column``, ``estimate_column``; ``pws``: ``shifted_count``)."""
-        out: dict[str, npt.NDArray[Any]] = {self.key_column: self.keys}
+        names = self.metadata.get("key_columns")
+        out: dict[str, npt.NDArray[Any]] = {}
+        if isinstance(names, list | tuple) and len(names) > 1:
+            # keys over several columns (an aggregation's groups): one column each
+            for i, name in enumerate(names):
+                out[str(name)] = _column([k[i] for k in self.keys.tolist()])
+        elif isinstance(names, list | tuple) and len(names) == 1:
+            out[str(names[0])] = self.keys
+        else:
+            out[self.key_column] = self.keys
         if self.values is not None:
             out[self.value_column] = self.values
         if self.estimates is not None:
@@ -142,6 +151,13 @@ class Release:
         return None
 
 
+def _column(values: list[Any]) -> npt.NDArray[Any]:
+    """A list of values as an array: int64 for integers, objects otherwise."""
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=object)
+
+
 def release_to_frame(release: Release) -> pl.DataFrame:
     """The release as a table with the columns of :meth:`Release.columns`.
 
@@ -161,7 +177,9 @@ def release_to_frame(release: Release) -> pl.DataFrame:
         elif arr.dtype.kind == "b":
             columns[name] = pl.Series(name, arr)
         elif arr.dtype.kind in "iu" and (
-            name in (key, release.value_column, "lower", "upper") or name in release.extra
+            name in (key, release.value_column, "lower", "upper")
+            or name in release.extra
+            or name in (release.metadata.get("key_columns") or ())
         ):
             # keys, counts, the integer intervals of noisy integer counts and integer columns
             # stay integers

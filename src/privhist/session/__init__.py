@@ -61,8 +61,16 @@ from privhist.core.budget import Budget
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.faults import checkpoint
+from privhist.core.metrics import Metric, Product
 from privhist.core.random import default_source
-from privhist.core.requests import Closeable, Fields, KeyCounts, KeyedDraw, Request
+from privhist.core.requests import (
+    Closeable,
+    Fields,
+    KeyCounts,
+    KeyedDraw,
+    Request,
+    check_fields,
+)
 from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
 from privhist.engines.base import Engine
 from privhist.engines.registry import resolve as resolve_engine
@@ -961,6 +969,7 @@ class Session:
         seed: int | None = None,
         dry_run: bool = False,
         progress: ProgressFactory | None = None,
+        announce: Callable[[str], object] | None = None,
     ) -> Release | DryRun:
         """User-level federated frequency estimation, TFFE or MFFE (the federated-frequency
         paper, Section 5): one row per ``item`` with its estimated ``mean_count_per_user``; the
@@ -987,6 +996,8 @@ class Session:
             input_format: the file format when the name does not tell.
             output, output_format, seed, dry_run: as :meth:`histogram`.
             progress: ``(label, total) -> advance(k)`` for a progress display.
+            announce: called with each simulated secure-sum round's estimated cost before it
+                runs (``secagg``/``secagg+``; a round too costly to run is refused).
         """
         fn = "federated-frequency"
         self._open(fn)
@@ -1020,6 +1031,7 @@ class Session:
             top_d=checks.optional_int(top_d, "top_d", fn),
             secure_sum=secure_sum,
             progress=progress,
+            announce=announce,
         )
         return self.release(
             releasable,
@@ -1032,6 +1044,120 @@ class Session:
             dry_run=dry_run,
             details=details,
             mechanism=mech,
+        )
+
+    @naming_the_method("aggregate")
+    def aggregate(
+        self,
+        source: Any,
+        *,
+        by: str | Sequence[str],
+        metrics: Mapping[str, Metric],
+        epsilon: float,
+        delta: float = 0.0,
+        user: str | None = None,
+        max_partitions: int = 1,
+        max_per_partition: int = 1,
+        partitions: Sequence[Any] | Product | Any | None = None,
+        confidence: float = 0.95,
+        input_format: str | None = None,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: Literal["csv", "json", "parquet"] | None = None,
+        escape_formulas: bool = True,
+        seed: int | None = None,
+        dry_run: bool = False,
+    ) -> Release | DryRun:
+        """Metrics per group (:mod:`privhist.analytics.aggregate`): counts, distinct users,
+        sums, means, variances and quantiles of value columns, per combination of the ``by``
+        columns, as one release charged once. One row per group: the group columns, then one
+        column per metric (counts and sums with ``_lower``/``_upper`` confidence intervals;
+        quantiles one column per level, ``name_q``).
+
+        Args:
+            source: a file path (CSV/TSV, Parquet, NDJSON) or a table the engine reads.
+            by: the group column, or several.
+            metrics: ``{output column: metric}`` built by :mod:`privhist.metrics`
+                (``count()``, ``count_users()``, ``sum(column, lower, upper)``, ``mean``,
+                ``variance``, ``quantiles(column, levels, lower, upper)``); bounds may be
+                ``"auto"`` (a DP quantile of the values, inside the same spend).
+            epsilon, delta: the guarantee of the whole release (``delta`` > 0 unless the groups
+                are public: groups chosen privately need it).
+            user: the user column for user-level privacy (None: every record is its own unit).
+            max_partitions, max_per_partition: the most groups a user contributes to and the
+                most records a user contributes to one group (user level).
+            partitions: None (groups chosen privately: cumulative-sips at user level, optimal
+                partition selection at record level), or the public groups: a list of keys
+                (tuples for several columns), a table of key rows, or
+                ``metrics.product({column: values})``. Every public group gets a row; records of
+                other groups are dropped (their number is in ``diagnostics``).
+            confidence: the confidence of the intervals.
+            input_format, columns, separator: how files are read (see :meth:`histogram`).
+            output, output_format, escape_formulas, seed, dry_run: as :meth:`histogram`.
+
+        Example:
+            >>> import polars as pl
+            >>> from privhist import Session
+            >>> from privhist import metrics as m
+            >>> sales = pl.DataFrame({"shop": ["a"] * 3000 + ["b"] * 2000,
+            ...                       "amount": [10.0, 20.0] * 1500 + [5.0] * 2000})
+            >>> r = Session().aggregate(sales, by="shop", epsilon=1, delta=1e-6, seed=2,
+            ...                         metrics={"total": m.sum("amount", 0, 50),
+            ...                                  "avg": m.mean("amount", 0, 50)})
+            >>> t = r.to_pandas()
+            >>> t["shop"].tolist(), t["avg"].round(0).tolist()
+            (['a', 'b'], [15.0, 5.0])
+        """
+        fn = "aggregate"
+        self._open(fn)
+        group = (by,) if isinstance(by, str) else by
+        if isinstance(group, str) or not isinstance(group, Sequence) or not group:
+            raise ValidationError("by", fn, "a column name or a list of them", by)
+        group = tuple(group)
+        for c in group:
+            checks.name(c, "by", fn, optional=False)
+        if user is not None:
+            checks.name(user, "user", fn, optional=False)
+        if not isinstance(metrics, Mapping):
+            raise ValidationError("metrics", fn, "a mapping of output names to metrics", metrics)
+        fields = checks.fields(
+            fn,
+            key=group[0] if len(group) == 1 else None,
+            user_column=user,
+            input_format=input_format,
+            column_names=columns,
+            separator=separator,
+        )
+        if len(group) > 1:
+            fields = check_fields(Fields(None, fields.user, fields.reading, group), fn)
+        releasable = build.aggregate(
+            fn,
+            by=group,
+            metrics=dict(metrics),
+            epsilon=checks.number(epsilon, "epsilon", fn),
+            delta=checks.number(delta, "delta", fn),
+            user_level=user is not None,
+            max_partitions=_int(max_partitions, "max_partitions", fn),
+            max_per_partition=_int(max_per_partition, "max_per_partition", fn),
+            partitions=partitions,
+            confidence=checks.number(confidence, "confidence", fn),
+        )
+        details = {
+            "groups": "public partitions" if partitions is not None else "chosen privately",
+            "metrics": {k: v.describe() for k, v in metrics.items()},
+        }
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
+            output=output,
+            output_format=output_format,
+            escape_formulas=escape_formulas,
+            seed=seed,
+            dry_run=dry_run,
+            details=details,
         )
 
     def count(

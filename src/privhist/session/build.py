@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 import privhist.mechanisms.registry as registry
 from privhist.core.constraints import Constraint
-from privhist.core.errors import ValidationError
+from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.validation import (
     MAX_EPSILON,
@@ -103,8 +104,10 @@ def histogram(
     if name == "default" and user_level and no_cap and domain is None:
         # user-level data with no cap given: the most accurate release measured
         name = USER_LEVEL_DEFAULT
+        _needs_delta(fn, delta)
     if max_partitions == "auto" and name == "default":
         name = USER_LEVEL_DEFAULT
+        _needs_delta(fn, delta)
     auto = "auto" in (max_partitions, max_per_partition)
     if name in registry.weighted_registry():
         return _weighted(
@@ -134,6 +137,19 @@ def histogram(
     )
     mech = mechanism(name, epsilon, delta, nb, domain, confidence, dict(options))
     return mech, mech, {"mechanism": mech.name}
+
+
+def _needs_delta(fn: str, delta: float) -> None:
+    """The user-level default (cumulative-sips) needs a delta: say so, and what would not."""
+    if delta <= 0:
+        raise ValidationError(
+            "delta",
+            fn,
+            f"> 0 for the default mechanism of user-level data ({USER_LEVEL_DEFAULT}); with "
+            "delta 0 give a cap (max_partitions) and a pure-DP mechanism: dense or "
+            "basic-geometric with a public domain, or pure-sparse",
+            delta,
+        )
 
 
 def _weighted(
@@ -458,6 +474,7 @@ def federated_frequency(
     top_d: int | None,
     secure_sum: str,
     progress: Any,
+    announce: Any = None,
 ) -> tuple[Releasable, Mechanism | None, Details]:
     """User-level federated frequency estimation, TFFE or MFFE (Section 5)."""
     from privhist.engines.local.federated_data import read_domain
@@ -517,5 +534,99 @@ def federated_frequency(
         top_d=top_d,
         secure_sum=secure_sum,
         progress=progress,
+        announce=announce,
     )
     return release, None, {"protocol": protocol, "public_domain": public}
+
+
+def aggregate(
+    fn: str,
+    *,
+    by: tuple[str, ...],
+    metrics: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    user_level: bool,
+    max_partitions: int,
+    max_per_partition: int,
+    partitions: Any,
+    confidence: float,
+) -> Releasable:
+    """Metrics per group (:class:`~privhist.analytics.aggregate.Aggregation`)."""
+    from privhist.analytics.aggregate import Aggregation
+
+    eps = check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
+    dl = check_delta(delta, fn, normal=True)
+    for name, value in (
+        ("max_partitions", max_partitions),
+        ("max_per_partition", max_per_partition),
+    ):
+        check_positive_int(value, fn, name)
+        if not user_level and value != 1:
+            raise ValidationError(
+                name, fn, "1 without a user column (each record is a unit)", value
+            )
+    public = None if partitions is None else check_partitions(partitions, by, fn)
+    return Aggregation(
+        metrics,
+        by,
+        eps,
+        dl,
+        user_level,
+        max_partitions,
+        max_per_partition,
+        public,
+        confidence,
+    )
+
+
+def check_partitions(
+    partitions: Any, by: Sequence[str], function: str
+) -> tuple[tuple[Any, ...], ...]:
+    """Public partitions as tuples of values, one per group column: from a list of keys (values,
+    or tuples for several columns), a table of key rows (its columns named as ``by``), or a
+    :class:`~privhist.core.metrics.Product`."""
+    from privhist.core.metrics import Product
+
+    if isinstance(partitions, Product):
+        if tuple(partitions.columns) != tuple(by):
+            raise ValidationError(
+                "partitions",
+                function,
+                f"a product over the group columns {list(by)}",
+                list(partitions.columns),
+            )
+        rows = partitions.rows()
+    elif hasattr(partitions, "columns") and hasattr(partitions, "to_dict"):
+        names = list(partitions.columns)
+        if sorted(names) != sorted(by):
+            raise ValidationError(
+                "partitions", function, f"a table with the columns {list(by)}", names
+            )
+        import polars as pl
+
+        frame = partitions if isinstance(partitions, pl.DataFrame) else pl.from_pandas(partitions)
+        rows = [tuple(r[c] for c in by) for r in frame.to_dicts()]
+    elif isinstance(partitions, list | tuple):
+        rows = [tuple(p) if isinstance(p, tuple) else (p,) for p in partitions]
+        if any(len(r) != len(by) for r in rows):
+            raise ValidationError(
+                "partitions",
+                function,
+                f"keys of {len(by)} value(s) (one per group column)",
+                partitions,
+            )
+    else:
+        raise ValidationError(
+            "partitions",
+            function,
+            "a list of keys, a table of key rows or metrics.product()",
+            type(partitions).__name__,
+        )
+    if not rows:
+        raise ValidationError("partitions", function, "at least one group", partitions)
+    if any(v is None for r in rows for v in r):
+        raise ValidationError("partitions", function, "keys without nulls", partitions)
+    if len(set(rows)) != len(rows):
+        raise InputDataError(f"{function}: a public partition is listed more than once")
+    return tuple(rows)

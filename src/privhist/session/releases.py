@@ -425,6 +425,7 @@ class FederatedFrequencyRelease:
     top_d: int | None
     secure_sum: str = "ideal"
     progress: Any = None
+    announce: Any = None
     neighbouring: Neighbouring = field(default_factory=Neighbouring.replace)
 
     @property
@@ -448,6 +449,9 @@ class FederatedFrequencyRelease:
         users = answers.of(UserItems)
         n, d = users.n_users, users.dimension
         frm = frame_for(d, rng, self.frame)
+        options: dict[str, Any] = {}
+        if self.secure_sum != "ideal" and self.announce is not None:
+            options["announce"] = self.announce  # each round states its cost before it runs
 
         def tick(label: str, total: int) -> Any:
             return (lambda k: None) if self.progress is None else self.progress(label, total)
@@ -465,7 +469,7 @@ class FederatedFrequencyRelease:
                 max_items=self.max_items,
                 theta=self.theta,
                 bits=self.bits,
-                aggregator=aggregator_factory(self.secure_sum),
+                aggregator=aggregator_factory(self.secure_sum, **options),
                 progress=tick("TFFE", 2 * n),
             )
         else:
@@ -481,7 +485,7 @@ class FederatedFrequencyRelease:
                 rounds=self.rounds,
                 theta=self.theta,
                 eta=self.eta,
-                aggregator=aggregator_factory(self.secure_sum),
+                aggregator=aggregator_factory(self.secure_sum, **options),
                 progress=tick("MFFE", n),
             )
         labels = users.labels if users.labels is not None else np.arange(d)

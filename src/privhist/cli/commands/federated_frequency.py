@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             secure_sum=args.secure_sum,
             progress=progress,
             dry_run=args.dry_run,
+            announce=lambda text: print(f"privhist: {text}", file=sys.stderr),
         )
     if args.dry_run:
         return print_dry_run(release, args.json)

@@ -15,7 +15,9 @@ from typing import Any
 from privhist.cli.common import (
     add_dry_run_arguments,
     add_engine_arguments,
+    add_layout_arguments,
     add_ledger_arguments,
+    layout,
     note,
     print_dry_run,
     session_for,
@@ -32,7 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("input", help="file of client items (one client per record)")
     p.add_argument("--key", help="the column holding each client's item")
     p.add_argument("--text", action="store_true", help="plain text: one client per word")
-    p.add_argument("--format", help="input format when the file name does not tell")
+    p.add_argument("--input-format", help="input format when the file name does not tell")
     p.add_argument("--epsilon", type=float, required=True, help="total epsilon of the run")
     p.add_argument("--delta", type=float, required=True, help="total delta of the run")
     p.add_argument("--levels", type=int, help="trie levels L (10)")
@@ -65,6 +67,7 @@ def register(sub: Any) -> None:
     )
     add_engine_arguments(p, "items are counted (the trie runs on the driver)")
     add_dry_run_arguments(p)
+    add_layout_arguments(p)
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         epsilon=args.epsilon,
         delta=args.delta,
         key=args.key,
-        input_format="text" if args.text else args.format,
+        input_format="text" if args.text else args.input_format,
         levels=args.levels,
         level_epsilon=args.level_epsilon,
         alphabet=args.alphabet,
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         secure_sum=args.secure_sum,
         confidence=args.confidence,
         dry_run=args.dry_run,
+        **layout(args, FN),
     )
     if args.dry_run:
         return print_dry_run(result, args.json)

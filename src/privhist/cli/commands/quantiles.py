@@ -21,7 +21,9 @@ from typing import Any
 from privhist.cli.common import (
     add_dry_run_arguments,
     add_engine_arguments,
+    add_layout_arguments,
     add_ledger_arguments,
+    layout,
     print_dry_run,
     session_for,
 )
@@ -60,6 +62,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     add_engine_arguments(p)
     add_dry_run_arguments(p)
+    add_layout_arguments(p)
     add_ledger_arguments(p)
 
 
@@ -89,6 +92,7 @@ def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "input_format": args.input_format,
         "seed": args.seed,
         "dry_run": args.dry_run,
+        **layout(args, args.command),
         **options(args),
     }
 

@@ -39,7 +39,9 @@ from typing import Any
 from privhist.cli.common import (
     add_dry_run_arguments,
     add_engine_arguments,
+    add_layout_arguments,
     add_ledger_arguments,
+    layout,
     print_dry_run,
     session_for,
 )
@@ -100,6 +102,7 @@ def register(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     add_engine_arguments(p)
     add_dry_run_arguments(p)
+    add_layout_arguments(p)
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             output=args.output,
             seed=args.seed,
             dry_run=args.dry_run,
+            **layout(args, fn),
         )
     finally:
         if bar is not None:

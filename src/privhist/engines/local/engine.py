@@ -25,21 +25,25 @@ from privhist.core.random import RandomSource
 from privhist.core.requests import (
     ColumnValues,
     Fields,
+    GroupAggregates,
+    GroupTable,
     KeyCounts,
     KeyedDraw,
     KeyWeights,
     Request,
     UserItems,
     UserKeys,
+    ValueRange,
     Values,
 )
 from privhist.engines.base import Draw, Engine, Handler
 from privhist.engines.keyed_noise import release_keyed, runs_per_key
+from privhist.engines.local.aggregate import aggregates, group_frame, value_range
 from privhist.engines.local.counting import count
 from privhist.engines.local.progress import status
 from privhist.engines.local.weighting import LocalWeightedSource
 from privhist.engines.weights import per_key_weights
-from privhist.io.readers import resolve_format, scan, select_records
+from privhist.io.readers import FileFormat, resolve_format, scan, scan_columns, select_records
 from privhist.io.release import Release
 
 
@@ -81,11 +85,13 @@ def as_polars(source: Any, function: str = "LocalEngine") -> pl.DataFrame | pl.L
 TABLE_FORMATS = ("csv", "tsv", "parquet", "ndjson")
 
 
-def reading_options(fields: Fields) -> dict[str, Any]:
-    """The reader options of ``fields`` beyond format and key type (headerless column names,
-    the separator), only those given."""
+def file_format(fields: Fields) -> FileFormat | str | None:
+    """How ``fields`` say a file is read: its format name, or a :class:`FileFormat` with the
+    column names of a headerless file and the separator when either is given."""
     r = fields.reading
-    return {k: v for k, v in (("columns", r.columns), ("separator", r.separator)) if v is not None}
+    if r.columns is None and r.separator is None:
+        return r.format
+    return FileFormat(r.format, r.columns, r.separator)
 
 
 def is_path(source: Any) -> bool:
@@ -105,19 +111,18 @@ def records(
     kt = fields.reading.key_type if key_type is None else key_type
     user = fields.user if fields.user_level else None
     if is_path(source):
-        fmt = resolve_format(source, fields.reading.format, function)
+        fmt = resolve_format(source, file_format(fields), function)
         if tabular and fmt not in TABLE_FORMATS:
             raise ValidationError(
                 "input_format", function, f"a table format ({', '.join(TABLE_FORMATS)})", fmt
             )
         return scan(
             source,
-            format=fmt,
+            format=FileFormat(fmt, fields.reading.columns, fields.reading.separator),
             key=fields.key_column,
             user=user,
             key_type=kt,
             function=function,
-            **reading_options(fields),
         )
     if isinstance(user, bool):
         raise ValidationError("user", function, "a column name when source is a table", user)
@@ -171,6 +176,8 @@ class LocalEngine(Engine):
             KeyWeights: self._key_weights,
             UserItems: self._user_items,
             KeyedDraw: self._keyed_draw,
+            GroupAggregates: self._group_aggregates,
+            ValueRange: self._value_range,
         }
 
     def supports(self, request: Request) -> bool:
@@ -180,24 +187,72 @@ class LocalEngine(Engine):
 
     # -- the requests ----------------------------------------------------------------------
 
+    def _columns(self, source: Any, fields: Fields, function: str) -> Any:
+        """``read(columns)``: the named columns of ``source`` as a lazy table."""
+
+        def read(columns: list[str]) -> pl.LazyFrame:
+            if is_path(source):
+                return scan_columns(source, columns, format=file_format(fields), function=function)
+            frame = as_polars(source, function).lazy()
+            names = frame.collect_schema().names()
+            missing = [c for c in columns if c not in names]
+            if missing:
+                raise InputDataError(
+                    f"the columns {', '.join(map(repr, missing))} are not in the table "
+                    f"({', '.join(map(repr, names))})"
+                )
+            return frame.select(columns)
+
+        return read
+
+    def _grouped(self, source: Any, fields: Fields, function: str) -> pl.LazyFrame:
+        """A source whose key combines several columns, as a table of ``key`` (and ``user``)."""
+        lf, _ = group_frame(source, fields, (), function, self._columns(source, fields, function))
+        return lf
+
+    def _group_aggregates(
+        self, source: Any, request: GroupAggregates, rng: RandomSource, progress: bool
+    ) -> GroupTable:
+        fn = "aggregate"
+        columns = sorted({s.column for s in request.values})
+        lf, types = group_frame(
+            source, request.fields, columns, fn, self._columns(source, request.fields, fn)
+        )
+        label = self.describe(source)
+        return aggregates(lf, types, request, rng, lambda q: collect(q, label, progress))
+
+    def _value_range(
+        self, source: Any, request: ValueRange, rng: RandomSource, progress: bool
+    ) -> tuple[Any, Any]:
+        fn = "aggregate"
+        fields = request.fields
+        user = [str(fields.user)] if fields.user_level else []
+        lf = self._columns(source, fields, fn)([*user, fields.key_column])
+        renamed = lf.rename({fields.key_column: "v0", **({user[0]: "user"} if user else {})})
+        label = self.describe(source)
+        return value_range(renamed, request, lambda q: collect(q, label, progress))
+
     def _key_counts(
         self, source: Any, request: KeyCounts, rng: RandomSource, progress: bool
     ) -> Counts:
         fields = request.fields
         user = fields.user if fields.user_level else None
+        if fields.composite:
+            source = self._grouped(source, fields, "count")
+            fields = Fields("key", "user" if user is not None else None)
+            user = fields.user
         if not is_path(source):
             source = as_polars(source, "count")
         return count(
             source,
             key=fields.key_column,
             user=user,
-            format=fields.reading.format,
+            format=file_format(fields),
             key_type=fields.reading.key_type,
             max_partitions_contributed=request.max_partitions if user is not None else None,
             max_contributions_per_partition=request.max_per_partition if user is not None else None,
             rng=rng,
             progress=progress,
-            **reading_options(fields),
         )
 
     def _user_keys(
@@ -208,16 +263,18 @@ class LocalEngine(Engine):
             raise ValidationError(
                 "user", "histogram", "a user column (weighted selectors are user-level)", None
             )
+        if fields.composite:
+            source = self._grouped(source, fields, "histogram")
+            fields = Fields("key", "user")
         if not is_path(source):
             source = as_polars(source, "histogram")
         return LocalWeightedSource.from_source(
             source,
             key=fields.key_column,
             user=fields.user if fields.user is not None else True,
-            format=fields.reading.format,
+            format=file_format(fields),
             key_type=fields.reading.key_type,
             rng=rng,
-            **reading_options(fields),
         )
 
     def _column_values(
@@ -264,7 +321,7 @@ class LocalEngine(Engine):
                 source,
                 user=fields.user if fields.user is not None else True,
                 key=fields.key_column,
-                format=fields.reading.format,
+                format=file_format(fields),
                 top_d=request.top_d,
                 domain=domain,
             )

@@ -82,11 +82,14 @@ from privhist.core.random import RandomSource
 from privhist.core.requests import (
     ColumnValues,
     Fields,
+    GroupAggregates,
+    GroupTable,
     KeyCounts,
     KeyedDraw,
     KeyWeights,
     Request,
     UserKeys,
+    ValueRange,
     Values,
 )
 from privhist.engines.base import Draw, Engine, Handler, Publisher
@@ -151,6 +154,8 @@ class SparkEngine(Engine):
             ColumnValues: self._column_values,
             KeyWeights: self._key_weights,
             KeyedDraw: self._keyed_draw,
+            GroupAggregates: self._group_aggregates,
+            ValueRange: self._value_range,
         }
 
     def supports(self, request: Request) -> bool:
@@ -238,6 +243,88 @@ class SparkEngine(Engine):
         if request.weight is not None:
             weights = np.asarray(arrow.column("w").to_numpy(zero_copy_only=False), dtype=np.float64)
         return per_key_weights(keys, weights, request, fn)
+
+    def _group_aggregates(
+        self, source: Any, request: GroupAggregates, rng: RandomSource, progress: bool
+    ) -> GroupTable:
+        """Clamped sums and counts per group: Spark computes the keys and fixed-point values, and
+        each partition of records shuffled by user is bounded and aggregated by the local
+        engine's functions (:mod:`privhist.engines.spark.aggregate`)."""
+        from pyspark.sql import functions as F
+
+        from privhist.engines.spark.aggregate import (
+            ROWS,
+            aggregate_rows,
+            collect_table,
+            group_columns,
+            parsed,
+        )
+
+        fn = "aggregate"
+        fields = request.fields
+        df, _ = self._frame(source, fields, fn)
+        by = fields.by or (fields.key_column,)
+        columns = sorted({s.column for s in request.values})
+        user = str(fields.user) if fields.user_level else None
+        for c in [*by, *([user] if user else []), *columns]:
+            self._column(df, c, "by", fn)
+        frame, types = group_columns(df, by, user, columns)
+        index = {c: i for i, c in enumerate(columns)}
+        exprs = [F.col("key"), *([F.col("user")] if user else [])]
+        exprs += [parsed(F.col(f"v{index[c]}")).alias(f"x{index[c]}") for c in columns]
+        frame = frame.select(*exprs)
+        valid = F.col("key").isNotNull() & (F.col("user").isNotNull() if user else F.lit(True))
+        key_is_int = len(by) == 1 and types == ("int",)
+        inside = F.lit(True)
+        if request.groups is not None:
+            wanted = sorted({int(g) if key_is_int else str(g) for g in request.groups})
+            inside = F.col("key").isin(wanted) if wanted else F.lit(False)
+        row = frame.agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.col("key").isNull().cast("long")).alias("null_groups"),
+            *([F.sum(F.col("user").isNull().cast("long")).alias("null_users")] if user else []),
+            F.sum((valid & ~inside).cast("long")).alias("outside"),
+        ).collect()[0]
+        facts: dict[str, Any] = {
+            "records": int(row["records"] or 0),
+            "null_groups": int(row["null_groups"] or 0),
+        }
+        if user:
+            facts["null_users"] = int(row["null_users"] or 0)
+        if request.groups is not None:
+            facts["records_outside_groups"] = int(row["outside"] or 0)
+        kept = frame.filter(valid & inside)
+        secret, undo = _tentative_secret(rng)
+        parts = (kept.repartition("user") if user else kept).mapInArrow(
+            aggregate_rows(secret, request, key_is_int),
+            ROWS.format(key="bigint" if key_is_int else "string"),
+        )
+        summed = parts.groupBy("key", "name", "index").agg(F.sum("value").alias("value"))
+        table = collect_table(summed, request, types, facts)
+        if not (facts.get("users_bounded") or facts.get("pairs_bounded")):
+            undo()  # no priority was used: the secret is not drawn (as the local engine)
+        if not user:
+            for name in ("users_bounded", "pairs_bounded", "users"):
+                table.facts.pop(name, None)
+        table.facts["records_kept"] = int(table.records.sum())
+        return table
+
+    def _value_range(
+        self, source: Any, request: ValueRange, rng: RandomSource, progress: bool
+    ) -> tuple[Any, Any]:
+        from pyspark.sql import functions as F
+
+        from privhist.engines.spark.aggregate import value_range_counts, value_units
+
+        fn = "aggregate"
+        fields = request.fields
+        df, _ = self._frame(source, fields, fn)
+        column = self._column(df, fields.key_column, "column", fn)
+        cols = [F.col(column).alias("v0")]
+        if fields.user_level:
+            user = self._column(df, str(fields.user), "user", fn)
+            cols.insert(0, F.col(user).alias("user"))
+        return value_range_counts(value_units(df.select(*cols), request), request.grid)
 
     def _keyed_draw(
         self, source: Any, request: KeyedDraw, rng: RandomSource, progress: bool
@@ -366,17 +453,21 @@ class SparkEngine(Engine):
             raise ValidationError(
                 "source", fn, "a Spark DataFrame or a file path", type(source).__name__
             )
-        from privhist.io.readers import resolve_format
+        from pathlib import Path
+
+        from privhist.io.readers import FileFormat, separator_of
 
         path = os.fspath(source)
-        fmt = resolve_format(path, reading.format, fn)
+        spec = FileFormat(reading.format, reading.columns, reading.separator).resolve(path, fn)
+        fmt = str(spec.name)
         if fmt not in SPARK_FORMATS:
             raise UnsupportedError(
                 f"the Spark engine reads {', '.join(SPARK_FORMATS)} files; {fmt} files are read "
                 "by the local engine"
             )
+        local = uri_scheme(source) is None
         location = path
-        if uri_scheme(source) is None:
+        if local:
             # a plain path is a file on this machine: checked here, read by Spark by its URI
             if not os.path.exists(path):
                 raise InputDataError(f"cannot read {path}: no such file")
@@ -384,14 +475,28 @@ class SparkEngine(Engine):
         reader = self.spark.read
         try:
             if fmt in ("csv", "tsv"):
+                # the separator as the local engine reads it (tabs detected from a local header)
+                sep = separator_of(Path(path), spec) if local else spec.separator
                 df = reader.csv(
-                    location, header=True, inferSchema=False, sep="\t" if fmt == "tsv" else ","
+                    location,
+                    header=spec.columns is None,
+                    inferSchema=False,
+                    sep=sep or ("\t" if fmt == "tsv" else ","),
                 )
+                if spec.columns is not None:
+                    if len(df.columns) != len(spec.columns):
+                        raise InputDataError(
+                            f"parameter 'columns' of {fn} must name every column of {path!r}, "
+                            f"which has {len(df.columns)} field(s); got {len(spec.columns)} name(s)"
+                        )
+                    df = df.toDF(*spec.columns)
             elif fmt == "ndjson":
                 df = reader.json(location)
             else:
                 df = reader.parquet(location)
             df.schema  # noqa: B018 (Spark Connect reads lazily: a missing file is found here)
+        except InputDataError:
+            raise
         except Exception as exc:  # Spark raises many kinds (AnalysisException, Py4JJavaError)
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InputDataError(f"cannot read {path}: {first}") from exc
@@ -413,6 +518,16 @@ class SparkEngine(Engine):
 
         from privhist.io.readers import check_key_type
 
+        if fields.composite:
+            # a key over several columns, as one text key (privhist.core.groups)
+            from privhist.engines.spark.aggregate import group_columns
+
+            assert fields.by is not None
+            who = str(fields.user) if fields.user_level else None
+            for c in [*fields.by, *([who] if who else [])]:
+                self._column(df, c, "by", fn)
+            frame, _ = group_columns(df, fields.by, who, ())
+            return frame
         key_type = check_key_type(fields.reading.key_type, fn, default=None)
         if from_file and key_type is None:
             key_type = "str"

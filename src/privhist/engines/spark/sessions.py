@@ -16,17 +16,36 @@ says otherwise it sizes the shuffle to the cluster: ``spark.sql.shuffle.partitio
 Spark's fixed 200, which on a two-worker cluster made the default user-level release seven times
 slower (9:23 against 1:18 with 8 partitions): every shuffle partition is a task with its own
 Python worker round trip, and the engine's shuffles carry little data.
+
+A classic session the command line builds is also quiet, and on a local master runs its Python
+workers with this interpreter:
+
+* ``spark.ui.showConsoleProgress=false`` (:data:`QUIET_CONFIG`, unless ``--spark-conf`` says
+  otherwise): Spark's console progress bar redraws itself on stderr for every stage; piped or
+  logged, that is hundreds of lines around privhist's one summary line. (A Spark Connect client
+  draws no progress bar unless ``SPARK_CONNECT_PROGRESS_BAR_ENABLED=1``.)
+* On a ``local`` master, ``PYSPARK_PYTHON`` (in this process's environment, which PySpark reads
+  when it starts its context): the interpreter running privhist (``sys.executable``). PySpark
+  otherwise starts ``python3`` from ``PATH`` for its workers, which outside an activated virtual
+  environment is another interpreter, without privhist installed, and the first task fails with
+  ``No module named ...``. A ``PYSPARK_PYTHON`` already set is kept, and a cluster's workers are
+  left to the cluster's configuration.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from privhist.core.errors import UnsupportedError, ValidationError
+
+#: settings of every classic session :func:`build_session` builds (``--spark-conf`` overrides)
+QUIET_CONFIG: Final[Mapping[str, str]] = {"spark.ui.showConsoleProgress": "false"}
 
 #: shuffle partitions per core of the cluster when the command line sizes the shuffle
 PARTITIONS_PER_CORE: Final[int] = 3
@@ -96,7 +115,9 @@ def build_session(
 ) -> Any:
     """A Spark session for the command line: Spark Connect at ``remote``, else classic at
     ``master`` (``local[*]`` by default), with the settings ``conf``; the shuffle sized to the
-    cluster (:func:`size_shuffle`) unless ``conf`` sets ``spark.sql.shuffle.partitions``.
+    cluster (:func:`size_shuffle`) unless ``conf`` sets ``spark.sql.shuffle.partitions``. A
+    classic session is quiet and, on a local master, runs its workers with this interpreter
+    (module notes).
 
     An existing session of the same kind in this process is reused (Spark allows one classic
     session per process). Settings a Spark Connect session cannot take (everything but runtime
@@ -119,9 +140,14 @@ def build_session(
     if remote is not None:
         _reachable(remote, function)
         builder = builder.remote(remote)
+        settings = conf
     else:
-        builder = builder.master(master or "local[*]").appName("privhist")
-    for key, value in conf.items():
+        master = master or "local[*]"
+        builder = builder.master(master).appName("privhist")
+        settings = {**QUIET_CONFIG, **conf}
+        if master.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if remote is not None:

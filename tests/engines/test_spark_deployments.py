@@ -12,6 +12,12 @@ release kind must be among them. A fresh ``privhist`` process then reaches the d
 way a user does (``--spark-remote`` / ``--spark-master``, the shuffle sized by the command line)
 and its Parquet release equals the local engine's.
 
+Each deployment runs in the suite a selection that stays cheap (:data:`QUICK`: every release kind
+once, with the noise on the executors, and the user-level histogram with the noise on the driver
+as well; two command-line releases; the session and path tests). ``PRIVHIST_TEST_DEPLOYMENTS=full``
+runs the modules whole instead (every release kind in both noise modes, every command, the engine
+contract): several times longer, for a change to the Spark engine.
+
 The Spark Connect test needs the ``connect`` extra (``pip install 'privhist[connect]'``); both
 need Java. They are slow (a server or a cluster, and a child run of the Spark tests).
 """
@@ -45,22 +51,49 @@ from privhist.session import DryRun
 
 pytestmark = pytest.mark.slow
 
-#: the modules each deployment runs again
-MODULES = (
-    "tests/engines/test_spark_every_release.py",
-    "tests/engines/test_engine_contract.py",
-    "tests/engines/test_spark_sessions.py",
+EVERY = "tests/engines/test_spark_every_release.py"
+SESSIONS = "tests/engines/test_spark_sessions.py"
+
+#: the modules each deployment runs again with ``PRIVHIST_TEST_DEPLOYMENTS=full``
+MODULES = (EVERY, "tests/engines/test_engine_contract.py", SESSIONS)
+
+#: whether the deployments run :data:`MODULES` whole (else :data:`QUICK`)
+FULL = os.environ.get("PRIVHIST_TEST_DEPLOYMENTS", "") == "full"
+
+
+def _release(noise: str, name: str) -> str:
+    return f"test_a_spark_dataframe_gives_the_local_release[{noise}-{name}]"
+
+
+def _command(name: str) -> str:
+    return f"test_engine_spark_on_the_command_line_gives_the_local_output[{name}]"
+
+
+#: the tests that show every release kind equal to the local engine's
+RELEASE_TESTS = (
+    {
+        *(_release(noise, name) for noise in ("driver", "executors") for name in CALLS),
+        *(_command(c) for c in COMMANDS),
+    }
+    if FULL
+    else {
+        *(_release("executors", name) for name in CALLS),
+        _release("driver", "user-level histogram"),
+        _command("histogram"),
+        _command("aggregate"),
+    }
 )
 
-#: the tests that show every release kind equal to the local engine's (both noise modes)
-RELEASE_TESTS = {
-    *(
-        f"test_a_spark_dataframe_gives_the_local_release[{noise}-{name}]"
-        for noise in ("driver", "executors")
-        for name in CALLS
-    ),
-    *(f"test_engine_spark_on_the_command_line_gives_the_local_output[{c}]" for c in COMMANDS),
-}
+#: what each deployment runs in the suite: the release tests above and the session tests
+QUICK = (
+    *sorted(f"{EVERY}::{name}" for name in RELEASE_TESTS),
+    f"{SESSIONS}::test_the_engine_reads_with_the_sessions_there_are",
+    f"{SESSIONS}::test_aggregations_read_with_the_sessions_there_are",
+    f"{SESSIONS}::test_paths_with_a_scheme_go_to_spark_unchecked",
+    f"{SESSIONS}::test_parquet_destinations_are_checked_before_the_spend",
+    f"{SESSIONS}::test_the_shuffle_is_sized_to_the_cluster",
+    f"{SESSIONS}::test_the_command_line_reaches_the_deployment",
+)
 
 
 @pytest.fixture
@@ -71,10 +104,11 @@ def java() -> None:
 
 
 def _child_tests(url: str, cores: int, tmp_path: Path) -> dict[str, str]:
-    """Run :data:`MODULES` in a child pytest against ``url`` (a deployment of ``cores``
-    executor cores); the outcome of each test."""
+    """Run :data:`MODULES` (or :data:`QUICK`) in a child pytest against ``url`` (a deployment
+    of ``cores`` executor cores); the outcome of each test."""
     report = tmp_path / "child.xml"
-    argv = [sys.executable, "-m", "pytest", *MODULES, "-q", "-p", "no:cacheprovider"]
+    argv = [sys.executable, "-m", "pytest", *(MODULES if FULL else QUICK), "-q"]
+    argv += ["-p", "no:cacheprovider"]
     argv += ["-o", "addopts=", f"--junitxml={report}", "-W", "ignore"]
     env = child_env(**{SPARK_URL_VARIABLE: url, SPARK_CORES_VARIABLE: str(cores)})
     done = subprocess.run(

@@ -8,15 +8,16 @@ same test modules (:data:`MODULES`: every release kind, Python and command line,
 local engine for a seed in either noise mode; the engine contract; sessions, paths and Parquet
 destinations) in a child pytest whose ``spark`` fixture reaches the deployment
 (``PRIVHIST_TEST_SPARK``, tests/conftest.py). Every test must pass there, none skipped, and every
-release kind must be among them. A fresh ``privhist`` process then reaches the deployment the
-way a user does (``--spark-remote`` / ``--spark-master``, the shuffle sized by the command line)
-and its Parquet release equals the local engine's.
+release kind must be among them. A fresh process then runs the ``privhist`` command, which
+reaches the deployment the way a user's does (``--spark-remote`` / ``--spark-master``): its
+Parquet release equals the local engine's and the shuffle it sized has 3 partitions per core.
 
 Each deployment runs in the suite a selection that stays cheap (:data:`QUICK`: every release kind
-once, with the noise on the executors, and the user-level histogram with the noise on the driver
-as well; two command-line releases; the session and path tests). ``PRIVHIST_TEST_DEPLOYMENTS=full``
-runs the modules whole instead (every release kind in both noise modes, every command, the engine
-contract): several times longer, for a change to the Spark engine.
+once, with the noise on the executors (the session tests draw on the driver too, and run the
+user-level aggregation); the command-line aggregation; the session, path, Parquet and shuffle
+tests). ``PRIVHIST_TEST_DEPLOYMENTS=full`` runs the modules whole instead (every release kind in
+both noise modes and every aggregation route, every command, the engine contract): about twice as
+long, for a change to the Spark engine.
 
 The Spark Connect test needs the ``connect`` extra (``pip install 'privhist[connect]'``); both
 need Java. They are slow (a server or a cluster, and a child run of the Spark tests).
@@ -69,6 +70,10 @@ def _command(name: str) -> str:
     return f"test_engine_spark_on_the_command_line_gives_the_local_output[{name}]"
 
 
+#: aggregations the quick selection leaves to the full one: the user-level route runs in
+#: test_aggregations_read_with_the_sessions_there_are, the record-level one with public groups
+AGGREGATE_VARIANTS = ("aggregate, private groups", "aggregate, users and two columns")
+
 #: the tests that show every release kind equal to the local engine's
 RELEASE_TESTS = (
     {
@@ -77,9 +82,7 @@ RELEASE_TESTS = (
     }
     if FULL
     else {
-        *(_release("executors", name) for name in CALLS),
-        _release("driver", "user-level histogram"),
-        _command("histogram"),
+        *(_release("executors", name) for name in CALLS if name not in AGGREGATE_VARIANTS),
         _command("aggregate"),
     }
 )
@@ -125,9 +128,25 @@ def _child_tests(url: str, cores: int, tmp_path: Path) -> dict[str, str]:
     return outcomes
 
 
-def _fresh_cli_release(deployment: Deployment, where: list[str], tmp_path: Path) -> None:
+#: a fresh process that runs the ``privhist`` command (its arguments) as the console script
+#: does, then prints the shuffle partitions of the session the command built
+COMMAND_AND_SHUFFLE = """
+import sys
+from privhist.cli.main import main
+code = main(sys.argv[1:])
+from pyspark.sql import SparkSession
+print(SparkSession.active().conf.get("spark.sql.shuffle.partitions"))
+sys.exit(code)
+"""
+
+
+def _fresh_cli_release(
+    deployment: Deployment, where: list[str], cores: int, tmp_path: Path
+) -> None:
     """A ``privhist histogram --engine spark`` process of its own, with a Parquet output: the
-    rows the local engine releases for the seed (noise on the executors)."""
+    rows the local engine releases for the seed (noise on the executors); the session it built
+    has 3 shuffle partitions per core of the deployment instead of Spark's 200 (on a cluster,
+    counted once its executors have registered)."""
     g = np.random.default_rng(9)
     n = 6000
     frame = pl.DataFrame(
@@ -136,7 +155,7 @@ def _fresh_cli_release(deployment: Deployment, where: list[str], tmp_path: Path)
     data = tmp_path / "visits.csv"
     frame.write_csv(data)
     out = tmp_path / "release.parquet"
-    argv = [sys.executable, "-m", "privhist", "histogram", str(data), "--key", "word"]
+    argv = [sys.executable, "-c", COMMAND_AND_SHUFFLE, "histogram", str(data), "--key", "word"]
     argv += ["--user", "user", "--epsilon", "1", "--delta", "1e-6", "--seed", "5"]
     argv += ["--engine", "spark", *where, "--output", str(out), "--no-progress"]
     done = subprocess.run(
@@ -149,6 +168,7 @@ def _fresh_cli_release(deployment: Deployment, where: list[str], tmp_path: Path)
     assert not isinstance(local, DryRun) and len(local) > 0
     assert pl.read_parquet(out / "*.parquet").equals(local.to_polars())
     assert (out / "_privhist.json").is_file()
+    assert done.stdout.strip().splitlines()[-1] == str(PARTITIONS_PER_CORE * cores)
 
 
 def test_the_spark_tests_pass_through_spark_connect(java: Any, tmp_path: Path) -> None:
@@ -160,7 +180,7 @@ def test_the_spark_tests_pass_through_spark_connect(java: Any, tmp_path: Path) -
     with connect_server(logs, master="local[2]") as server:
         outcomes = _child_tests(server.url, 2, tmp_path)
         assert RELEASE_TESTS <= {name for name, kind in outcomes.items() if kind == "passed"}
-        _fresh_cli_release(server, ["--spark-remote", server.url], tmp_path)
+        _fresh_cli_release(server, ["--spark-remote", server.url], 2, tmp_path)
 
 
 def test_the_spark_tests_pass_on_a_two_worker_cluster(java: Any, tmp_path: Path) -> None:
@@ -169,23 +189,6 @@ def test_the_spark_tests_pass_on_a_two_worker_cluster(java: Any, tmp_path: Path)
     with standalone_cluster(logs, workers=2, cores=2, memory="1g") as cluster:
         outcomes = _child_tests(cluster.url, 4, tmp_path)
         assert RELEASE_TESTS <= {name for name, kind in outcomes.items() if kind == "passed"}
+        # two executors of 2 cores: 3 x 4 shuffle partitions
         where = ["--spark-master", cluster.url, "--spark-conf", "spark.executor.memory=512m"]
-        _fresh_cli_release(cluster, where, tmp_path)
-        # a new application on the cluster sizes its shuffle to the cluster's cores (two
-        # executors of 2 cores): 3 x 4 partitions instead of Spark's 200
-        script = (
-            "from privhist.engines.spark.sessions import build_session\n"
-            f"spark = build_session(master={cluster.url!r}, "
-            "conf={'spark.executor.memory': '512m', 'spark.ui.enabled': 'false'})\n"
-            "print(spark.conf.get('spark.sql.shuffle.partitions'))\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.strip().splitlines()[-1] == str(PARTITIONS_PER_CORE * 4)
+        _fresh_cli_release(cluster, where, 4, tmp_path)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from tests.conftest import spark_cli_arguments
 
 from privhist import Release, Session
 from privhist import metrics as m
@@ -174,6 +175,23 @@ COMMANDS = {
         "0",
     ],
     "sample": ["sample", "--key", "word", "--epsilon", "1", "--delta", "1e-6", "--tau", "2"],
+    "aggregate": [
+        "aggregate",
+        "--by",
+        "word",
+        "--user",
+        "user",
+        "--max-partitions",
+        "2",
+        "--metric",
+        "count",
+        "--metric",
+        "total=sum(spend,0,60)",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+    ],
     "histogram": [
         "histogram",
         "--key",
@@ -196,7 +214,8 @@ def test_engine_spark_on_the_command_line_gives_the_local_output(
     argv = [COMMANDS[command][0], str(path), *COMMANDS[command][1:], "--seed", "7"]
     outputs = []
     for engine in ("local", "spark"):
-        code = main([*argv, "--engine", engine, "--noise-on", "driver"])
+        where = spark_cli_arguments() if engine == "spark" else []
+        code = main([*argv, "--engine", engine, *where, "--noise-on", "driver"])
         out, err = capsys.readouterr()
         assert code == 0, err
         outputs.append(out)

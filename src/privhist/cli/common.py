@@ -57,7 +57,8 @@ def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "records are read") -> None:
-    """``--engine`` (the names of :mod:`privhist.engines.registry`) and ``--spark-master``."""
+    """``--engine`` (the names of :mod:`privhist.engines.registry`), where Spark runs
+    (``--spark-master``, ``--spark-remote``, ``--spark-conf``) and ``--noise-on``."""
     from privhist.engines.registry import ENGINES, NAMES
 
     parser.add_argument(
@@ -66,7 +67,25 @@ def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "records a
         default=NAMES[0],
         help=f"where {what}: " + "; ".join(f"{n}: {d}" for n, (d, _) in ENGINES.items()),
     )
-    parser.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
+    parser.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="with --engine spark: the master of a classic Spark session, this process being "
+        "the driver (local[*], spark://HOST:7077, yarn, k8s://...); default local[*]",
+    )
+    parser.add_argument(
+        "--spark-remote",
+        metavar="URL",
+        help="with --engine spark: a Spark Connect server, sc://HOST[:PORT][/;PARAMS] (default: "
+        "the SPARK_REMOTE environment variable)",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        metavar="KEY=VALUE",
+        action="append",
+        help="with --engine spark: a Spark setting (repeatable); spark.sql.shuffle.partitions "
+        "defaults to 3 per core of the cluster instead of Spark's 200",
+    )
     parser.add_argument(
         "--noise-on",
         choices=["driver", "executors"],
@@ -136,13 +155,12 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
 
     engine: Any = getattr(args, "engine", None) or "local"
     if engine == "spark":
-        from privhist.engines.spark import SparkEngine
-        from privhist.engines.spark.sessions import spark_session
-
-        master = getattr(args, "spark_master", None) or "local[*]"
-        engine = SparkEngine(spark_session(master))
-    elif getattr(args, "spark_master", None) is not None:
-        raise ValidationError("--spark-master", function, "given with --engine spark", None)
+        engine = _spark_engine(args, function)
+    else:
+        for flag in ("--spark-master", "--spark-remote", "--spark-conf"):
+            value = getattr(args, flag[2:].replace("-", "_"), None)
+            if value is not None:
+                raise ValidationError(flag, function, "given with --engine spark", value)
     dataset = getattr(args, "dataset", None)
     progress = not getattr(args, "no_progress", True)
     noise_on = getattr(args, "noise_on", None)
@@ -157,3 +175,29 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
         noise_on=noise_on,
         progress=progress,
     )
+
+
+def _spark_engine(args: argparse.Namespace, function: str) -> Any:
+    """The Spark engine on the session ``--spark-master``/``--spark-remote`` (or
+    ``SPARK_REMOTE``) and ``--spark-conf`` describe
+    (:func:`~privhist.engines.spark.sessions.build_session`)."""
+    import os
+
+    from privhist.core.errors import ValidationError
+    from privhist.engines.spark import SparkEngine
+    from privhist.engines.spark.sessions import build_session, parse_conf
+
+    master = getattr(args, "spark_master", None)
+    remote = getattr(args, "spark_remote", None)
+    from_env = os.environ.get("SPARK_REMOTE") or None
+    if master is not None and remote is None and from_env is not None:
+        raise ValidationError(
+            "--spark-master",
+            function,
+            "given without SPARK_REMOTE in the environment (it names a Spark Connect server; "
+            "unset it, or give --spark-remote)",
+            master,
+        )
+    conf = parse_conf(getattr(args, "spark_conf", None), function)
+    spark = build_session(master=master, remote=remote or from_env, conf=conf, function=function)
+    return SparkEngine(spark)

@@ -133,9 +133,13 @@ class Engine(ABC):
             raise UnsupportedError(f"the {self.name} engine cannot compute {request.describe()}")
         return handler(source, request, rng, progress)
 
-    def publisher(self, output: str | os.PathLike[str], format: str | None) -> Publisher | None:
-        """How this engine writes a release to ``output`` itself (None: the release path encodes
-        the release in memory and writes it; the default)."""
+    def publisher(
+        self, output: str | os.PathLike[str], format: str | None, source: Any = None
+    ) -> Publisher | None:
+        """How this engine writes a release of ``source`` to ``output`` itself (None: the release
+        path encodes the release in memory and writes it; the default). Called before the data
+        is read, so that a destination the engine cannot write is refused first; a URI
+        destination (``hdfs://...``) is only written by an engine that returns a writer here."""
         return None
 
     def count(

@@ -32,7 +32,11 @@ def _spark(**options: Any) -> Engine:
 #: engine name -> (what it is, its factory)
 ENGINES: Final[dict[str, tuple[str, Callable[..., Engine]]]] = {
     "local": ("this process (Polars and NumPy)", _local),
-    "spark": ("Apache Spark (pip install 'privhist[spark]')", _spark),
+    "spark": (
+        "Apache Spark, a classic or a Spark Connect session (pip install 'privhist[spark]', "
+        "or 'privhist[connect]')",
+        _spark,
+    ),
 }
 
 #: the engine names, the default first

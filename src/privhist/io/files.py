@@ -15,6 +15,7 @@ import dataclasses
 import datetime as _dt
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -198,7 +199,39 @@ def _write_error(dest: Path, exc: OSError) -> OSError:
     return OSError(exc.errno, f"cannot write {dest}: {reason}")
 
 
-def resolve_write_format(dest: Path, format: str | None, fn: str) -> str:
+#: a URI's scheme: two or more characters (one is a Windows drive letter), then ``:/``
+_SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):/")
+
+
+def uri_scheme(path: str | os.PathLike[str]) -> str | None:
+    """The scheme (lower case) of a path written as a URI, None for a plain path.
+
+    A URI names a file on some file system an engine reads (``hdfs://nn/visits``,
+    ``s3a://lake/visits``, ``file:/mnt/shared/visits.csv``, ``dbfs:/visits``); a plain path is a
+    file on this machine. Only text can be a URI (a ``Path`` is always plain).
+
+    >>> uri_scheme("hdfs://nn/x.csv"), uri_scheme("file:/tmp/x.csv"), uri_scheme("x.csv")
+    ('hdfs', 'file', None)
+    >>> uri_scheme("C:/data/x.csv") is None, uri_scheme("odd:name.csv") is None
+    (True, True)
+    """
+    if not isinstance(path, str):
+        return None
+    match = _SCHEME.match(path)
+    return match.group(1).lower() if match else None
+
+
+def local_uri(path: str | os.PathLike[str]) -> str:
+    """A plain path as the absolute ``file:`` URI that Spark and Hadoop read literally (no
+    percent-encoding: Hadoop's ``Path`` takes the characters as they are).
+
+    >>> local_uri("/tmp/a b.csv")
+    'file:/tmp/a b.csv'
+    """
+    return "file:" + os.path.abspath(os.fspath(path))
+
+
+def resolve_write_format(dest: PurePath, format: str | None, fn: str) -> str:
     if format is not None:
         fmt = str(format).lower()
         if fmt not in WRITE_FORMATS:

@@ -51,7 +51,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import numpy.typing as npt
@@ -74,7 +74,7 @@ from privhist.core.requests import (
 from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
 from privhist.engines.base import Engine
 from privhist.engines.registry import resolve as resolve_engine
-from privhist.io.files import write_bytes_atomic
+from privhist.io.files import resolve_write_format, uri_scheme, write_bytes_atomic
 from privhist.io.release import Release
 from privhist.mechanisms.base import Mechanism
 from privhist.mechanisms.releasable import Answers, Releasable
@@ -299,13 +299,22 @@ class Session:
                     "seed", fn, "None when charging a dataset (seeded output is not private)", seed
                 )
             st.check(cost, nb, event)
+        publish = None
+        if output is not None and out_format is not None:
+            # before the data is read: the engine refuses a destination it cannot write
+            publish = self.engine.publisher(output, out_format, source)
+            if publish is None and uri_scheme(output) is not None:
+                raise ValidationError(
+                    "output",
+                    fn,
+                    f"a plain path (the {self.engine.name} engine writes files on this "
+                    "machine; the spark engine writes Parquet to its own file systems)",
+                    output,
+                )
         rng = default_source(seed)
         answered: dict[Request, Any] = {}
         try:
             draw = self._prepare(releasable, source, requests, fields, answered, rng)
-            publish = None
-            if output is not None and out_format is not None:
-                publish = self.engine.publisher(output, out_format)
             return self._charged(
                 cost,
                 releasable.name,
@@ -1203,6 +1212,18 @@ class Session:
             if output_format is not None:
                 raise ValidationError("output_format", fn, "given with output", output_format)
             return None
+        if uri_scheme(output) is not None:
+            # a file system of the engine's (hdfs://, file:/...): the engine's writer checks it
+            # before the data is read; only rows can be written there
+            fmt = resolve_write_format(PurePosixPath(output), output_format, fn)
+            if formats is not None:
+                raise ValidationError(
+                    "output",
+                    f"{fn} with mechanism {releasable.name}",
+                    "a plain path (this release is one file written by this process)",
+                    output,
+                )
+            return fmt
         inputs = [source if isinstance(source, str | os.PathLike) else None]
         fmt = check_output(output, output_format, inputs, self.ledger_path, fn)
         if formats is not None and fmt not in formats:

@@ -15,6 +15,16 @@ per-key table (one row per distinct key). The mechanisms and the
         spark.read.parquet("s3://lake/visits"), key="page", user="user_id",
         max_partitions=5, epsilon=1, delta=1e-8)
 
+Sessions and paths
+------------------
+The engine never starts Spark: it reads a DataFrame with the DataFrame's own session and a file
+with the session it was given or the one active in this process
+(:mod:`privhist.engines.spark.sessions`), classic or Spark Connect alike; with none, a file is
+refused with a typed error. A file given as a URI (``hdfs://``, ``s3a://``, ``file:/``, ``dbfs:/``)
+goes to Spark unchecked, and Spark's own message says what is missing; a plain path is a file on
+this machine, checked here and given to Spark as its ``file:`` URI. Parquet releases are written
+on the destination's own file system (:mod:`privhist.engines.spark.publish`).
+
 Randomness on the executors
 ---------------------------
 Spark's ``rand()`` and any seed shipped to executors are never used. Contribution bounding needs one
@@ -87,6 +97,7 @@ from privhist.engines.keyed_noise import runs_per_key
 from privhist.engines.priorities import PairPriorities
 from privhist.engines.spark.columns import arrow_keys, ddl
 from privhist.engines.weights import per_key_weights
+from privhist.io.files import local_uri, uri_scheme
 from privhist.io.release import Release
 
 #: file formats the Spark engine reads itself
@@ -101,8 +112,10 @@ class SparkEngine(Engine):
     """Counting on Apache Spark (see the module notes).
 
     Args:
-        spark: the ``SparkSession``; by default the one of the source DataFrame, else the
-            active one, else a new ``local[*]`` session.
+        spark: the ``SparkSession`` (classic or Spark Connect). By default the session of the
+            source DataFrame, or for a file path the session active in this process
+            (:func:`~privhist.engines.spark.sessions.active_session`); the engine never starts
+            one.
     """
 
     name = "spark"
@@ -112,11 +125,19 @@ class SparkEngine(Engine):
 
     @property
     def spark(self) -> Any:
-        if self._spark is None:
-            from privhist.engines.spark.sessions import spark_session
+        """The session given, else the one active in this process (a typed error if none)."""
+        if self._spark is not None:
+            return self._spark
+        from privhist.engines.spark.sessions import active_session
 
-            self._spark = spark_session()
-        return self._spark
+        return active_session("SparkEngine")
+
+    def session_for(self, source: Any) -> Any:
+        """The session that reads ``source``: the one given, else a DataFrame's own, else the
+        active one."""
+        if self._spark is None and _is_spark_frame(source):
+            return source.sparkSession
+        return self.spark
 
     def accepts(self, source: Any) -> bool:
         return _is_spark_frame(source) or isinstance(source, str | os.PathLike)
@@ -142,13 +163,15 @@ class SparkEngine(Engine):
             return runs_per_key(request.mechanism)
         return super().supports(request)
 
-    def publisher(self, output: str | os.PathLike[str], format: str | None) -> Publisher | None:
-        """The Spark writer of a Parquet ``output``
+    def publisher(
+        self, output: str | os.PathLike[str], format: str | None, source: Any = None
+    ) -> Publisher | None:
+        """The Spark writer of a Parquet ``output`` on its own file system
         (:func:`~privhist.engines.spark.publish.parquet_publisher`), so every Parquet release
-        of this engine is a dataset written by Spark."""
+        of this engine is a dataset written by Spark with the session that reads ``source``."""
         from privhist.engines.spark.publish import parquet_publisher
 
-        return parquet_publisher(self.spark, output, format)
+        return parquet_publisher(self.session_for(source), output, format)
 
     # -- the requests ----------------------------------------------------------------------
 
@@ -442,16 +465,20 @@ class SparkEngine(Engine):
                 f"the Spark engine reads {', '.join(SPARK_FORMATS)} files; {fmt} files are read "
                 "by the local engine"
             )
-        local = "://" not in path
-        if local and not os.path.exists(path):
-            raise InputDataError(f"cannot read {path}: no such file")
+        local = uri_scheme(source) is None
+        location = path
+        if local:
+            # a plain path is a file on this machine: checked here, read by Spark by its URI
+            if not os.path.exists(path):
+                raise InputDataError(f"cannot read {path}: no such file")
+            location = local_uri(path)
         reader = self.spark.read
         try:
             if fmt in ("csv", "tsv"):
                 # the separator as the local engine reads it (tabs detected from a local header)
                 sep = separator_of(Path(path), spec) if local else spec.separator
                 df = reader.csv(
-                    path,
+                    location,
                     header=spec.columns is None,
                     inferSchema=False,
                     sep=sep or ("\t" if fmt == "tsv" else ","),
@@ -464,9 +491,10 @@ class SparkEngine(Engine):
                         )
                     df = df.toDF(*spec.columns)
             elif fmt == "ndjson":
-                df = reader.json(path)
+                df = reader.json(location)
             else:
-                df = reader.parquet(path)
+                df = reader.parquet(location)
+            df.schema  # noqa: B018 (Spark Connect reads lazily: a missing file is found here)
         except InputDataError:
             raise
         except Exception as exc:  # Spark raises many kinds (AnalysisException, Py4JJavaError)

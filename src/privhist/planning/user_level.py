@@ -105,6 +105,8 @@ def curves_summary(curves: list[dict[str, Any]]) -> list[dict[str, Any]]:
 HISTOGRAM_FRACTION = 0.02
 #: vote selection when at least this share of users did not vote (``UserLevelPlan.decide``)
 NON_VOTER_SHARE = 0.1
+#: the count caps ``k_c`` of vote selection's candidates with counts: ``min(plan cap, 20)``
+VOTE_COUNT_CAPS = (5, 10, 20)
 #: the degrees at which :func:`rank_user_level` tabulates each mechanism in an explanation
 EXPLAIN_DEGREES = (1, 5, 20, 100)
 #: the caps cumulative-sips may take in the default plan: the DP 0.9 quantile, at least 5
@@ -159,6 +161,27 @@ def users_at_half(mechanism: Any, degree: int) -> float:
         hit = np.flatnonzero(rp >= 0.5)
         return float(hit[0]) / share if hit.size else math.inf
     raise ValidationError("mechanism", "users_at_half", "a user-level mechanism", mechanism)
+
+
+def quantile_cap(noisy: npt.ArrayLike, quantile: float) -> int:
+    """The smallest candidate cap (:data:`~privhist.mechanisms.user_level.caps.CAP_CANDIDATES`)
+    whose bucket and those below hold at least ``quantile`` of the users, from a noisy
+    histogram whose counts are summed *before* clipping (the noise has mean zero, so the running
+    sums are unbiased; clipping each bucket at zero first would add the positive noise of every
+    empty bucket and push the quantile up on small data sets). Post-processing.
+
+    >>> quantile_cap([0, 0, 0, 0, 0, 0, 0, 950, 50, -40, 60, -30, 20], 0.9)  # 950 of 1010
+    50
+    """
+    from privhist.mechanisms.user_level.caps import CAP_CANDIDATES
+
+    h = np.asarray(noisy, dtype=np.float64)
+    total = float(h.sum())
+    if total <= 0:
+        return CAP_CANDIDATES[0]
+    share = np.cumsum(h[: len(CAP_CANDIDATES)]) / total
+    hit = np.flatnonzero(share >= quantile)
+    return CAP_CANDIDATES[int(hit[0])] if hit.size else CAP_CANDIDATES[-1]
 
 
 def plan_cap(quantile_cap: int) -> int:
@@ -220,7 +243,8 @@ class UserLevelPlan:
         self.confidence = confidence
         #: the weighted selector among the candidates (the default plan's cap-indexed family)
         self.selector_name = next(
-            (n for n, m in candidates.items() if isinstance(m, dict)), "cumulative-sips"
+            (n for n, m in candidates.items() if n != "vote-selection" and isinstance(m, dict)),
+            "cumulative-sips",
         )
 
     @property
@@ -272,12 +296,13 @@ class UserLevelPlan:
             "composition": "basic (the histogram, then the chosen release)",
         }
         if self.needs_degree_histogram:
+            votes = "vote-selection" in self.candidates
             spend["degree_histogram"] = {
-                "epsilon": self.histogram_epsilon / 2,
+                "epsilon": self.histogram_epsilon / 2 if votes else self.histogram_epsilon,
                 "noise": "discrete_laplace",
                 "buckets": "users by number of distinct keys",
             }
-            if "vote-selection" in self.candidates:
+            if votes:
                 spend["non_voters"] = {
                     "epsilon": self.histogram_epsilon / 2,
                     "noise": "discrete_laplace",
@@ -319,24 +344,25 @@ class UserLevelPlan:
         from privhist.mechanisms.user_level.caps import dp_degree_cap
         from privhist.noise import discrete_laplace, rational_at_least
 
-        half = self.histogram_epsilon / 2
+        votes = "vote-selection" in self.candidates
+        half = self.histogram_epsilon / 2 if votes else self.histogram_epsilon
         choice = dp_degree_cap(degree_histogram, epsilon=half, rng=rng)
         noisy = choice.noisy_histogram
         sips: dict[int, Any] = self.candidates[self.selector_name]
-        cap = plan_cap(choice.cap)
+        cap = plan_cap(quantile_cap(noisy, 0.9))
         selector = sips[cap]
         reasons: dict[str, Any] = {
             "rule": self.rule,
             "degree_histogram": choice.to_dict(),
             "cap": cap,
         }
-        if "vote-selection" not in self.candidates:
+        if not votes:
             return Decision(self.selector_name, selector, reasons)
         if non_voters is None:
             raise ValidationError("non_voters", "decide", "the vote rule's non-voters", None)
         scale = rational_at_least(1 / Fraction(half), 2**20)
         noisy_nv = int(non_voters) + int(discrete_laplace(scale, rng, 1)[0])
-        users = float(np.maximum(noisy, 0).sum())
+        users = float(np.asarray(noisy, dtype=np.float64).sum())  # unbiased: summed unclipped
         use_votes = noisy_nv >= NON_VOTER_SHARE * users
         reasons.update(
             {
@@ -347,7 +373,10 @@ class UserLevelPlan:
             }
         )
         if use_votes:
-            return Decision("vote-selection", self.candidates["vote-selection"], reasons)
+            by_cap: dict[int, Any] = self.candidates["vote-selection"]
+            k_c = min(cap, VOTE_COUNT_CAPS[-1]) if not self.keys_only else 0
+            reasons["count_max_keys"] = k_c if k_c else None
+            return Decision("vote-selection", by_cap[k_c], reasons)
         return Decision(self.selector_name, selector, reasons)
 
     def release(self, source: Any, vote_source: Any, rng: Any) -> Any:
@@ -363,7 +392,7 @@ class UserLevelPlan:
         if self.needs_degree_histogram:
             hist = source.degree_histogram(CAP_CANDIDATES)
             if "vote-selection" in self.candidates:
-                vote = self.candidates["vote-selection"]
+                vote = next(iter(self.candidates["vote-selection"].values()))
                 votes = vote_source.vote_counts(vote.cap, vote.top_cap)
             decision = self.decide(hist, None if votes is None else votes.non_voters, rng)
         else:
@@ -419,6 +448,10 @@ def _build(
     counts = not keys_only
     try:
         if name == "vote-selection":
+            if cap is not None and counts:
+                return VoteSelection(
+                    epsilon, delta, counts=True, count_max_keys=cap, confidence=confidence
+                )
             return VoteSelection(epsilon, delta, counts=counts, confidence=confidence)
         if name in weighted_registry():
             kw: dict[str, Any] = {"counts": counts, "confidence": confidence}
@@ -530,6 +563,7 @@ def choose(
     from privhist.mechanisms.registry import weighted_registry
 
     fn = "choose"
+    counts = not keys_only
     eps = check_epsilon(epsilon, fn)
     dlt = check_delta(delta, fn, positive=True)
     if isinstance(max_partitions, str) and max_partitions != "auto":
@@ -594,7 +628,10 @@ def choose(
         raise ValidationError("epsilon", fn, f"large enough for {name} at every cap", epsilon)
     candidates: dict[str, Any] = {name: sips}
     if mechanism == "default":
-        candidates["vote-selection"] = built.get("vote-selection", None)
+        # keyed by the count cap k_c (0 when keys only): min(the cap, 20) (UserLevelPlan.decide)
+        candidates["vote-selection"] = {
+            k: built.get("vote-selection", k or None) for k in (VOTE_COUNT_CAPS if counts else (0,))
+        }
         rule = (
             "two DP statistics: a histogram of users' numbers of keys and the number of users "
             f"who find every key they hold at the vote cap; vote-selection when those are at "

@@ -112,8 +112,9 @@ from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.release import Release
 from privhist.core.validation import Constraint, delta_constraint, float_up
 from privhist.mechanisms.optimal_selection import OptimalSelection
+from privhist.mechanisms.user_level._counts import clipped_count_columns, count_statement
 from privhist.mechanisms.user_level.cumulative import gaussian_profile_upper
-from privhist.noise import DiscreteGaussian, discrete_gaussian, rational_at_least
+from privhist.noise import discrete_gaussian, rational_at_least
 
 #: ``Gamma`` is the smallest count whose release probability is at least ``1 - cap_level``
 DEFAULT_CAP_LEVEL = Fraction(1, 10)
@@ -603,36 +604,3 @@ class VoteSelection:
             if not rng.private:
                 meta["warning"] = "drawn from a seeded source: reproducible and NOT private"
         return meta
-
-
-def clipped_count_columns(
-    noisy: npt.NDArray[np.int64], sigma2: Fraction, confidence: float
-) -> dict[str, Any]:
-    """The count columns of released keys: noisy counts clipped to at least 1 (a released key
-    is held by at least one user; post-processing) and the ``confidence`` interval of the
-    counted users, ``noisy -+ w`` (``w`` from the exact discrete Gaussian quantile), clipped the
-    same way. No ``estimate`` column: the count is the estimate."""
-    w = int(DiscreteGaussian(sigma2).interval(confidence)[1])
-    return {
-        "values": np.maximum(noisy, 1),
-        "lower": np.maximum(noisy - w, 1),
-        "upper": np.maximum(noisy + w, 1),
-    }
-
-
-def count_statement(count_max_keys: int, confidence: float) -> dict[str, Any]:
-    """What the count columns of a user-level selector estimate and what the interval covers."""
-    return {
-        "count": (
-            "noisy number of users holding the key, each user counted on at most "
-            f"{count_max_keys} released keys (a uniformly random subset of the released keys "
-            "it holds), clipped to at least 1"
-        ),
-        "interval": (
-            f"lower..upper covers that counted number with probability at least {confidence} "
-            "(exact discrete Gaussian quantiles); it covers the number of users holding the key "
-            f"when none of them holds more than {count_max_keys} released keys, and otherwise "
-            "the true number can exceed upper"
-        ),
-        "count_max_keys": count_max_keys,
-    }

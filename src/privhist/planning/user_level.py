@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
+from privhist.core.neighbouring import Neighbouring
 from privhist.core.validation import check_positive_int
 from privhist.mechanisms.user_level import GaussianThresholdHistogram, WeightedSelector
 
@@ -210,15 +211,26 @@ class Decision:
 class UserLevelPlan:
     """The user-level release :func:`choose` plans: the spend, the candidates (built from the
     budget and public bounds only, before any data is read), the rule that picks one, and an
-    explanation of all of it (:meth:`explain`).
+    explanation of all of it (:meth:`explain`: what a dry run prints).
 
-    Two kinds: a *fixed* plan (``candidates`` holds one mechanism; ``histogram_epsilon`` is 0)
-    and the *default* plan, which spends ``histogram_epsilon`` on a DP histogram of users'
-    numbers of keys (discrete Laplace, pure DP; :func:`privhist.mechanisms.user_level.caps.
-    dp_degree_cap`) and runs the candidate :meth:`decide` picks at ``(epsilon -
-    histogram_epsilon, delta)``. Every candidate is ``(epsilon - histogram_epsilon, delta)``-DP,
-    so by adaptive basic composition the whole release is ``(epsilon, delta)``-DP whichever is
-    picked (:meth:`event`).
+    Two kinds. A *fixed* plan holds one mechanism (:attr:`fixed`; ``histogram_epsilon`` is 0)
+    and is that mechanism's release. The *default* plan spends ``histogram_epsilon`` on two DP
+    statistics and runs the candidate :meth:`decide` picks from them at ``(epsilon -
+    histogram_epsilon, delta)``.
+
+    Guarantee of the default plan (add or remove one user). Fix the vote rule's salt and the
+    users' priorities (:mod:`~privhist.mechanisms.user_level.votes`, item 1). Given them, the
+    release is the adaptive composition of three mechanisms with independent noise: the degree
+    histogram with discrete Laplace noise of scale ``2 / histogram_epsilon`` (each user is in one
+    bucket: L1 sensitivity 1; ``histogram_epsilon / 2``-DP, CKS 2020 Algorithm 2), the number of
+    users with no key below the vote cap with the same noise (sensitivity 1 by item 2 of the
+    votes module; ``histogram_epsilon / 2``-DP), and the chosen candidate, which is ``(epsilon -
+    histogram_epsilon, delta)``-DP whichever it is (vote selection on the same votes, by items
+    2-3 of the votes module; a weighted selector with its own randomness). Adaptive basic
+    composition makes the whole ``(epsilon, delta)``-DP for every fixed salt and priorities,
+    and the mixture over them keeps it (joint convexity of the hockey-stick divergence, as in
+    item 3 of the votes module). When vote selection is not a candidate (a named selector with
+    an ``"auto"`` cap) the histogram takes all of ``histogram_epsilon``.
     """
 
     def __init__(
@@ -254,6 +266,36 @@ class UserLevelPlan:
         return self.histogram_epsilon > 0
 
     @property
+    def needs_votes(self) -> bool:
+        """Whether :meth:`decide` needs the vote rule's ``non_voters`` (the engine then casts
+        the votes once, with the caps :attr:`vote_caps`; vote selection releases from them)."""
+        return self.needs_degree_histogram and "vote-selection" in self.candidates
+
+    @property
+    def vote_caps(self) -> tuple[int, int] | None:
+        """``(cap, top_cap)`` the votes are cast with (None when no votes are needed)."""
+        if not self.needs_votes:
+            return None
+        vote = next(iter(self.candidates["vote-selection"].values()))
+        return vote.cap, vote.top_cap
+
+    def neighbouring(self) -> Neighbouring:
+        """The relation a ledger records: adding or removing one user, stated with the largest
+        number of keys any candidate counts a user on (weighted selectors' ``max_keys`` and
+        count caps; vote selection bounds none: one vote per user, whatever it holds)."""
+        from privhist.mechanisms.user_level.votes import VoteSelection
+
+        k = 1
+        for m in self._mechanisms():
+            if isinstance(m, WeightedSelector):
+                k = max(k, m.max_keys, m.count_max_keys if m.counts else 1)
+            elif isinstance(m, VoteSelection):
+                k = max(k, m.neighbouring().max_partitions_contributed)
+            else:
+                k = max(k, m.neighbouring.max_partitions_contributed)
+        return Neighbouring.user(k, 1)
+
+    @property
     def fixed(self) -> Decision | None:
         """The decision of a fixed plan (None for the default plan)."""
         if self.needs_degree_histogram:
@@ -274,13 +316,16 @@ class UserLevelPlan:
         return composed(parts)
 
     def guarantee(self) -> Any:
-        """``(epsilon, delta)`` by basic composition of :meth:`event`'s parts (never above the
-        request)."""
+        """``(epsilon, delta)`` by basic composition of :meth:`event`'s parts, summed exactly
+        (never above the request: :func:`choose` splits epsilon so)."""
         from privhist.core.budget import Budget
+        from privhist.core.validation import float_up
 
-        eps = max(m.guarantee().epsilon for m in self._mechanisms()) + self.histogram_epsilon
+        exact = Fraction(self.histogram_epsilon) + max(
+            Fraction(m.guarantee().epsilon) for m in self._mechanisms()
+        )
         dlt = max(m.guarantee().delta for m in self._mechanisms())
-        return Budget(min(eps, self.epsilon) if eps <= self.epsilon * (1 + 1e-12) else eps, dlt)
+        return Budget(self.epsilon if exact <= Fraction(self.epsilon) else float_up(exact), dlt)
 
     def _mechanisms(self) -> list[Any]:
         out: list[Any] = []
@@ -391,9 +436,8 @@ class UserLevelPlan:
         votes = None
         if self.needs_degree_histogram:
             hist = source.degree_histogram(CAP_CANDIDATES)
-            if "vote-selection" in self.candidates:
-                vote = next(iter(self.candidates["vote-selection"].values()))
-                votes = vote_source.vote_counts(vote.cap, vote.top_cap)
+            if self.vote_caps is not None:
+                votes = vote_source.vote_counts(*self.vote_caps)
             decision = self.decide(hist, None if votes is None else votes.non_voters, rng)
         else:
             decision = self.fixed  # type: ignore[assignment]
@@ -424,21 +468,42 @@ class UserLevelPlan:
 class _Built:
     """Mechanisms of one budget built for planning, by (name, cap): construction calibrates
     noise and thresholds (a fraction of a second each), a plan asks for the same ones at several
-    degrees, and a dry run and the release that follows plan twice (:func:`_build` caches)."""
+    degrees, and a dry run and the release that follows plan twice (:func:`_build` caches).
+    ``count_caps``: count the released keys on at most the cap (a cap the caller stated bounds
+    every part of the release), else the mechanisms' own count caps."""
 
-    def __init__(self, epsilon: float, delta: float, keys_only: bool, confidence: float) -> None:
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        keys_only: bool,
+        confidence: float,
+        count_caps: bool = False,
+    ) -> None:
         self.epsilon, self.delta = epsilon, delta
         self.keys_only, self.confidence = keys_only, confidence
+        self.count_caps = count_caps
 
-    def get(self, name: str, cap: int | None) -> Any:
-        """The mechanism ``name`` at cap ``cap`` (None for vote selection), or None when the
-        budget does not allow it (a :class:`ValidationError` at construction)."""
-        return _build(name, cap, self.epsilon, self.delta, self.keys_only, self.confidence)
+    def get(self, name: str, cap: int | None, count_cap: int | None = None) -> Any:
+        """The mechanism ``name`` at cap ``cap`` (vote selection: no cap) counting on
+        ``count_cap`` keys (None: the cap when ``count_caps``, else the default), or None when
+        the budget does not allow it (a :class:`ValidationError` at construction)."""
+        if count_cap is None and self.count_caps:
+            count_cap = cap
+        return _build(
+            name, cap, count_cap, self.epsilon, self.delta, self.keys_only, self.confidence
+        )
 
 
 @functools.lru_cache(maxsize=512)
 def _build(
-    name: str, cap: int | None, epsilon: float, delta: float, keys_only: bool, confidence: float
+    name: str,
+    cap: int | None,
+    count_cap: int | None,
+    epsilon: float,
+    delta: float,
+    keys_only: bool,
+    confidence: float,
 ) -> Any:
     """See :class:`_Built` (mechanisms are not changed after construction, so sharing is safe)."""
     from privhist.core.neighbouring import Neighbouring
@@ -446,15 +511,13 @@ def _build(
     from privhist.mechanisms.user_level.votes import VoteSelection
 
     counts = not keys_only
+    kw: dict[str, Any] = {"counts": counts, "confidence": confidence}
+    if counts and count_cap is not None:
+        kw["count_max_keys"] = count_cap
     try:
         if name == "vote-selection":
-            if cap is not None and counts:
-                return VoteSelection(
-                    epsilon, delta, counts=True, count_max_keys=cap, confidence=confidence
-                )
-            return VoteSelection(epsilon, delta, counts=counts, confidence=confidence)
+            return VoteSelection(epsilon, delta, **kw)
         if name in weighted_registry():
-            kw: dict[str, Any] = {"counts": counts, "confidence": confidence}
             if cap is not None:
                 kw["max_keys"] = cap
             return weighted_registry()[name](epsilon, delta, **kw)
@@ -575,7 +638,7 @@ def choose(
     )
     auto_selector = max_partitions == "auto" and mechanism in weighted_registry()
     if mechanism != "default" and not auto_selector:
-        built = _Built(eps, dlt, keys_only, confidence)
+        built = _Built(eps, dlt, keys_only, confidence, count_caps=cap is not None)
         mech = built.get(mechanism, cap)
         if mech is None:  # not buildable: let the constructor say why
             from privhist.mechanisms.registry import get
@@ -597,7 +660,7 @@ def choose(
             confidence=confidence,
         )
     if cap is not None:
-        built = _Built(eps, dlt, keys_only, confidence)
+        built = _Built(eps, dlt, keys_only, confidence, count_caps=True)
         rows = rank_user_level(eps, dlt, keys_only=keys_only, degree=cap, max_keys=cap, built=built)
         best = next(r for r in rows if r["mechanism_name"] in _CHOSEN)
         return UserLevelPlan(
@@ -619,7 +682,7 @@ def choose(
         )
     eps_q = eps * HISTOGRAM_FRACTION
     eps_r = eps - eps_q
-    while eps_q + eps_r > eps:  # the parts, as floats, add up to at most epsilon
+    while Fraction(eps_q) + Fraction(eps_r) > Fraction(eps):  # exactly at most epsilon
         eps_r = math.nextafter(eps_r, 0.0)
     built = _Built(eps_r, dlt, keys_only, confidence)
     name = "cumulative-sips" if mechanism == "default" else mechanism
@@ -630,7 +693,8 @@ def choose(
     if mechanism == "default":
         # keyed by the count cap k_c (0 when keys only): min(the cap, 20) (UserLevelPlan.decide)
         candidates["vote-selection"] = {
-            k: built.get("vote-selection", k or None) for k in (VOTE_COUNT_CAPS if counts else (0,))
+            k: built.get("vote-selection", None, k or None)
+            for k in (VOTE_COUNT_CAPS if counts else (0,))
         }
         rule = (
             "two DP statistics: a histogram of users' numbers of keys and the number of users "

@@ -505,7 +505,9 @@ def goals(results: dict[tuple[str, float, float], dict[str, Any]]) -> None:
         def mark(ok: bool) -> str:
             return "met" if ok else "NOT met"
 
-        recall = min(k.top100, c.top100) if max(k.keys, c.keys) >= 100 else math.nan
+        # each release whose keys number at least 100
+        recalls = [r.top100 for r in (k, c) if r.keys >= 100]
+        recall = min(recalls) if recalls else math.nan
         print(
             f"| {name} | ({eps:g}, {delta:.3g}) | {fmt(k.keys)} | {fmt(goal_keys)} "
             f"{mark(k.keys >= goal_keys)} | {fmt(c.keys)} | {fmt(0.9 * best_ref)} "

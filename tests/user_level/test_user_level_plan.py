@@ -21,6 +21,7 @@ from privhist.mechanisms.user_level.caps import CAP_CANDIDATES
 from privhist.mechanisms.user_level.votes import PairsVoteSource, VoteSelection
 from privhist.noise import DiscreteLaplace
 from privhist.planning.user_level import (
+    CAP_QUANTILE,
     DEFAULT_PLAN_CAPS,
     HISTOGRAM_FRACTION,
     NON_VOTER_SHARE,
@@ -66,16 +67,15 @@ def _histogram(degrees: list[int]) -> np.ndarray:
 
 def test_decide_prefers_votes_when_voters_are_plentiful_and_weights_otherwise() -> None:
     plan = choose(1.0, 1e-8, keys_only=True)
-    hist = _histogram([2] * 9000 + [40] * 1000)  # 0.9 quantile: 2, plan cap 5
+    hist = _histogram([2] * 9900 + [40] * 100)  # 0.975 quantile: 2, plan cap 5
     many = plan.decide(hist, 5000, SeededRandom(0))
     assert many.name == "vote-selection" and many.mechanism is plan.candidates["vote-selection"][0]
     few = plan.decide(hist, 200, SeededRandom(0))
     assert few.name == "cumulative-sips"
-    assert (
-        few.reasons["cap"]
-        == plan_cap(quantile_cap(few.reasons["degree_histogram"]["noisy_histogram"], 0.9))
-        == 5
-    )
+    noisy = few.reasons["degree_histogram"]["noisy_histogram"]
+    assert few.reasons["cap"] == plan_cap(quantile_cap(noisy, CAP_QUANTILE)) == 5
+    wide = plan.decide(_histogram([2] * 9000 + [40] * 1000), 200, SeededRandom(0))
+    assert wide.reasons["cap"] == 50  # 10 % of users hold 40 keys: above the 0.975 quantile
     assert few.mechanism is plan.candidates["cumulative-sips"][5]
     dense = plan.decide(_histogram([60] * 10_000), 0, SeededRandom(1))
     assert dense.name == "cumulative-sips" and dense.reasons["cap"] == 100

@@ -104,13 +104,21 @@ def curves_summary(curves: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 #: the share of epsilon the default spends on its two DP statistics (discrete Laplace, half each)
 HISTOGRAM_FRACTION = 0.02
-#: vote selection when at least this share of users did not vote (``UserLevelPlan.decide``)
+#: vote selection when at least this share of users find every key they hold at the vote cap
+#: (``UserLevelPlan.decide``): retail.dat, where cumulative-sips releases more keys at (1, 1e-8)
+#: and (1, 1e-5), has 0.05 and 0.07; where vote selection releases more (retail at (3, e^-10),
+#: msweb) 0.35 and 0.86-0.96 (from 0.19 on retail's baskets split in two)
 NON_VOTER_SHARE = 0.1
+#: the quantile of users' numbers of keys that sets cumulative-sips' cap in the default plan: a
+#: larger cap costs little (the private-key bound grows like ``ln cap``), a smaller one drops
+#: heavy users' keys; on retail.dat (the cap sweep's best is 50; 0.9 gives 30) and checked on the
+#: retail households (its best, 100)
+CAP_QUANTILE = 0.975
 #: the count caps ``k_c`` of vote selection's candidates with counts: ``min(plan cap, 20)``
 VOTE_COUNT_CAPS = (5, 10, 20)
 #: the degrees at which :func:`rank_user_level` tabulates each mechanism in an explanation
 EXPLAIN_DEGREES = (1, 5, 20, 100)
-#: the caps cumulative-sips may take in the default plan: the DP 0.9 quantile, at least 5
+#: the caps cumulative-sips may take in the default plan: the DP quantile, at least 5
 DEFAULT_PLAN_CAPS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
 #: the weighted selectors ranked at a given cap, and the per-key mechanisms ranked beside them
 _SELECTORS = ("cumulative-sips", "dp-sips", "wgm")
@@ -166,23 +174,18 @@ def users_at_half(mechanism: Any, degree: int) -> float:
 
 def quantile_cap(noisy: npt.ArrayLike, quantile: float) -> int:
     """The smallest candidate cap (:data:`~privhist.mechanisms.user_level.caps.CAP_CANDIDATES`)
-    whose bucket and those below hold at least ``quantile`` of the users, from a noisy
-    histogram whose counts are summed *before* clipping (the noise has mean zero, so the running
-    sums are unbiased; clipping each bucket at zero first would add the positive noise of every
-    empty bucket and push the quantile up on small data sets). Post-processing.
+    whose bucket and those below hold at least ``quantile`` of the users, each noisy count
+    clipped at zero first (:func:`~privhist.mechanisms.user_level.caps.cap_from_histogram`).
+    Clipping adds the positive noise of empty buckets, so the cap errs upward on small data
+    sets, which costs little (the private-key bound grows like ``ln cap``); the unclipped sums
+    err both ways, and a cap too small drops the keys of users holding many. Post-processing.
 
-    >>> quantile_cap([0, 0, 0, 0, 0, 0, 0, 950, 50, -40, 60, -30, 20], 0.9)  # 950 of 1010
-    50
+    >>> quantile_cap([0, 0, 0, 0, 0, 0, 0, 950, 50, -40, 60, -30, 20], 0.9)  # 1,000 of 1,080
+    100
     """
-    from privhist.mechanisms.user_level.caps import CAP_CANDIDATES
+    from privhist.mechanisms.user_level.caps import cap_from_histogram
 
-    h = np.asarray(noisy, dtype=np.float64)
-    total = float(h.sum())
-    if total <= 0:
-        return CAP_CANDIDATES[0]
-    share = np.cumsum(h[: len(CAP_CANDIDATES)]) / total
-    hit = np.flatnonzero(share >= quantile)
-    return CAP_CANDIDATES[int(hit[0])] if hit.size else CAP_CANDIDATES[-1]
+    return cap_from_histogram(noisy, quantile)
 
 
 def plan_cap(quantile_cap: int) -> int:
@@ -373,14 +376,16 @@ class UserLevelPlan:
         ``histogram_epsilon`` (discrete Laplace; everything after is post-processing):
 
         * the histogram of users by their number of keys (``degree_histogram``, exact; each user
-          in one bucket): its 0.9 quantile is the cumulative-sips cap (:func:`plan_cap`), its
-          total the number of users ``N``;
-        * the number of users who did not vote in the vote rule run with the plan's vote cap
+          in one bucket): its :data:`CAP_QUANTILE` quantile gives the cumulative-sips cap
+          (:func:`quantile_cap`, :func:`plan_cap`), its total the number of users ``N``;
+        * the number of users with no key below the vote cap in the vote rule run with the
+          plan's vote caps
           (``non_voters``, exact; it changes by at most one with one user, item 2 of
           :mod:`~privhist.mechanisms.user_level.votes`).
 
-        Vote selection when at least :data:`NON_VOTER_SHARE` of the users did not vote (every
-        key they hold already had enough votes: votes are plentiful where they are needed),
+        Vote selection when at least :data:`NON_VOTER_SHARE` of the users have no key below the
+        vote cap (every key they hold already had enough votes: votes are plentiful where they
+        are needed),
         else cumulative-sips. ``non_voters`` may be None for a plan whose candidates do not
         include vote selection."""
         fixed = self.fixed
@@ -394,7 +399,7 @@ class UserLevelPlan:
         choice = dp_degree_cap(degree_histogram, epsilon=half, rng=rng)
         noisy = choice.noisy_histogram
         sips: dict[int, Any] = self.candidates[self.selector_name]
-        cap = plan_cap(quantile_cap(noisy, 0.9))
+        cap = plan_cap(quantile_cap(noisy, CAP_QUANTILE))
         selector = sips[cap]
         reasons: dict[str, Any] = {
             "rule": self.rule,
@@ -612,7 +617,7 @@ def choose(
           ``max_partitions`` keys (the most a user holds, as the caller stated);
         * ``"default"`` with no cap or ``"auto"``: the default plan (a DP degree histogram,
           then :meth:`UserLevelPlan.decide` between vote selection and cumulative-sips);
-        * a weighted selector with ``"auto"``: that selector at the histogram's 0.9-quantile
+        * a weighted selector with ``"auto"``: that selector at the histogram's 0.975-quantile
           cap.
 
     Example:
@@ -700,10 +705,10 @@ def choose(
             "two DP statistics: a histogram of users' numbers of keys and the number of users "
             f"who find every key they hold at the vote cap; vote-selection when those are at "
             f"least {NON_VOTER_SHARE:g} of the users, else cumulative-sips at the histogram's "
-            "0.9-quantile cap (UserLevelPlan.decide)"
+            "0.975-quantile cap (UserLevelPlan.decide)"
         )
     else:
-        rule = f"{name} at the 0.9-quantile cap of a DP histogram of users' numbers of keys"
+        rule = f"{name} at the 0.975-quantile cap of a DP histogram of users' numbers of keys"
     rows = []
     for d in EXPLAIN_DEGREES:
         ranked = rank_user_level(eps_r, dlt, keys_only=keys_only, degree=d, built=built)

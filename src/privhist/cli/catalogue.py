@@ -361,7 +361,7 @@ _SELECTOR_CONSTRAINTS: tuple[tuple[str, Constraint], ...] = (
     ("ratio", Constraint.real(0, open_low=True, optional=True)),
     ("threshold_share", _SHARE),
     ("counts", Constraint.flag()),
-    ("count_share", _SHARE),
+    ("count_share", Constraint.real(0, 1, open_low=True, open_high=True, optional=True)),
     ("count_max_keys", _AT_LEAST_ONE),
     ("spent_rho", Constraint.rational(0)),
     ("confidence", _SHARE),

@@ -80,14 +80,23 @@ Guarantee (add or remove one user ``u``; :meth:`VoteSelection.neighbouring`).
    Released counts are then clipped to at least 1 (a released key is held by at least one
    user; post-processing).
 
-Defaults (the vote cap level, the key and user orders), chosen on ``anonymous-msweb.data`` and
+Defaults (the key and user orders, the caps), chosen on ``anonymous-msweb.data`` and
 ``retail.dat`` and checked on ``anonymous-msweb.test`` and the retail households
-(``benchmarks/bench_user_level.py``; figures in the README section "User-level histograms"):
-users in increasing order of their number of keys (against a random order, keys at (1, 1e-8):
-msweb 183.1 against 177.3, retail 2,054 against 1,891); one public key order (against each
-user's own random order: retail 2,054 against 1,600, msweb 183.1 against 182.8); ``cap_level =
-0.01`` (against 1e-3 and 1e-6, retail 2,147 / 2,054 / 1,802 keys at (1, 1e-8), 9,141 / 8,814
-/ 8,068 at (3, e^-10), msweb 182.8 / 183.1 / 181.3 at (1, 1e-8)).
+(``benchmarks/bench_user_level.py``; expected keys released from the simulated votes, mean of 2
+runs): users in increasing order of their number of keys (against a random order, at (1,
+1e-8): msweb 183.1 against 177.3, retail 2,054 against 1,891); one public key order (against
+each user's own random order: retail 2,054 against 1,600, msweb 183.1 against 182.8);
+``cap_level = 0.1`` with the top cap (at (0.98, 1e-8), (0.98, 1e-5), (2.94, e^-10), levels 0.1
+/ 0.03 / 0.01 / 0.001 with the top cap: retail 2,189 / 2,168 / 2,127 / 2,036, 3,858 / 3,753 /
+3,620 / 3,375, 9,388 / 9,099 / 9,099 / 8,763; msweb 183.0 / 183.1 / 182.9 / 182.6, 204.0 /
+203.9 / 203.6 / 202.7, 234.3 / 234.1 / 234.1 / 234.1; without the top cap, level 0.1: retail
+2,180, 3,839, 9,136, msweb 176.3, 196.8, 226.2); a ladder of more caps (0.3, 0.1, 0.01, then
+the top) gave retail 1,880, 3,566, 9,419 and msweb 183.4, 204.2, 234.3. With counts,
+``count_share = 0.25`` and ``count_max_keys = 20`` (10 on msweb through the planner): on msweb
+at the three budgets the shares 0.1 / 0.15 / 0.25 / 0.35 release 175 / 173 / 169 / 162, 197 /
+197 / 192 / 184, 230 / 228 / 227 / 225 keys at count MAE (10 keys per user) 117 / 78 / 50 /
+44, 76 / 55 / 41 / 31, 30 / 25 / 17 / 16; every share up to 0.35 keeps 0.9 of the best published
+selector's keys (158.4, 180.9, 211.5) and 0.25 is the middle of that range.
 """
 
 from __future__ import annotations

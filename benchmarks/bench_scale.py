@@ -35,12 +35,14 @@ CHUNK = 10_000_000
 
 CHILD = r"""
 import json, resource, sys, time
-from privhist.engines import CountRequest
+from privhist.core.requests import Fields, KeyCounts, Reading
 from privhist.session import Session
 path, level = sys.argv[1], sys.argv[2]
-req = CountRequest(key="key", user="user" if level == "user" else None, key_type="int",
-                   max_partitions=5 if level == "user" else None,
-                   max_per_partition=1 if level == "user" else None)
+req = KeyCounts(
+    Fields(key="key", user="user" if level == "user" else None, reading=Reading(key_type="int")),
+    max_partitions=5 if level == "user" else None,
+    max_per_partition=1 if level == "user" else None,
+)
 t0 = time.perf_counter()
 counts = Session().count(path, req)  # private randomness, as a release draws
 seconds = time.perf_counter() - t0

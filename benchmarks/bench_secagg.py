@@ -1,8 +1,23 @@
-"""SecAgg and SecAgg+ in-process: client CPU, server CPU, bytes per client, round wall time.
+"""SecAgg and SecAgg+ in-process: client CPU, server CPU, bytes per client, round wall time;
+and SecAgg+ beside Flower's.
 
 Usage: python benchmarks/bench_secagg.py [--n 100 500 1000] [--d 2048 16384]
        [--drop 0 0.1 0.3] [--variants secagg secagg+] [--secagg-max-n 100] [--network 20]
+       [--flower N D DROP] [--rounds 3] [--flower-python /work/flwr-venv/bin/python]
        (``--variants`` with no names skips the in-process grid)
+
+``--flower N D DROP`` compares one SecAgg+ round of privhist and of Flower 1.42
+(``benchmarks/flower_secaggplus.py``, headless) with the same n, d, neighbours (privhist's
+default ``k``; Flower's ``num_shares = k + 1`` counts the client itself), threshold, modulus
+``2**32`` and dropouts (clients leaving before their masked input), each round in a fresh process
+of its own, the two systems alternating first, and prints per round and as the median of the
+within-round ratios: server CPU, mean client CPU and upload bytes per client, with the machine's
+load. Flower runs in its own virtual environment (it upgrades about 40 packages)::
+
+    python -m venv /work/flwr-venv && /work/flwr-venv/bin/pip install 'flwr==1.42.*'
+
+When that interpreter is absent the comparison says so and prints no ratio. Goals (issue #31):
+at least 50x less server CPU than Flower and at most half its upload.
 
 Every round runs the whole protocol (all five stages, real X25519 / AES-GCM / Shamir / mask
 PRG, every message through its wire encoding) among n simulated clients in this process; the
@@ -20,7 +35,13 @@ Goal (issue #12): SecAgg+ with n = 1000, d = 2048, 10 % dropouts in at most 60 s
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 Q = 1 << 32
@@ -85,12 +106,104 @@ def dropout_threshold(n: int, k: int, drop: float) -> int:
     return t
 
 
-def flower_available() -> str | None:
-    try:
-        import flwr
-    except ImportError:
+FLOWER_PYTHON = "/work/flwr-venv/bin/python"
+HERE = Path(__file__).resolve().parent
+
+
+def flower_version(python: str) -> str | None:
+    """Flower's version in the interpreter ``python``, or None when it cannot run."""
+    if not Path(python).exists():
         return None
-    return str(getattr(flwr, "__version__", "?"))
+    try:
+        out = subprocess.run(
+            [python, "-c", "import flwr; print(flwr.__version__)"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _fresh(argv: list[str]) -> dict[str, Any]:
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{argv[:3]} failed: {out.stderr.strip()[-500:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def compare_with_flower(n: int, d: int, drop: float, rounds: int, python: str, seed: int) -> None:
+    """Interleaved rounds of privhist's and Flower's SecAgg+ (module notes)."""
+    version = flower_version(python)
+    if version is None:
+        print(
+            f"Flower: no interpreter with flwr at {python} (create it as the module notes say):"
+            " no Flower figures, no ratio"
+        )
+        return
+    from privhist.federated.secagg.protocol import default_neighbours, default_threshold
+
+    k = default_neighbours(n)
+    t = default_threshold(n, k)
+    if k and drop > 0:
+        t = min(t, dropout_threshold(n, k, drop))
+    print(
+        f"SecAgg+ beside Flower {version}: n = {n}, d = {d}, k = {k} neighbours, t = {t}, "
+        f"{drop:.0%} dropouts before the masked input, q = 2**32; each round in fresh processes"
+    )
+    head = (
+        f"{'round':>5} {'first':>8} {'load':>5} | {'server CPU s':>12} {'Flower':>8} {'ratio':>7} |"
+        f" {'client CPU s':>12} {'Flower':>8} {'ratio':>6} | {'upload B':>9} {'Flower':>9} "
+        f"{'ratio':>6} | ok"
+    )
+    print(head)
+    print("-" * len(head))
+    ratios: dict[str, list[float]] = {"server": [], "client": [], "upload": []}
+    ours_cmd = [sys.executable, str(Path(__file__).resolve()), "--one", str(n), str(d)]
+    ours_cmd += [str(drop)]
+    theirs_cmd = [python, str(HERE / "flower_secaggplus.py"), str(n), str(d), str(k), str(t)]
+    theirs_cmd += [str(drop)]
+    for r in range(rounds):
+        load = os.getloadavg()[0]
+        order = ["privhist", "flower"] if r % 2 == 0 else ["flower", "privhist"]
+        got: dict[str, dict[str, Any]] = {}
+        for who in order:
+            cmd = ours_cmd if who == "privhist" else theirs_cmd
+            got[who] = _fresh([*cmd, str(seed + r)])
+        a, b = got["privhist"], got["flower"]
+        rs = b["server_cpu"] / a["server_cpu"], b["client_cpu"] / a["client_cpu"]
+        ru = a["upload"] / b["upload"]
+        ratios["server"].append(rs[0])
+        ratios["client"].append(rs[1])
+        ratios["upload"].append(ru)
+        print(
+            f"{r:>5} {order[0]:>8} {load:>5.2f} | {a['server_cpu']:>12.3f} "
+            f"{b['server_cpu']:>8.2f} {rs[0]:>6.1f}x | {a['client_cpu']:>12.4f} "
+            f"{b['client_cpu']:>8.4f} {rs[1]:>5.1f}x | {a['upload']:>9.0f} {b['upload']:>9.0f} "
+            f"{ru:>6.3f} | {a['ok'] and b['ok']}",
+            flush=True,
+        )
+    med = {key: statistics.median(v) for key, v in ratios.items()}
+    print(
+        f"median of within-round ratios: Flower's server CPU / privhist's {med['server']:.1f}x "
+        f"(goal >= 50x: {'met' if med['server'] >= 50 else 'NOT met'}); client CPU "
+        f"{med['client']:.1f}x; privhist's upload / Flower's {med['upload']:.3f} (goal <= 0.5: "
+        f"{'met' if med['upload'] <= 0.5 else 'NOT met'})"
+    )
+
+
+def one_secaggplus(n: int, d: int, drop: float, seed: int) -> dict[str, Any]:
+    """One SecAgg+ round in this (fresh) process, in the units of the Flower harness."""
+    r = one_round("secagg+", n, d, drop, seed)
+    return {
+        "server_cpu": r["server_cpu"],
+        "client_cpu": r["client_cpu"],
+        "upload": r["kib_sent"] * 1024,
+        "wall": r["wall"],
+        "ok": r["ok"],
+    }
 
 
 def network_round(clients: int) -> None:
@@ -125,18 +238,19 @@ def main() -> int:
     ap.add_argument("--secagg-max-n", type=int, default=100)
     ap.add_argument("--network", type=int, default=0, help="clients of a network round (0: no)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--flower", nargs=3, metavar=("N", "D", "DROP"), help="compare with Flower")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --flower")
+    ap.add_argument("--flower-python", default=FLOWER_PYTHON)
+    ap.add_argument("--one", nargs=4, metavar=("N", "D", "DROP", "SEED"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-
-    flwr = flower_available()
-    print(
-        "Flower: "
-        + (
-            f"flwr {flwr} imports, but its SecAgg+ runs only inside a Flower ServerApp/ClientApp"
-            " workflow; no like-for-like harness here, so no ratio is printed"
-            if flwr
-            else "flwr is not installed in this environment: no Flower column, no ratio"
-        )
-    )
+    if args.one:
+        n, d, drop, seed = args.one
+        print(json.dumps(one_secaggplus(int(n), int(d), float(drop), int(seed))))
+        return 0
+    print(f"load average {os.getloadavg()[0]:.2f} (2-core figures need an idle machine)")
+    if args.flower:
+        n, d, drop = args.flower
+        compare_with_flower(int(n), int(d), float(drop), args.rounds, args.flower_python, args.seed)
     head = (
         f"{'variant':<8} {'n':>5} {'d':>6} {'drop':>5} {'k':>4} {'t':>4} "
         f"{'client CPU/client s':>19} {'server CPU s':>12} {'total CPU s':>11} "

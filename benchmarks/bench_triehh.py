@@ -27,8 +27,8 @@ def main() -> int:
         return 0
 
     from privhist.core.random import SeededRandom
+    from privhist.engines.local.federated_data import read_population
     from privhist.federated.triehh import TrieHH, one_shot_heavy_hitters
-    from privhist.io.federated_data import read_population
     from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 
     t0 = time.perf_counter()

@@ -18,6 +18,7 @@ import json
 import os
 import pkgutil
 import re
+import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -611,3 +612,21 @@ def expand_experiments(markdown: str, outputs: dict[str, Path]) -> str:
         return "\n".join(parts)
 
     return EXPERIMENT_MARKER.sub(one, markdown)
+
+
+OUTPUT_MARKER = re.compile(r"<!--\s*output:\s*privhist\s+(.*?)\s*-->")
+
+
+def expand_outputs(markdown: str) -> str:
+    """Replace each ``<!-- output: privhist ARGS -->`` marker by what ``privhist ARGS`` prints
+    now, as a ``text`` block, so that a page shows a command's real output (run at build time,
+    in this process; a command that fails stops the build)."""
+
+    def one(match: re.Match[str]) -> str:
+        args = shlex.split(match.group(1))
+        status, out, err = run_cli(args)
+        if status != 0:
+            raise RuntimeError(f"`privhist {match.group(1)}` failed ({status}): {err.strip()}")
+        return "```text\n" + out.rstrip("\n") + "\n```"
+
+    return OUTPUT_MARKER.sub(one, markdown)

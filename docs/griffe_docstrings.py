@@ -11,13 +11,18 @@ from typing import Any
 
 import griffe
 
-_EXAMPLES = re.compile(r"^\s*Examples?:\s*$")
+# Griffe parses a Google "Examples:" section (doctests and text); "Example:" (singular) is not a
+# section it knows, so it becomes an admonition whose ">>>" lines Markdown would read as three
+# nested quotes: those are fenced like any other doctest.
+_EXAMPLES = re.compile(r"^\s*Examples:\s*$")
+_HEADER = re.compile(r"^\s*[A-Z][\w ]*:\s*$")
 _ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|attr|data|exc|obj|const)?:`~?([^`]+)`")
 
 
 def fence_doctests(text: str) -> str:
     """Wrap every run of doctest lines (``>>>`` to the next blank line) in a ``pycon`` fence,
-    except inside a Google ``Example:``/``Examples:`` section, which Griffe renders itself."""
+    except inside a Google ``Examples:`` section, which Griffe renders itself (an ``Example:``
+    admonition is fenced too)."""
     lines = text.splitlines()
     out: list[str] = []
     section: int | None = None  # indent of an open Examples header
@@ -35,7 +40,8 @@ def fence_doctests(text: str) -> str:
             while i < len(lines) and lines[i].strip():
                 block.append(lines[i])
                 i += 1
-            if out and out[-1].strip():
+            # a blank line before the fence, unless it opens a section's or admonition's body
+            if out and out[-1].strip() and not _HEADER.match(out[-1]):
                 out.append("")
             pad = " " * indent
             out += [f"{pad}```pycon", *block, f"{pad}```"]

@@ -56,4 +56,4 @@ def on_files(files: Any, config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    return gen_pages.expand_experiments(markdown, _outputs)
+    return gen_pages.expand_outputs(gen_pages.expand_experiments(markdown, _outputs))

@@ -1,7 +1,8 @@
 """privhist: differentially private histograms and frequency estimation.
 
-The package is layered (see ``DESIGN.md``): ``core`` <- ``noise`` <- ``accounting`` <-
-``mechanisms`` <- ``planning`` <- ``engines``/``io`` <- ``session`` <- ``cli``.
+The package is layered; the order is stated once, in ``docs/concepts/architecture.md``, and
+enforced by ``tests/test_layers.py``. Start with :class:`Session`: each of its methods is one
+kind of release and returns a :class:`Release` (or, with ``dry_run=True``, a :class:`DryRun`).
 
 The names below are imported on first use (PEP 562), so ``import privhist`` (and the start-up of
 the ``privhist`` command) does not load NumPy until something needs it.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from privhist.core.version import __version__
 
 _LAZY = {
     "Budget": "privhist.core.budget",
@@ -27,6 +28,8 @@ _LAZY = {
     "SecureRandom": "privhist.core.random",
     "SeededRandom": "privhist.core.random",
     "Session": "privhist.session",
+    "Release": "privhist.io.release",
+    "DryRun": "privhist.session.dryrun",
 }
 
 if TYPE_CHECKING:
@@ -40,7 +43,9 @@ if TYPE_CHECKING:
     )
     from privhist.core.neighbouring import Neighbouring, Relation
     from privhist.core.random import RandomSource, SecureRandom, SeededRandom
+    from privhist.io.release import Release
     from privhist.session import Session
+    from privhist.session.dryrun import DryRun
 
 
 def __getattr__(name: str) -> Any:
@@ -53,18 +58,20 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted(__all__)
 
 
 __all__ = [
     "Budget",
     "BudgetExceededError",
+    "DryRun",
     "InputDataError",
     "LedgerError",
     "Neighbouring",
     "PrivhistError",
     "RandomSource",
     "Relation",
+    "Release",
     "SecureRandom",
     "SeededRandom",
     "Session",

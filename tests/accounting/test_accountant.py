@@ -206,7 +206,7 @@ def test_sample_and_threshold_event_dominates_at_its_point() -> None:
 
 
 def test_pws_sample_event_composes_the_private_total() -> None:
-    from privhist.session.analyses import pws_sample_event
+    from privhist.session.releases import pws_sample_event
 
     e = pws_sample_event(0.75, 1e-6, 0.25)
     _roundtrip(e)
@@ -259,7 +259,9 @@ def test_the_ledger_stores_the_events_of_quantiles_and_samples() -> None:
 
     df = pl.DataFrame({"x": np.linspace(0.0, 0.999, 5_000)})
     with Session.in_memory(Budget(10.0, 1e-5)) as s:
-        s.quantiles(df, column="x", q=[0.5], lo=0.0, hi=1.0, epsilon=1.0, delta=1e-6, levels=4)
+        s.quantiles(
+            df, column="x", q=[0.5], lower=0.0, upper=1.0, epsilon=1.0, delta=1e-6, levels=4
+        )
         status = s.status()
         assert status is not None
         (spend,) = status.spends

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from privhist.accounting.composition import ApproxDPEvent, GaussianEvent, LaplaceEvent
+from privhist.accounting.events import ZcdpEvent
 from privhist.accounting.ledger import (
     BudgetAmount,
     Ledger,
@@ -22,7 +22,9 @@ from privhist.accounting.ledger import (
     PrivacyUnitMismatchError,
     UnknownDatasetError,
     default_ledger_path,
+    init_ledger,
 )
+from privhist.accounting.ledger_schema import show_amount
 from privhist.core.budget import Budget
 from privhist.core.errors import BudgetExceededError, LedgerError, ValidationError
 from privhist.core.neighbouring import Neighbouring
@@ -117,9 +119,17 @@ def test_exact_sums_ten_tenths_exceed_one(ledger: Ledger) -> None:
     assert Fraction(status.spent.epsilon) >= 9 * Fraction(0.1)
     assert Fraction(status.remaining.epsilon) <= exact_remaining
     assert not status.allows(Budget(0.1, 0))
-    with pytest.raises(BudgetExceededError, match=r"only \(0\.09999999999999995, 1e-06\) remains"):
+    # the refusal shows the amount rounded as `budget show` does, and the exact amount when the
+    # rounded one would seem to admit the request
+    with pytest.raises(BudgetExceededError) as info:
         with ledger.spend("survey", Budget(0.1, 0), mechanism="m"):
             pass
+    assert str(info.value) == (
+        "release refused for dataset 'survey': it requests (0.1, 0)-DP but only (0.1, 1e-06) "
+        "remains (exactly epsilon 0.09999999999999995 and delta 1e-06 remain; the ledger adds "
+        "the stored floats exactly)"
+    )
+    assert info.value.note is not None and "0.09999999999999995" in info.value.note
     # what remains (rounded down) can still be spent, and then nothing is left
     assert status.allows(Budget(status.remaining.epsilon, 0))
     with ledger.spend("survey", Budget(status.remaining.epsilon, 0), mechanism="m"):
@@ -182,12 +192,95 @@ def test_allows_is_the_rule_spend_applies(tmp_path: Path) -> None:
         assert spent == expected, (budget, expected)
 
 
-def test_budget_amount_text_is_exact() -> None:
+def test_budget_amount_text_is_readable_and_exact_on_request() -> None:
     assert str(BudgetAmount(1.0, 1e-6)) == "(1, 1e-06)"
     assert str(BudgetAmount(0.75, 0)) == "(0.75, 0)"
-    assert str(BudgetAmount(1.0000000000000002, 0)) == "(1.0000000000000002, 0)"
-    below = math.nextafter(1e-6, 0)
-    assert str(BudgetAmount(0.5, below)) == f"(0.5, {below!r})" != "(0.5, 1e-06)"
+    # what 1 - 0.1 and 1e-6 - 1e-8 leave, rounded down to floats: shown as `budget show` shows it
+    left = BudgetAmount(0.8999999999999999, 9.899999999999998e-07)
+    assert str(left) == "(0.9, 9.9e-07)" == show_amount(left.epsilon, left.delta)
+    assert left.exact_text() == "(0.8999999999999999, 9.899999999999998e-07)"
+    assert BudgetAmount(1.0, 0.0).exact_text() == "(1, 0)"
+    assert left.shown() == BudgetAmount(0.9, 9.9e-07)
+
+
+def test_refusal_adds_the_exact_amount_only_when_the_rounded_one_misleads(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    led.init_dataset("d", Budget(1.0, 1e-6))
+    with led.spend("d", Budget(0.1, 1e-8), mechanism="m"):
+        pass
+    remaining = led.show("d").remaining
+    assert str(remaining) == "(0.9, 9.9e-07)"
+    with pytest.raises(BudgetExceededError) as far:
+        with led.spend("d", Budget(2.0, 0), mechanism="m"):
+            pass
+    assert far.value.note is None
+    assert str(far.value).endswith("it requests (2, 0)-DP but only (0.9, 9.9e-07) remains")
+    with pytest.raises(BudgetExceededError) as near:  # looks as if it fits; it does not
+        with led.spend("d", Budget(0.9, 9.9e-7), mechanism="m"):
+            pass
+    assert "e-07 remains" not in str(near.value) and repr(remaining.delta) in str(near.value)
+    assert "\n" not in str(near.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("x" * 100_000, "at most 200 characters long"),
+        ("x" * 201, "at most 200 characters long"),
+        ("a\nb", "a name without control characters or line breaks"),
+        ("tab\there", "a name without control characters or line breaks"),
+        ("bidi\u202eevil", "a name without control characters or line breaks"),
+        ("line\u2028sep", "a name without control characters or line breaks"),
+        ("  ", "a non-empty string"),
+    ],
+)
+def test_dataset_names_are_short_printable_lines(tmp_path: Path, name: str, expected: str) -> None:
+    path = tmp_path / "l.sqlite"
+    with pytest.raises(
+        ValidationError, match=f"parameter 'dataset' of budget init must be {expected}"
+    ):
+        init_ledger(path, name, Budget(1.0))
+    assert not path.exists()
+    led = Ledger(path)
+    with pytest.raises(ValidationError, match=r"parameter 'dataset' of Ledger\.init_dataset"):
+        led.init_dataset(name, Budget(1.0))
+    with pytest.raises(ValidationError, match=r"parameter 'dataset' of Ledger\.show"):
+        led.show(name)
+    assert led.datasets() == []
+    ok = "x" * 200
+    led.init_dataset(ok, Budget(1.0))
+    led.init_dataset("survey 2024 (é, 調査)", Budget(1.0))
+    assert led.datasets() == sorted([ok, "survey 2024 (é, 調査)"])
+
+
+def test_renyi_view_is_what_the_filter_admits(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "l.sqlite")
+    total = Budget(2.0, 1e-6)
+    led.init_dataset("g", total, regime="renyi")
+    led.init_dataset("b", total)
+    assert led.show("b").renyi_view() is None
+    empty = led.show("g").renyi_view()
+    assert empty is not None and empty.releases == 0 and empty.pure_left == Fraction(2)
+    gauss = GaussianEvent(15.0)
+    n = 0
+    while True:
+        try:
+            with led.spend("g", Budget(0.3, 1e-8), mechanism="gauss", event=gauss):
+                n += 1
+        except BudgetExceededError:
+            break
+    status = led.show("g")
+    view = status.renyi_view()
+    assert view is not None and view.releases == n and view.pure_left is None
+    assert status.spent.epsilon > total.epsilon  # the stated epsilons add past the total
+    assert 0 < view.used <= view.budget
+    # what the view says remains is what the filter admits: a little less fits, a little more not
+    rho = float(view.rho_left)
+    assert 0 < rho < float(gauss_rho := Fraction(1, 2 * 15**2))
+    assert status.allows(Budget(0.1, 1e-9), ZcdpEvent(rho * 0.999))
+    assert not status.allows(Budget(0.1, 1e-9), ZcdpEvent(rho * 1.001))
+    assert not status.allows(Budget(0.3, 1e-8), gauss) and rho < gauss_rho
+    assert view.sigma_needed == pytest.approx((2 * rho) ** -0.5)
 
 
 # -- privacy unit ---------------------------------------------------------------------------------
@@ -275,7 +368,7 @@ def test_unit_is_validated_and_fixed(ledger: Ledger) -> None:
         ledger.spend("survey", Budget(0.1), "m", neighbouring="user")  # type: ignore[arg-type]
 
 
-# -- schema version 1 ------------------------------------------------------------------------------
+# -- older schema versions -------------------------------------------------------------------------
 
 _V1_SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -315,13 +408,22 @@ def _schema_of(path: Path) -> tuple[str, set[str], set[str]]:
 
 
 @pytest.mark.parametrize("create", [True, False])
-def test_version_1_is_migrated_in_place(tmp_path: Path, create: bool) -> None:
+def test_version_1_is_refused_until_upgraded_explicitly(tmp_path: Path, create: bool) -> None:
     path = tmp_path / "v1.sqlite"
     _v1_ledger(path)
-    led = Ledger(path, create=create)
+    before = path.read_bytes()
+    with pytest.raises(LedgerError) as info:
+        Ledger(path, create=create)
+    assert (
+        f"schema version 1, from before spends were hash-chained; upgrade it explicitly with "
+        f"`privhist budget upgrade --ledger {path}`" in str(info.value)
+    )
+    assert path.read_bytes() == before  # refused, not touched
+    led, found = Ledger.upgrade(path)
+    assert found == 1
     version, datasets, spends = _schema_of(path)
-    assert version == "3" and "unit" in datasets and "neighbouring" in spends
-    assert "regime" in datasets and {"event", "rule"} <= spends
+    assert version == "4" and "unit" in datasets and "neighbouring" in spends
+    assert {"regime", "head"} <= datasets and {"event", "rule", "chain"} <= spends
     status = led.show("old")
     assert status.unit is PrivacyUnit.RECORD
     assert status.total == Budget(1.0, 1e-6)
@@ -334,38 +436,64 @@ def test_version_1_is_migrated_in_place(tmp_path: Path, create: bool) -> None:
     with pytest.raises(BudgetExceededError):
         with led.spend("old", Budget(0.125), mechanism="m"):
             pass
-    again = Ledger(path)  # opening a migrated file again changes nothing
+    again = Ledger(path, create=create)  # opening an upgraded file again changes nothing
     assert again.show("old").spends[-1].neighbouring == Neighbouring.user(2)
-    assert _schema_of(path)[0] == "3"
+    assert Ledger.upgrade(path)[1] == 4  # nothing to do
+    assert _schema_of(path)[0] == "4" and len(again.show("old").spends) == 3
+    # the upgraded spends are chained: removing one is detected
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM spends WHERE note = 'first'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(LedgerError, match="damaged and refused"):
+        again.show("old")
 
 
-def test_migration_waits_for_the_lock_and_changes_nothing_when_it_fails(tmp_path: Path) -> None:
+def test_upgrade_waits_for_the_lock_and_changes_nothing_when_it_fails(tmp_path: Path) -> None:
     path = tmp_path / "v1.sqlite"
     _v1_ledger(path)
     holder = sqlite3.connect(path, isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")
-        with pytest.raises(LedgerError, match=r"locked.*migrate the schema"):
-            Ledger(path, timeout=0.2)
+        with pytest.raises(LedgerError, match=r"locked.*upgrade the schema"):
+            Ledger.upgrade(path, timeout=0.2)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     version, datasets, _ = _schema_of(path)
     assert version == "1" and "unit" not in datasets
-    assert Ledger(path).show("old").unit is PrivacyUnit.RECORD
+    assert Ledger.upgrade(path)[0].show("old").unit is PrivacyUnit.RECORD
 
 
-def test_failed_migration_is_rolled_back(tmp_path: Path) -> None:
+def test_failed_upgrade_is_rolled_back(tmp_path: Path) -> None:
     path = tmp_path / "v1.sqlite"
     _v1_ledger(path)
     conn = sqlite3.connect(path)  # a stray column makes the second ALTER TABLE fail
     conn.execute("ALTER TABLE spends ADD COLUMN neighbouring TEXT")
     conn.commit()
     conn.close()
-    with pytest.raises(LedgerError, match="migrate the schema from version 1 to 3"):
-        Ledger(path)
+    with pytest.raises(LedgerError, match="upgrade the schema from version 1 to 4"):
+        Ledger.upgrade(path)
     version, datasets, _ = _schema_of(path)
     assert version == "1" and "unit" not in datasets
+
+
+def test_upgrade_refuses_a_damaged_or_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    _v1_ledger(path)
+    conn = sqlite3.connect(path)  # an orphan spend: its dataset is gone
+    conn.execute(
+        "INSERT INTO spends (dataset, epsilon, delta, mechanism, created) "
+        "VALUES ('gone', 1.0, 0.0, 'm', 'x')"
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(LedgerError, match=r"1 spend.* belong to no registered dataset"):
+        Ledger.upgrade(path)
+    assert _schema_of(path)[0] == "1"
+    with pytest.raises(LedgerError, match=r"no ledger at .* to upgrade"):
+        Ledger.upgrade(tmp_path / "missing.sqlite")
+    assert not (tmp_path / "missing.sqlite").exists()
 
 
 # -- no silent creation ---------------------------------------------------------------------------
@@ -596,7 +724,7 @@ def test_two_processes_never_overspend(tmp_path: Path) -> None:
 # -- schema version 3: events, regimes and the rule of each spend ---------------------------------
 
 
-def test_version_2_is_migrated_to_3_in_place(tmp_path: Path) -> None:
+def test_version_2_is_upgraded_to_4(tmp_path: Path) -> None:
     path = tmp_path / "v2.sqlite"
     _v1_ledger(path)
     conn = sqlite3.connect(path)  # the version-1 -> 2 statements, as the previous release ran them
@@ -605,8 +733,11 @@ def test_version_2_is_migrated_to_3_in_place(tmp_path: Path) -> None:
     conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
-    status = Ledger(path).show("old")
-    assert _schema_of(path)[0] == "3"
+    with pytest.raises(LedgerError, match="schema version 2"):
+        Ledger(path)
+    led, found = Ledger.upgrade(path)
+    status = led.show("old")
+    assert found == 2 and _schema_of(path)[0] == "4"
     assert status.regime == "basic" and status.spent == BudgetAmount(0.75, 1e-8)
     assert [s.event for s in status.spends] == ["", ""]
 

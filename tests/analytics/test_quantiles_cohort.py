@@ -219,8 +219,8 @@ def test_session_dry_run_and_release(values_csv: Path) -> None:
     kwargs: dict[str, Any] = {
         "column": "x",
         "q": [0.5],
-        "lo": 0.0,
-        "hi": 100.0,
+        "lower": 0.0,
+        "upper": 100.0,
         "epsilon": 1.0,
         "delta": 1e-6,
         "method": "binary-search",
@@ -230,6 +230,6 @@ def test_session_dry_run_and_release(values_csv: Path) -> None:
     }
     dry = Session().quantiles(str(values_csv), dry_run=True, **kwargs)
     assert dry.cost.epsilon <= 1.0  # type: ignore[union-attr]
-    result, facts = Session().quantiles(str(values_csv), seed=3, **kwargs)  # type: ignore[misc]
+    result = Session().quantiles(str(values_csv), seed=3, **kwargs)
     assert result.metadata["guarantee"]["neighbouring"].startswith("replace")
-    assert facts["rows"] == 3000
+    assert result.diagnostics["rows"] == 3000

@@ -50,13 +50,42 @@ def test_sample_a_user_function_on_a_given_pair(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "leaky_release.py").write_text(
-        "def counts(records):\n    return {r: records.count(r) for r in set(records)}\n"
+        "from privhist.audit import audit_sampler\n\n\n"
+        "@audit_sampler\n"
+        "def counts(records):\n    return {r: records.count(r) for r in set(records)}\n\n\n"
+        "def unmarked(records):\n    return {r: records.count(r) for r in set(records)}\n\n\n"
+        "@audit_sampler\n"
+        "def broken(records):\n    return records[99]\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     argv = ["audit", "sample", "--function", "leaky_release:counts", "--epsilon", "1"]
     assert main([*argv, "--delta", "1e-3", "--samples", "200", "--pair", "x=1/"]) == 1
     assert "VIOLATION" in capsys.readouterr().out
+    # the same function unmarked is refused before it is called; a marked one that fails is a
+    # typed one-line error, not a traceback
+    for name, message in [
+        ("unmarked", "parameter '--function' of audit sample must be a function f(records)"),
+        ("broken", "parameter 'function' (--function) of leaky_release:broken must be a function"),
+    ]:
+        argv = ["audit", "sample", "--function", f"leaky_release:{name}", "--epsilon", "1"]
+        assert main([*argv, "--samples", "200", "--pair", "x=1/"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"privhist: error: {message}") and err.count("\n") == 1, err
     sys.modules.pop("leaky_release", None)
+
+
+@pytest.mark.parametrize("spec", ["os:system", "shutil:rmtree", "subprocess:call", "json:dumps"])
+def test_sample_refuses_functions_that_are_not_audit_samplers(
+    spec: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["audit", "sample", "--function", spec, "--epsilon", "1", "--samples", "200"]
+    assert main([*argv, "--pair", "x=1/"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "privhist: error: parameter '--function' of audit sample must be a function "
+        "f(records) -> {key: value}, a Release or keys, marked with "
+        f"@privhist.audit.audit_sampler; got '{spec}, which is not marked'\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import privhist.mechanisms  # noqa: F401  (registers the built-in mechanisms)
 from privhist.audit.exact import audit_exact, plot_exact
 from privhist.audit.variants import build_variant, with_parameters
 from privhist.core.errors import UnsupportedError, ValidationError
+from privhist.core.neighbouring import Neighbouring
 from privhist.mechanisms import StabilityHistogram, registry
 from privhist.mechanisms.base import Mechanism
 
@@ -100,3 +101,59 @@ def test_plot_is_written(tmp_path: object) -> None:
     res = audit_exact(build_variant("stability", 1.0, 1e-6, threshold=2), profile_points=6)
     out = plot_exact(res, Path(str(tmp_path)) / "p.png")
     assert out.stat().st_size > 1000
+
+
+# -- figures over l0 keys are composition bounds, and a delta is at most 1 ---------------------
+
+
+def _product_delta(mech: Mechanism, a: tuple[int, int], b: tuple[int, int], k: int) -> float:
+    """The exact joint delta at the claimed epsilon of ``k`` keys each moved from ``a`` to
+    ``b``: a real neighbouring pair (one user adds records to k keys), so a lower bound on what
+    the mechanism needs, computed on the product law here (not by the audit)."""
+    from privhist.accounting.profile import check_dp, product_distribution
+
+    p, q = mech.key_distribution(*a), mech.key_distribution(*b)
+    pk = product_distribution(*[p.probabilities] * k)
+    qk = product_distribution(*[q.probabilities] * k)
+    tail_p, tail_q = 1 - (1 - p.tail) ** k, 1 - (1 - q.tail) ** k
+    res = check_dp(pk, qk, mech.guarantee().epsilon, 1, tail_p=tail_p, tail_q=tail_q)
+    return float(res.worst)
+
+
+def test_the_issue_case_reports_a_delta_of_at_most_one(capsys: pytest.CaptureFixture[str]) -> None:
+    # `audit exact dense --max-partitions 3 --max-per-partition 2 --scale 1.0` printed
+    # "exact delta 1.779": three times the per-key delta, uncapped and called exact
+    import json
+
+    from privhist.cli.main import main
+
+    argv = ["audit", "exact", "dense", "--epsilon", "1", "--max-partitions", "3"]
+    assert main([*argv, "--max-per-partition", "2", "--scale", "1.0", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    per_key = report["per_key"]["delta_at_checked_epsilon"]
+    assert 1 / 3 < per_key < 1  # three times it would exceed 1
+    assert report["composed_bound"] is True
+    assert report["delta_at_claimed_epsilon"] == pytest.approx(1 - (1 - per_key) ** 3)
+    assert report["delta_at_claimed_epsilon"] <= 1
+    assert all(0 <= d <= 1 for d in report["profile"]["delta"])
+    assert (
+        "is at most" in report["verdict"] and "exact delta at epsilon 1 " not in report["verdict"]
+    )
+
+
+@pytest.mark.parametrize("name", ["dense", "stability"])
+def test_the_composed_delta_bounds_the_exact_joint_delta(name: str) -> None:
+    mech = build_variant(name, 1.0, 1e-6 if name == "stability" else 0.0, Neighbouring.user(2, 1))
+    bad = with_parameters(mech, scale=1.0)
+    res = audit_exact(bad, profile_points=0)
+    assert res.composed and res.violation
+    w = res.worst
+    joint = _product_delta(bad, w.first, w.second, 2)
+    # the worst pair on both keys really violates the claim, and the bound is above it
+    assert bad.guarantee().delta < joint <= res.delta_needed <= 1
+
+
+def test_one_key_figures_stay_exact() -> None:
+    res = audit_exact(build_variant("stability", 1.0, 1e-6, threshold=2), profile_points=0)
+    assert not res.composed and res.delta_needed == res.worst.worst
+    assert "at most" not in res.verdict() and "exact delta at epsilon 1 is" in res.verdict()

@@ -25,7 +25,7 @@ from privhist.audit.variants import BrokenVariant, build_variant
 from privhist.core.data import Counts
 from privhist.core.errors import UnsupportedError, ValidationError
 from privhist.core.neighbouring import Neighbouring
-from privhist.core.release import Release
+from privhist.io.release import Release
 from privhist.mechanisms import StabilityHistogram, registry
 from privhist.mechanisms.base import Mechanism
 

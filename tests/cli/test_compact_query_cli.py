@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from privhist.cli.main import main
-from privhist.io.compact import load_compact
+from privhist.io.compact import read_compact
+from privhist.mechanisms.finite.compact import CompactCounts
 
 
 def test_histogram_then_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,7 +42,7 @@ def test_histogram_then_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         ]
     )
     assert rc == 0
-    expected = load_compact(out).counts(["18446744073709551615", "5", "6"])
+    expected = CompactCounts(read_compact(out)).counts(["18446744073709551615", "5", "6"])
     capsys.readouterr()
     assert main(["compact-query", str(out), "18446744073709551615", "5", "6", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)

@@ -44,7 +44,7 @@ def test_trie_run_prints_items_and_three_compositions(words, tmp_path, capsys) -
     for name in ("basic", "advanced", "pld", "<- used"):
         assert name in out
     rows = out_file.read_text().splitlines()
-    assert rows[0].startswith("key,count,estimate")
+    assert rows[0].startswith("key,sampled_count,estimate")
     assert [r.split(",")[0] for r in rows[1:]] == ["hello", "hey", "hi"]
 
 

@@ -196,7 +196,7 @@ def test_sample_json_and_keys_only(
         (["--weight", "w"], "key,w\na,0\n", "positive integer frequencies"),
         (["--tau", "0"], "key\na\n", "'tau'"),
         (["--delta", "1"], "key\na\n", "'delta'"),
-        (["--key", "nope"], "key\na\n", "column 'nope'"),
+        (["--key", "nope"], "key\na\n", "got 'nope'"),
     ],
 )
 def test_sample_bad_input_writes_nothing(

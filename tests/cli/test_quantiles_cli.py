@@ -34,7 +34,7 @@ def test_quantiles_json(capsys: pytest.CaptureFixture[str], latencies: tuple[Pat
     assert [a["q"] for a in doc["quantiles"]] == [0.5, 0.9]
     for a in doc["quantiles"]:
         assert abs(a["value"] - np.quantile(values, a["q"])) < 60
-        assert a["upper"] - a["lower"] == pytest.approx(1000 / 64)
+        assert a["bucket_upper"] - a["bucket_lower"] == pytest.approx(1000 / 64)
     g = doc["guarantee"]
     assert g["epsilon"] <= 1 and g["delta"] <= 1e-8
     assert g["composition"]["releases"] == 6
@@ -64,11 +64,11 @@ def test_range_json(capsys: pytest.CaptureFixture[str], latencies: tuple[Path, A
     doc = json.loads(out)
     assert len(doc["ranges"]) == 2
     for r in doc["ranges"]:
-        a, b = r["range"]
+        a, b = r["answered_from"], r["answered_to"]
         truth = int(((values >= a) & (values < b)).sum())
         assert r["lower"] <= truth <= r["upper"]
         assert r["pruning_bound"] <= r["lemma_bound"]
-    assert doc["ranges"][0]["range"] == [0.0, 250.0]
+    assert [doc["ranges"][0][k] for k in ("from", "to")] == [0.0, 250.0]
 
 
 def test_out_of_range_fails_and_clamp_reports(

@@ -423,7 +423,7 @@ def test_bad_bounds_and_arguments() -> None:
         count(df, user="user", max_contributions_per_partition=-1)
     with pytest.raises(ValidationError, match="without a user column"):
         count(df, max_partitions_contributed=2)
-    with pytest.raises(ValidationError, match="parameter 'format' of count"):
+    with pytest.raises(ValidationError, match="parameter 'input_format' of count"):
         count(df, format="csv")
     with pytest.raises(ValidationError, match="parameter 'source' of count"):
         count(np.array([1, 2]))  # type: ignore[arg-type]

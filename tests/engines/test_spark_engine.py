@@ -14,8 +14,8 @@ import pytest
 from privhist import Session
 from privhist.core.data import Counts
 from privhist.core.random import SeededRandom
-from privhist.engines import CountRequest, Engine, LocalEngine
-from privhist.engines.keyed_noise import KeyedNoise
+from privhist.core.requests import Fields, KeyCounts, Reading
+from privhist.engines import Engine, LocalEngine
 from privhist.engines.spark import SparkEngine
 from privhist.session import DryRun
 
@@ -60,7 +60,7 @@ def _same(a: Counts, b: Counts) -> None:
 def test_same_counts_as_the_local_engine(spark: Any, text: bool, k: Any, c: Any) -> None:
     frame = _records(7, 4000, 150, 60, text)
     user = None if k is None else "user"
-    request = CountRequest(key="key", user=user, max_partitions=k, max_per_partition=c)
+    request = KeyCounts(Fields(key="key", user=user), max_partitions=k, max_per_partition=c)
     local = LocalEngine().count(pl.from_pandas(frame), request, SeededRandom(11))
     sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
     remote = SparkEngine(spark).count(sdf, request, SeededRandom(11))
@@ -70,7 +70,7 @@ def test_same_counts_as_the_local_engine(spark: Any, text: bool, k: Any, c: Any)
 def test_independent_of_partitioning(spark: Any) -> None:
     frame = _records(3, 3000, 100, 40, False)
     sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
-    request = CountRequest(key="key", user="user", max_partitions=2)
+    request = KeyCounts(Fields(key="key", user="user"), max_partitions=2)
     one = SparkEngine(spark).count(sdf.repartition(1), request, SeededRandom(5))
     seven = SparkEngine(spark).count(sdf.repartition(7, "key"), request, SeededRandom(5))
     _same(one, seven)
@@ -84,11 +84,12 @@ def test_same_release_through_the_session(spark: Any, tmp_path: Path) -> None:
         key="key", user="user", max_partitions=3, epsilon=1, delta=1e-6, seed=21
     )
     # noise drawn on the executors from keyed streams: the local engine draws the same way
-    # when asked (KeyedNoise); with noise="driver" Spark draws as the plain local engine
-    local = Session(engine=KeyedNoise(LocalEngine())).histogram(frame, **kwargs)
+    # when asked (noise_on="executors"); with noise_on="driver" Spark draws as the plain local
+    # engine
+    local = Session(noise_on="executors").histogram(frame, **kwargs)
     sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
     remote = Session(engine=SparkEngine(spark)).histogram(sdf, **kwargs)
-    driver = Session(engine=SparkEngine(spark, noise="driver")).histogram(sdf, **kwargs)
+    driver = Session(engine=SparkEngine(spark), noise_on="driver").histogram(sdf, **kwargs)
     plain = Session().histogram(frame, **kwargs)
     assert not isinstance(driver, DryRun) and not isinstance(plain, DryRun)
     assert driver.to_polars().equals(plain.to_polars())
@@ -110,7 +111,7 @@ def test_engine_protocol_and_refusals(spark: Any, tmp_path: Path) -> None:
     from privhist.core.errors import UnsupportedError
 
     with pytest.raises(UnsupportedError, match="local engine"):
-        eng.count(text, CountRequest(format="text"), SeededRandom(0))
+        eng.count(text, KeyCounts(Fields(reading=Reading(format="text"))), SeededRandom(0))
 
 
 def test_uniform_subsets_on_spark(spark: Any) -> None:
@@ -120,7 +121,7 @@ def test_uniform_subsets_on_spark(spark: Any) -> None:
 
     sdf = spark.createDataFrame(pd.DataFrame({"user": [1] * 4, "key": ["a", "b", "c", "d"]}))
     eng = SparkEngine(spark)
-    request = CountRequest(key="key", user="user", max_partitions=1)
+    request = KeyCounts(Fields(key="key", user="user"), max_partitions=1)
     chosen = [eng.count(sdf, request, SeededRandom(s)).keys[0] for s in range(4)]
     local = [
         LocalEngine().count(pl.from_pandas(sdf.toPandas()), request, SeededRandom(s)).keys[0]
@@ -158,7 +159,7 @@ def test_cli_engine_spark_gives_the_local_release(spark: Any, tmp_path: Path) ->
         argv += ["2", "--epsilon", "1", "--delta", "1e-6", "--seed", "8", "-o", str(out)]
         assert main([*argv, "--engine", "spark", "--no-progress"]) == 0
         remote = json.loads(out.read_text())["rows"]
-        local = Session(engine=KeyedNoise(LocalEngine())).histogram(
+        local = Session(noise_on="executors").histogram(
             src, key="key", user="user", max_partitions=2, epsilon=1, delta=1e-6, seed=8
         )
         assert not isinstance(local, DryRun)

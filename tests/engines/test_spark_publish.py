@@ -30,8 +30,6 @@ from privhist import Session
 from privhist.accounting.ledger import Ledger
 from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
-from privhist.engines import LocalEngine
-from privhist.engines.keyed_noise import KeyedNoise
 from privhist.engines.priorities import PairPriorities
 from privhist.engines.spark import SparkEngine
 from privhist.engines.spark.bounding import FACTS, bound_table
@@ -114,7 +112,7 @@ def test_seeded_release_with_no_user_bounded_equals_the_local_one(spark: Any) ->
     kwargs: dict[str, Any] = dict(
         key="key", user="user", max_partitions=4, epsilon=1, delta=1e-6, seed=12
     )
-    local = Session(engine=KeyedNoise(LocalEngine())).histogram(frame, **kwargs)
+    local = Session(noise_on="executors").histogram(frame, **kwargs)
     remote = Session(engine=SparkEngine(spark)).histogram(
         spark.createDataFrame(frame.to_pandas()), **kwargs
     )
@@ -192,8 +190,9 @@ def test_parquet_release_is_a_dataset_written_by_spark(spark: Any, tmp_path: Pat
 
 def test_compact_release_on_spark_stays_one_readable_file(spark: Any, tmp_path: Path) -> None:
     """A release that is not rows (``compact``: a polynomial in the metadata) keeps the driver's
-    single Parquet file, which ``load_compact`` reads back."""
-    from privhist.io.compact import load_compact
+    single Parquet file, which ``read_compact`` reads back."""
+    from privhist.io.compact import read_compact
+    from privhist.mechanisms.finite.compact import CompactCounts
 
     ints = tmp_path / "ints.parquet"
     pl.DataFrame({"key": [1, 5, 5, 99] * 50}).write_parquet(ints)
@@ -208,10 +207,9 @@ def test_compact_release_on_spark_stays_one_readable_file(spark: Any, tmp_path: 
         output=out,
     )
     assert not isinstance(release, DryRun) and out.is_file()
-    from privhist.mechanisms.finite.compact import CompactCounts
 
     drawn = CompactCounts.from_release(release).counts([1, 5, 99, 7])
-    assert load_compact(out).counts([1, 5, 99, 7]) == drawn
+    assert CompactCounts(read_compact(out)).counts([1, 5, 99, 7]) == drawn
 
 
 def test_failing_spark_job_charges_and_publishes_nothing(

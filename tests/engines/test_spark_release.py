@@ -19,10 +19,10 @@ from privhist.accounting.profile import NOT_RELEASED
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Relation
 from privhist.core.random import SeededRandom
-from privhist.engines import CountRequest, LocalEngine
+from privhist.core.requests import Fields, KeyCounts, Reading
+from privhist.engines import LocalEngine
 from privhist.engines.keyed_noise import (
     PER_KEY_MECHANISMS,
-    KeyedNoise,
     draw_secret,
     key_blocks,
     release_keyed,
@@ -81,8 +81,10 @@ def test_bounded_counts_and_seeded_releases_equal_the_local_engine(
     spark: Any, visits: dict[bool, tuple[pl.DataFrame, Path]], text: bool
 ) -> None:
     _frame, path = visits[text]
-    request = CountRequest(
-        key="key", user="user", max_partitions=4, max_per_partition=2, key_type="str"
+    request = KeyCounts(
+        Fields(key="key", user="user", reading=Reading(key_type="str")),
+        max_partitions=4,
+        max_per_partition=2,
     )
     local = LocalEngine().count(path, request, SeededRandom(1))
     remote = SparkEngine(spark).count(path, request, SeededRandom(1))
@@ -98,11 +100,11 @@ def test_bounded_counts_and_seeded_releases_equal_the_local_engine(
         delta=1e-6, seed=17, key_type="str",
     )  # fmt: skip
     on_executors = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
-    keyed_local = Session(engine=KeyedNoise(LocalEngine())).histogram(path, **kwargs)
+    keyed_local = Session(noise_on="executors").histogram(path, **kwargs)
     _same_release(on_executors, keyed_local)
     assert len(on_executors) > 5
     assert on_executors.diagnostics["noise"] == "executors"
-    on_driver = Session(engine=SparkEngine(spark, noise="driver")).histogram(path, **kwargs)
+    on_driver = Session(engine=SparkEngine(spark), noise_on="driver").histogram(path, **kwargs)
     _same_release(on_driver, Session().histogram(path, **kwargs))
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from privhist.core.errors import InputDataError, ValidationError
+from privhist.engines.local.federated_data import read_population
 from privhist.federated.population import Population
-from privhist.io.federated_data import read_population
 
 
 def test_from_counts_merges_sorts_and_drops_zero() -> None:

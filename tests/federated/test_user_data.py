@@ -11,6 +11,7 @@ from tests.stats import ALPHA, chi2_cells
 
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import SeededRandom
+from privhist.engines.local.federated_data import read_domain, read_user_counts
 from privhist.federated.user_data import (
     UserCounts,
     from_records,
@@ -19,7 +20,6 @@ from privhist.federated.user_data import (
     generate_iid,
     zipf_probabilities,
 )
-from privhist.io.federated_data import read_domain, read_user_counts
 
 DATA = Path("/work/shared/data")
 

@@ -17,7 +17,7 @@ from privhist import InputDataError, SeededRandom, ValidationError
 from privhist.accounting.profile import check_dp
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Neighbouring
-from privhist.io.compact import load_compact, write_compact
+from privhist.io.compact import read_compact, write_compact
 from privhist.io.writers import write_release
 from privhist.mechanisms.finite.compact import (
     CompactCounts,
@@ -202,13 +202,13 @@ def test_files_round_trip(tmp_path: pytest.TempPathFactory) -> None:  # type: ig
     b = write_release(rel, tmp_path / "r.json")  # type: ignore[operator]
     c = write_release(rel, tmp_path / "r.parquet")  # type: ignore[operator]
     for path in (a, b, c):
-        assert load_compact(path).counts([3, 4, 5, 2**32 - 1]) == direct
+        assert CompactCounts(read_compact(path)).counts([3, 4, 5, 2**32 - 1]) == direct
     doc = json.loads(a.read_text())
     assert doc["metadata"]["compact"]["field"]["modulus"] == "x^54 + x^27 + 1"
     assert len(doc["metadata"]["compact"]["coefficients"]) == 6
     csv = write_release(rel, tmp_path / "r.csv")  # type: ignore[operator]
     with pytest.raises(InputDataError, match="not JSON"):
-        load_compact(csv)
+        CompactCounts(read_compact(csv))
 
 
 def test_utf8_keys() -> None:

@@ -17,7 +17,7 @@ import pytest
 from privhist import Neighbouring, SeededRandom, ValidationError
 from privhist.accounting.profile import LogRational, check_dp
 from privhist.core.data import Counts
-from privhist.core.release import Release
+from privhist.io.release import Release
 from privhist.mechanisms.finite.histograms import BasicHistogram, keep_heavy
 
 KEYS = np.array(["a", "b", "c", "d"])

@@ -59,7 +59,7 @@ def forkserver() -> multiprocessing.context.ForkServerContext:
     ctx.set_forkserver_preload(
         [
             "privhist.cli.main",
-            "privhist.session.analyses",
+            "privhist.session.releases",
             "privhist.engines.local",
             "privhist.federated.triehh",
             "privhist.mechanisms.sampling.pws.sanitize",

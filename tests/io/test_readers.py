@@ -306,9 +306,9 @@ def test_corrupt_parquet(tmp_path: Path) -> None:
 def test_unknown_format(tmp_path: Path) -> None:
     f = tmp_path / "d.xlsx"
     f.write_text("k\n1\n")
-    with pytest.raises(ValidationError, match="parameter 'format' of scan"):
+    with pytest.raises(ValidationError, match="parameter 'input_format' of scan"):
         scan(f, key="k")
-    with pytest.raises(ValidationError, match="parameter 'format' of scan must be one of"):
+    with pytest.raises(ValidationError, match="parameter 'input_format' of scan must be one of"):
         scan(f, key="k", format="excel")
     with pytest.raises(ValidationError):
         infer_format("d.parquet.gz")  # Parquet compresses itself

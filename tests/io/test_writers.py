@@ -17,7 +17,6 @@ import pytest
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import SeededRandom
-from privhist.core.release import Release
 from privhist.io import (
     PARQUET_METADATA_KEY,
     metadata_to_json,
@@ -26,6 +25,7 @@ from privhist.io import (
     release_to_json,
     write_release,
 )
+from privhist.io.release import Release
 
 
 class Colour(Enum):

@@ -15,7 +15,8 @@ import pytest
 from privhist import Budget, BudgetExceededError, Session, ValidationError
 from privhist.accounting.ledger import Ledger
 from privhist.cli.main import main
-from privhist.engines import CountRequest, Engine, LocalEngine
+from privhist.core.requests import Fields, KeyCounts
+from privhist.engines import Engine, LocalEngine
 from privhist.session import DryRun
 
 pa = pytest.importorskip("pyarrow")
@@ -308,7 +309,7 @@ def test_the_local_engine_implements_the_protocol() -> None:
     assert isinstance(eng, Engine)
     c = eng.count(
         pl.DataFrame({"u": [1, 1, 2, None], "k": ["a", "b", "a", "a"]}),
-        CountRequest(key="k", user="u", max_partitions=2),
+        KeyCounts(Fields(key="k", user="u"), max_partitions=2),
         rng=__import__("privhist").SeededRandom(0),
     )
     assert c.keys.tolist() == ["a", "b"] and c.units is not None
@@ -350,10 +351,19 @@ def test_every_release_method_has_a_dry_run(ledger: Ledger, tmp_path: Path) -> N
     assert isinstance(hh, DryRun) and 0.9 < hh.cost.epsilon <= 1.0  # composed over levels
     curve = hh.reporting_curve(200)
     assert curve[0] == 0.0 and max(curve) > 0.5  # one trie level's sample-and-threshold
-    q = s.quantiles(missing, column="x", q=[0.5], lo=0, hi=1, epsilon=1, delta=1e-8, dry_run=True)
+    q = s.quantiles(
+        missing, column="x", q=[0.5], lower=0, upper=1, epsilon=1, delta=1e-8, dry_run=True
+    )
     assert isinstance(q, DryRun) and q.reporting_curve() == [] and q.allowed
     r = s.range_counts(
-        missing, column="x", queries=[(0, 0.5)], lo=0, hi=1, epsilon=3, delta=1e-8, dry_run=True
+        missing,
+        column="x",
+        queries=[(0, 0.5)],
+        lower=0,
+        upper=1,
+        epsilon=3,
+        delta=1e-8,
+        dry_run=True,
     )
     assert isinstance(r, DryRun) and not r.allowed  # more than the dataset's total
     w = s.weighted_sample(missing, key="k", epsilon=1, delta=1e-6, tau=2.0, dry_run=True)
@@ -365,14 +375,14 @@ def test_heavy_hitters_and_quantiles_from_tables() -> None:
     words = ["hello"] * 3000 + ["hey"] * 2000 + ["hi"] * 1000 + ["zz"]
     hh = Session().heavy_hitters(pl.DataFrame({"w": words}), key="w", epsilon=1, delta=1e-8, seed=4)
     assert not isinstance(hh, DryRun)
-    assert set(hh.release.keys.tolist()) == {"hello", "hey", "hi"} and not hh.private
+    assert set(hh.keys.tolist()) == {"hello", "hey", "hi"} and not hh.private
     values = pd.DataFrame({"x": np.linspace(0, 999, 50_001)})
     out = Session().quantiles(
-        values, column="x", q=[0.5], lo=0, hi=1000, epsilon=1, delta=1e-8, seed=2
+        values, column="x", q=[0.5], lower=0, upper=1000, epsilon=1, delta=1e-8, seed=2
     )
     assert not isinstance(out, DryRun)
-    result, facts = out
-    assert facts["rows"] == 50_001 and abs(result.answers[0].value - 500) < 50
+    assert out.diagnostics["rows"] == 50_001 and abs(out.estimates[0] - 500) < 50
+    assert out.to_pandas().columns.tolist()[:2] == ["q", "value"]
 
 
 def test_cli_dry_run(ledger: Ledger, tmp_path: Path, capsys: Any) -> None:
@@ -380,6 +390,9 @@ def test_cli_dry_run(ledger: Ledger, tmp_path: Path, capsys: Any) -> None:
     argv = ["histogram", str(tmp_path / "absent.csv"), "--key", "w", "--epsilon", "0.5"]
     argv += ["--delta", "1e-8", "--ledger", str(ledger.path), "--dataset", "d", "--dry-run"]
     assert main([*argv, "-o", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "cost" in table and "epsilon 0.5" in table and "always released from count" in table
+    assert main([*argv, "-o", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["cost"] == {"epsilon": 0.5, "delta": 1e-8} and report["allowed"]
     assert report["remaining"]["epsilon"] == 2.0 and report["plan"]["mechanism"] == "stability"
@@ -520,7 +533,7 @@ def test_session_errors_name_the_method_the_user_called(tmp_path: Path, capsys: 
     )
     assert weighted.function == "Session.histogram with mechanism wgm", str(weighted)
     quantiles = _session_error(
-        lambda s: s.quantiles(frame, column="k", q=[0.5], lo=0, hi=1, epsilon=-1, delta=0)
+        lambda s: s.quantiles(frame, column="k", q=[0.5], lower=0, upper=1, epsilon=-1, delta=0)
     )
     assert quantiles.function == "Session.quantiles", str(quantiles)
     # the command line still names its command (and the mechanism by its registered name)

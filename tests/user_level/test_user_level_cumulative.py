@@ -240,6 +240,9 @@ class _Refilling:
     def degree_histogram(self, bounds: Any) -> Any:
         raise AssertionError("not used")
 
+    def records_histogram(self, bounds: Any) -> Any:
+        raise AssertionError("not used")
+
 
 def test_a_source_that_refills_subsets_is_refused() -> None:
     m = CumulativeSIPS.test_instances()[0]

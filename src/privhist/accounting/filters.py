@@ -59,7 +59,15 @@ from privhist.accounting.events import event_rdp, pure_epsilon
 from privhist.core.budget import Budget
 from privhist.core.errors import ValidationError
 
-__all__ = ["RENYI_ORDERS", "Admission", "basic_admits", "renyi_admission", "renyi_budget"]
+__all__ = [
+    "RENYI_ORDERS",
+    "Admission",
+    "RenyiView",
+    "basic_admits",
+    "renyi_admission",
+    "renyi_budget",
+    "renyi_view",
+]
 
 #: the orders of the Renyi filter (fixed: the union bound splits delta among them)
 RENYI_ORDERS: tuple[float, ...] = (
@@ -158,3 +166,81 @@ def renyi_admission(
     return Admission(
         False, None, f"over the Renyi budget at every order (closest: order {best[1]:g})"
     )
+
+
+@dataclass(frozen=True)
+class RenyiView:
+    """What remains of a Renyi-regime dataset, as its filter sees it (not the sum of the
+    releases' stated epsilons, which the filter does not add).
+
+    Attributes:
+        releases: The number of releases run.
+        order: The order ``alpha`` that leaves the most room for a further release.
+        used: ``sum_i rho_i(alpha)`` at that order (exact, rounded up).
+        budget: The filter's Renyi budget at that order, ``E - log(J / D) / (alpha - 1)``.
+        rho_left: The largest ``rho`` such that a further ``rho``-zCDP release (Renyi curve
+            ``alpha rho``, e.g. a Gaussian of ``sigma = s / sqrt(2 rho)`` at L2 sensitivity
+            ``s``) is admitted by a Renyi rule: ``max_alpha (budget(alpha) - used(alpha)) /
+            alpha`` over the filter's orders, at least 0.
+        pure_left: When every release so far is pure, the epsilon a further pure release may
+            still have under the ``basic-pure`` rule; None otherwise.
+    """
+
+    releases: int
+    order: float
+    used: Fraction
+    budget: Fraction
+    rho_left: Fraction
+    pure_left: Fraction | None
+
+    @property
+    def sigma_needed(self) -> float:
+        """The least Gaussian ``sigma`` (at L2 sensitivity 1) a further release may have
+        (``1 / sqrt(2 rho_left)``; ``inf`` when nothing is left)."""
+        if self.rho_left <= 0:
+            return float("inf")
+        return float((1 / (2 * self.rho_left)) ** 0.5)
+
+
+def renyi_view(
+    spent: Sequence[PrivacyEvent], total: Budget, orders: Sequence[float] = RENYI_ORDERS
+) -> RenyiView:
+    """The Renyi filter's view of ``spent`` within ``total`` (:class:`RenyiView`).
+
+    >>> from privhist.accounting.composition import GaussianEvent
+    >>> from privhist.accounting.events import ZcdpEvent
+    >>> spent, total = [GaussianEvent(10.0)] * 5, Budget(2.0, 1e-6)
+    >>> v = renyi_view(spent, total)
+    >>> v.releases, v.pure_left is None, 0 < v.used < v.budget
+    (5, True, True)
+    >>> rho = float(v.rho_left)    # a further release of a little less fits, a little more not
+    >>> renyi_admission(spent, ZcdpEvent(rho * 0.999), total).admitted
+    True
+    >>> renyi_admission(spent, ZcdpEvent(rho * 1.001), total).admitted
+    False
+
+    Raises:
+        ValidationError: An event has no Renyi curve (such a release is never admitted by the
+            Renyi regime, so its ledger is damaged), or ``total.delta`` is 0.
+    """
+    pure = [pure_epsilon(e) for e in spent]
+    pure_left = None
+    if all(p is not None for p in pure):
+        pure_left = max(
+            Fraction(0),
+            Fraction(total.epsilon) - sum((p for p in pure if p is not None), Fraction(0)),
+        )
+    best: tuple[Fraction, float, Fraction, Fraction] | None = None
+    for order in orders:
+        values = [event_rdp(e, order) for e in spent]
+        if any(v is None for v in values):
+            raise ValidationError(
+                "spent", "renyi_view", "events with Renyi curves", "an event without one"
+            )
+        used = sum((v for v in values if v is not None), Fraction(0))
+        room = renyi_budget(total, order, len(orders))
+        left = max(Fraction(0), (room - used) / Fraction(order))
+        if best is None or left > best[0]:
+            best = (left, order, used, room)
+    assert best is not None
+    return RenyiView(len(spent), best[1], best[2], best[3], best[0], pure_left)

@@ -1,18 +1,26 @@
 """The durable budget ledger: how much of each dataset's privacy budget has been spent.
 
-The ledger is a SQLite file (stdlib :mod:`sqlite3`) with three tables (schema version 3; the
+The ledger is a SQLite file (stdlib :mod:`sqlite3`) with three tables (schema version 4; the
 statements are in :mod:`privhist.accounting.ledger_schema`)::
 
-    meta(key TEXT PRIMARY KEY, value TEXT)            -- holds schema_version
+    meta(key TEXT PRIMARY KEY, value TEXT)            -- schema_version, ledger_head
     datasets(id TEXT PRIMARY KEY, epsilon_total REAL, delta_total REAL, created TEXT,
-             unit TEXT)                               -- 'record' or 'user'
+             unit TEXT,                               -- 'record' or 'user'
+             regime TEXT, head TEXT)                  -- 'basic' or 'renyi'; chain head
     spends(id INTEGER PRIMARY KEY, dataset TEXT REFERENCES datasets, epsilon REAL,
            delta REAL, mechanism TEXT, created TEXT, note TEXT,
-           neighbouring TEXT)                         -- JSON of Neighbouring.to_dict(), or ''
+           neighbouring TEXT,                         -- JSON of Neighbouring.to_dict(), or ''
+           event TEXT, rule TEXT, chain TEXT)         -- privacy event; admitting rule; chain
 
-A version-1 file (without ``unit`` and ``neighbouring``) is migrated in place, in one transaction,
-when it is opened: its datasets get unit ``'record'`` and its spends an empty (unspecified,
-record-level) relation. Older privhist releases do not read a migrated file.
+Damage is refused, never read as fewer spends. A ledger that forgot a spend would admit an
+overspend, so every operation first runs SQLite's structural check (``PRAGMA quick_check``, which
+finds a page lost, cut short or overwritten) and then checks the hash chain over the spends
+(:mod:`privhist.accounting.ledger_schema`): the ledger's head hash must cover the registered
+datasets, and each dataset's spends must lead from its registration to its head. Any mismatch
+raises :class:`~privhist.core.errors.LedgerError` with one line; nothing is repaired in place.
+``tests/accounting/test_ledger_damage.py`` zeroes and truncates every page of a ledger in turn.
+Files of versions 1 to 3 (without the chain) are refused with the command that upgrades them,
+:meth:`Ledger.upgrade` (``privhist budget upgrade``).
 
 Privacy unit. A dataset's total budget is meaningful for one unit of privacy, fixed when the
 dataset is registered: ``'record'`` (datasets that differ in one record, added, removed or
@@ -23,10 +31,10 @@ several records; a ``'record'`` dataset accepts every relation, since a user-lev
 implies the record-level one (a record belongs to one user). The ledger checks the unit only; it
 does not convert a guarantee between add/remove and replace.
 
-Version 3 adds ``datasets.regime`` (``'basic'`` or ``'renyi'``), ``spends.event`` (the release's
-privacy event as versioned JSON, :mod:`privhist.accounting.events`; empty for older spends) and
-``spends.rule`` (the rule that admitted it). Versions 1 and 2 are migrated in place, in one
-transaction.
+Version 3 added ``datasets.regime`` (``'basic'`` or ``'renyi'``), ``spends.event`` (the
+release's privacy event as versioned JSON, :mod:`privhist.accounting.events`; empty for older
+spends) and ``spends.rule`` (the rule that admitted it); version 2 the privacy unit and relation
+(a version-1 dataset has unit ``'record'``, its spends an unspecified, record-level relation).
 
 Spends compose by a privacy filter fixed per dataset before its first release
 (:mod:`privhist.accounting.filters`, where the theorems are stated). In the default ``'basic'``
@@ -73,6 +81,7 @@ import contextlib
 import math
 import os
 import sqlite3
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -87,15 +96,20 @@ import platformdirs
 
 from privhist.accounting.composition import ApproxDPEvent, PrivacyEvent
 from privhist.accounting.events import ZcdpEvent, event_from_json, event_to_json
-from privhist.accounting.filters import Admission, renyi_admission
+from privhist.accounting.filters import Admission, RenyiView, renyi_admission, renyi_view
 from privhist.accounting.ledger_schema import (
     _SCHEMA,
     COLUMNS,
+    DATASET_HASHED,
     SCHEMA_VERSION,
+    SPEND_HASHED,
     UPGRADES,
     BudgetAmount,
+    chain_link,
+    dataset_genesis,
     decode_neighbouring,
     encode_neighbouring,
+    ledger_head,
 )
 from privhist.core.budget import Budget
 from privhist.core.errors import BudgetExceededError, LedgerError, ValidationError
@@ -114,6 +128,7 @@ __all__ = [
     "SpendRecord",
     "SpendTransaction",
     "UnknownDatasetError",
+    "check_dataset_name",
     "default_ledger_path",
     "init_ledger",
 ]
@@ -266,6 +281,14 @@ class LedgerStatus:
         ok = _fits(self.total, self.spent_exact, budget)
         return Admission(ok, "basic" if ok else None, "epsilons and deltas add")
 
+    def renyi_view(self) -> RenyiView | None:
+        """In the ``'renyi'`` regime, what remains as the Renyi filter sees it
+        (:func:`~privhist.accounting.filters.renyi_view`); None in the ``'basic'`` regime, where
+        :attr:`remaining` says it."""
+        if self.regime != "renyi":
+            return None
+        return renyi_view([s.privacy_event for s in self.spends], self.total)
+
     def allows(self, budget: Budget, event: PrivacyEvent | None = None) -> bool:
         """Whether a spend of ``budget`` (and ``event``) passes the ledger's exact check.
 
@@ -296,7 +319,14 @@ class LedgerStatus:
         admission = self.admission(budget, event)
         if not admission.admitted:
             reason = admission.detail if self.regime == "renyi" else None
-            raise BudgetExceededError(self.dataset, budget, self.remaining, reason)
+            note = None
+            if reason is None and budget <= self.remaining.shown():
+                rem = self.remaining
+                note = (
+                    f"exactly epsilon {rem.epsilon!r} and delta {rem.delta!r} remain; the ledger "
+                    "adds the stored floats exactly"
+                )
+            raise BudgetExceededError(self.dataset, budget, self.remaining, reason, note)
         return admission
 
 
@@ -312,6 +342,10 @@ def _fits(total: Budget, spent: tuple[Fraction, Fraction], requested: Budget) ->
     return eps_ok and delta_ok
 
 
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -320,6 +354,40 @@ def _check_name(value: Any, function: str, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(name, function, "a non-empty string", value)
     return value
+
+
+#: the longest dataset id accepted, in characters
+MAX_DATASET_NAME = 200
+
+
+def check_dataset_name(value: Any, function: str) -> str:
+    """A dataset id: non-empty text of at most :data:`MAX_DATASET_NAME` characters, none of them a
+    control, format or line-separator character (Unicode categories Cc, Cf, Cs, Zl, Zp), so
+    that it prints on one line as it is.
+
+    >>> check_dataset_name("survey 2024", "budget init")
+    'survey 2024'
+    >>> check_dataset_name("a\\nb", "budget init")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    privhist.core.errors.ValidationError: parameter 'dataset' of budget init must be a name ...
+
+    Raises:
+        ValidationError: It is not such a name.
+    """
+    name = _check_name(value, function, "dataset")
+    if len(name) > MAX_DATASET_NAME:
+        raise ValidationError(
+            "dataset", function, f"at most {MAX_DATASET_NAME} characters long", value
+        )
+    if any(unicodedata.category(ch) in _UNPRINTABLE for ch in name):
+        raise ValidationError(
+            "dataset", function, "a name without control characters or line breaks", name
+        )
+    return name
+
+
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _check_unit(value: Any, function: str) -> PrivacyUnit:
@@ -343,9 +411,9 @@ class Ledger:
             or spend against an existing ledger must not silently start an empty one.
 
     Raises:
-        LedgerError: The file is missing (with ``create=False``), is not a SQLite database, has
-            another schema, cannot be created, or is locked beyond ``timeout`` while its schema
-            is being created or migrated.
+        LedgerError: The file is missing (with ``create=False``), is damaged, is not a SQLite
+            database, has another schema (an older version: see :meth:`upgrade`), cannot be
+            created, or is locked beyond ``timeout`` while its schema is being created.
 
     Example::
 
@@ -366,18 +434,9 @@ class Ledger:
         timeout: float = DEFAULT_TIMEOUT,
         create: bool = True,
     ):
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise ValidationError("timeout", "Ledger", "a finite number >= 0", timeout)
-        if not math.isfinite(timeout) or timeout < 0:
-            raise ValidationError("timeout", "Ledger", "a finite number >= 0", timeout)
         if not isinstance(create, bool):
             raise ValidationError("create", "Ledger", "True or False", create)
-        self.timeout = float(timeout)
-        self.path = Path(path) if path is not None else default_ledger_path()
-        # after the file exists, connections never create it (a deleted ledger is an error)
-        self._uri = f"{self.path.resolve().as_uri()}?mode=rw"
-        if self.path.is_dir():
-            raise LedgerError(f"ledger {self.path} is a directory, not a file")
+        self._locate(path, timeout)
         if create:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -386,6 +445,54 @@ class Ledger:
         elif not self.path.exists():
             raise LedgerError(f"no ledger at {self.path}; create one with {_init_hint(self.path)}")
         self._ensure_schema(create)
+
+    def _locate(self, path: str | os.PathLike[str] | None, timeout: float) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise ValidationError("timeout", "Ledger", "a finite number >= 0", timeout)
+        if not math.isfinite(timeout) or timeout < 0:
+            raise ValidationError("timeout", "Ledger", "a finite number >= 0", timeout)
+        self.timeout = float(timeout)
+        self.path = Path(path) if path is not None else default_ledger_path()
+        # after the file exists, connections never create it (a deleted ledger is an error)
+        self._uri = f"{self.path.resolve().as_uri()}?mode=rw"
+        if self.path.is_dir():
+            raise LedgerError(f"ledger {self.path} is a directory, not a file")
+
+    @classmethod
+    def upgrade(
+        cls, path: str | os.PathLike[str] | None = None, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> tuple[Ledger, int]:
+        """Upgrade an existing ledger file written by an older privhist to the current schema;
+        ``privhist budget upgrade`` runs this.
+
+        Opening an older file is refused (:class:`Ledger` names this command) rather than
+        upgraded silently, because the upgrade chains the spends *as they stand*: it first runs
+        SQLite's integrity check and refuses a damaged file, but it cannot know of a spend that
+        was removed before it ran. The upgrade is one transaction (all or nothing); older
+        privhist releases do not read an upgraded file.
+
+        Returns:
+            The ledger, and the schema version it had (the current one if there was nothing to
+            do).
+
+        Raises:
+            LedgerError: The file is missing, damaged, not a ledger, of an unknown version, or
+                locked beyond ``timeout``.
+        """
+        ledger = cls.__new__(cls)
+        ledger._locate(path, timeout)
+        if not ledger.path.exists():
+            raise LedgerError(f"no ledger at {ledger.path} to upgrade")
+        conn = ledger._connect()
+        try:
+            with ledger._errors("read the schema"):
+                ledger._check_integrity(conn)
+                found = ledger._verify_schema(conn)
+            if found != SCHEMA_VERSION:
+                ledger._migrate(conn)
+        finally:
+            conn.close()
+        return cls(ledger.path, timeout=timeout, create=False), found
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -459,19 +566,18 @@ class Ledger:
         try:
             with self._errors("read the schema"):
                 if self._tables(conn):
-                    if self._verify_schema(conn) != SCHEMA_VERSION:
-                        self._migrate(conn)
+                    self._check_current(conn)
                     return
             if not create:
                 raise LedgerError(
                     f"no ledger at {self.path} (the file holds no tables); create one with "
-                    f"{_init_hint(self.path)}"
+                    f"{_init_hint(self.path)}, or, if the file held a ledger, restore it from a "
+                    "backup rather than registering its datasets again"
                 )
             with self._errors("create the schema"), self._write_transaction(conn):
                 if self._tables(conn):  # another process created it meanwhile
                     conn.execute("ROLLBACK")
-                    if self._verify_schema(conn) != SCHEMA_VERSION:
-                        self._migrate(conn)
+                    self._check_current(conn)
                     return
                 for statement in _SCHEMA:
                     conn.execute(statement)
@@ -479,23 +585,96 @@ class Ledger:
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('ledger_head', ?)", (ledger_head([]),)
+                )
         finally:
             conn.close()
 
+    def _check_current(self, conn: sqlite3.Connection) -> None:
+        """The file is sound and of the current version; an older version is refused with the
+        command that upgrades it."""
+        self._check_integrity(conn)
+        version = self._verify_schema(conn)
+        if version != SCHEMA_VERSION:
+            raise LedgerError(
+                f"ledger {self.path} has schema version {version}, from before spends were "
+                f"hash-chained; upgrade it explicitly with `privhist budget upgrade --ledger "
+                f"{self.path}` (older privhist releases do not read an upgraded file)"
+            )
+
+    def _check_integrity(self, conn: sqlite3.Connection) -> None:
+        """SQLite's structural check of every table and index (``PRAGMA integrity_check``): a page
+        lost, cut short or overwritten, or an index that disagrees with its table, is refused here,
+        before any spend is read from it."""
+        rows = conn.execute("PRAGMA integrity_check").fetchall()
+        if [tuple(r) for r in rows] != [("ok",)]:
+            first = " ".join(str(rows[0][0]).split()) if rows else "no answer"
+            more = f" (and {len(rows) - 1} more)" if len(rows) > 1 else ""
+            raise LedgerError(
+                f"ledger {self.path} is damaged and refused, so that no recorded spend is lost: "
+                f"SQLite's integrity check reports {first!r}{more}; restore it from a backup"
+            )
+
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Migrate a version-1 or version-2 file to version 3 in one transaction (or not at
-        all)."""
+        """Take an older file to the current version in one transaction (or not at all): the
+        schema statements of each step, then the hash chain over the spends as they stand."""
         found = self._verify_schema(conn)
-        action = f"migrate the schema from version {found} to {SCHEMA_VERSION}"
+        action = f"upgrade the schema from version {found} to {SCHEMA_VERSION}"
         with self._errors(action), self._write_transaction(conn):
-            # re-read under the write lock: another process may have migrated meanwhile
+            # re-read under the write lock: another process may have upgraded meanwhile
+            self._check_integrity(conn)
             version = self._verify_schema(conn)
+            if version == SCHEMA_VERSION:
+                return
             while version in UPGRADES:
                 for statement in UPGRADES[version][1]:
                     conn.execute(statement)
                 version = self._verify_schema(conn)
             if version != SCHEMA_VERSION:  # pragma: no cover
-                raise LedgerError(f"ledger {self.path}: the migration to version 3 failed")
+                raise LedgerError(f"ledger {self.path}: the upgrade to version 4 failed")
+            datasets = conn.execute(f"SELECT {DATASET_HASHED} FROM datasets").fetchall()
+            for row in datasets:
+                head = dataset_genesis(tuple(row))
+                spends = conn.execute(
+                    f"SELECT {SPEND_HASHED} FROM spends WHERE dataset = ? ORDER BY id", (row[0],)
+                ).fetchall()
+                for spend in spends:
+                    head = chain_link(head, tuple(spend))
+                    conn.execute("UPDATE spends SET chain = ? WHERE id = ?", (head, spend[0]))
+                conn.execute("UPDATE datasets SET head = ? WHERE id = ?", (head, row[0]))
+            orphans = conn.execute(
+                "SELECT COUNT(*) FROM spends WHERE dataset NOT IN (SELECT id FROM datasets)"
+            ).fetchone()[0]
+            if orphans:
+                raise LedgerError(
+                    f"ledger {self.path} is damaged and was not upgraded: {orphans} spend(s) "
+                    "belong to no registered dataset"
+                )
+            self._write_ledger_head(conn)
+
+    def _write_ledger_head(self, conn: sqlite3.Connection) -> None:
+        heads = [(r[0], r[1]) for r in conn.execute("SELECT id, head FROM datasets").fetchall()]
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('ledger_head', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (ledger_head(heads),),
+        )
+
+    def _verify_ledger_head(self, conn: sqlite3.Connection) -> None:
+        """The registered datasets and their heads are those the ledger's head hash covers."""
+        heads = [(r[0], r[1]) for r in conn.execute("SELECT id, head FROM datasets").fetchall()]
+        row = conn.execute("SELECT value FROM meta WHERE key = 'ledger_head'").fetchone()
+        try:
+            ok = row is not None and row[0] == ledger_head(heads)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise LedgerError(
+                f"ledger {self.path} is damaged and refused, so that no recorded spend is lost: "
+                "its datasets do not match the ledger's head hash (a dataset or its last spend "
+                "was removed, added or edited outside privhist); restore it from a backup"
+            )
 
     @staticmethod
     def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -521,7 +700,7 @@ class Ledger:
         if found != str(SCHEMA_VERSION):
             raise LedgerError(
                 f"ledger {self.path} has schema version {found or 'none'}; this privhist reads "
-                f"version {SCHEMA_VERSION} (and migrates versions 1 and 2 in place)"
+                f"version {SCHEMA_VERSION} (and upgrades versions 1 to 3 on request)"
             )
         self._verify_columns(conn, COLUMNS)
         return SCHEMA_VERSION
@@ -566,7 +745,7 @@ class Ledger:
                 ``"record"`` or ``"user"``.
         """
         function = "Ledger.init_dataset"
-        _check_name(dataset, function, "dataset")
+        check_dataset_name(dataset, function)
         if not isinstance(total, Budget):
             raise ValidationError("total", function, "a Budget", total)
         unit = _check_unit(unit, function)
@@ -598,11 +777,14 @@ class Ledger:
                             f"(total {existing}, unit '{unit.value}')"
                         )
                     return
+                self._check_integrity(conn)
+                self._verify_ledger_head(conn)
+                row = (dataset, total.epsilon, total.delta, _now(), unit.value, regime)
                 conn.execute(
-                    "INSERT INTO datasets (id, epsilon_total, delta_total, created, unit, regime) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (dataset, total.epsilon, total.delta, _now(), unit.value, regime),
+                    f"INSERT INTO datasets ({DATASET_HASHED}, head) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*row, dataset_genesis(row)),
                 )
+                self._write_ledger_head(conn)
         finally:
             conn.close()
 
@@ -611,6 +793,8 @@ class Ledger:
         conn = self._connect()
         try:
             with self._errors("list datasets"):
+                self._check_integrity(conn)
+                self._verify_ledger_head(conn)
                 rows = conn.execute("SELECT id FROM datasets ORDER BY id").fetchall()
         finally:
             conn.close()
@@ -622,10 +806,11 @@ class Ledger:
         Raises:
             UnknownDatasetError: The dataset is not registered (a :class:`LedgerError`).
         """
-        _check_name(dataset, "Ledger.show", "dataset")
+        check_dataset_name(dataset, "Ledger.show")
         conn = self._connect()
         try:
             with self._errors("read a dataset"):
+                self._check_integrity(conn)
                 return self._status(conn, dataset)
         finally:
             conn.close()
@@ -663,7 +848,7 @@ class Ledger:
             The transaction; use it in a ``with`` statement.
         """
         function = "Ledger.spend"
-        _check_name(dataset, function, "dataset")
+        check_dataset_name(dataset, function)
         _check_name(mechanism, function, "mechanism")
         if not isinstance(budget, Budget):
             raise ValidationError("budget", function, "a Budget", budget)
@@ -676,39 +861,39 @@ class Ledger:
         return SpendTransaction(self, dataset, budget, mechanism, note, neighbouring, event)
 
     def _status(self, conn: sqlite3.Connection, dataset: str) -> LedgerStatus:
+        """The dataset's status, read after checking the ledger's head hash and the dataset's
+        chain (module notes of :mod:`privhist.accounting.ledger_schema`)."""
+        self._verify_ledger_head(conn)
         row = conn.execute(
-            "SELECT epsilon_total, delta_total, created, unit, regime FROM datasets WHERE id = ?",
-            (dataset,),
+            f"SELECT {DATASET_HASHED}, head FROM datasets WHERE id = ?", (dataset,)
         ).fetchone()
         if row is None:
             raise UnknownDatasetError(dataset, self.path)
         rows = conn.execute(
-            "SELECT id, epsilon, delta, mechanism, created, note, neighbouring, event, rule "
-            "FROM spends "
-            "WHERE dataset = ? ORDER BY id",
-            (dataset,),
+            f"SELECT {SPEND_HASHED}, chain FROM spends WHERE dataset = ? ORDER BY id", (dataset,)
         ).fetchall()
+        self._verify_chain(dataset, row, rows)
         try:
-            total = Budget(float(row[0]), float(row[1]))
-            unit = PrivacyUnit(row[3])
+            total = Budget(float(row[1]), float(row[2]))
+            unit = PrivacyUnit(row[4])
             spends = tuple(
                 SpendRecord(
                     int(r[0]),
                     dataset,
-                    *_amount(r[1], r[2]),
-                    str(r[3]),
+                    *_amount(r[2], r[3]),
                     str(r[4]),
                     str(r[5]),
-                    decode_neighbouring(r[6]),
-                    str(r[7]),
+                    str(r[6]),
+                    decode_neighbouring(r[7]),
                     str(r[8]),
+                    str(r[9]),
                 )
                 for r in rows
             )
         except (ValidationError, TypeError, ValueError) as e:
             raise LedgerError(
                 f"ledger {self.path} is corrupted: dataset '{dataset}' has an invalid total, "
-                f"unit or spend ({e})"
+                f"unit or spend ({_one_line(e)})"
             ) from e
         spent_eps, spent_delta = _exact_sums(spends)
         spent = BudgetAmount(float_up(spent_eps), float_up(spent_delta))
@@ -717,8 +902,35 @@ class Ledger:
             float_down(max(Fraction(0), Fraction(total.delta) - spent_delta)),
         )
         return LedgerStatus(
-            dataset, total, spent, remaining, spends, str(row[2]), unit, str(row[4])
+            dataset, total, spent, remaining, spends, str(row[3]), unit, str(row[5])
         )
+
+    def _verify_chain(self, dataset: str, row: Any, spends: list[Any]) -> None:
+        """Recompute the dataset's chain: each spend's stored link, and the head after the last
+        one, must match; otherwise a spend was removed, edited or lost."""
+        problem = None
+        try:
+            head = dataset_genesis(tuple(row[:6]))
+            for spend in spends:
+                head = chain_link(head, tuple(spend[:10]))
+                if spend[10] != head:
+                    problem = (
+                        f"spend {spend[0]} does not match its hash chain (it, or a spend "
+                        "before it, was edited or removed)"
+                    )
+                    break
+            if problem is None and row[6] != head:
+                problem = (
+                    f"its {len(spends)} spend(s) read do not reach its head hash (a spend was "
+                    "removed or lost, or its registration edited)"
+                )
+        except TypeError as e:
+            problem = f"a cell has the wrong type ({e})"
+        if problem is not None:
+            raise LedgerError(
+                f"ledger {self.path} is damaged and refused, so that no recorded spend is lost: "
+                f"dataset '{dataset}': {problem}; restore it from a backup"
+            )
 
 
 def _amount(epsilon: Any, delta: Any) -> tuple[float, float]:
@@ -732,6 +944,7 @@ def init_ledger(
     total: Budget,
     *,
     unit: PrivacyUnit | str = PrivacyUnit.RECORD,
+    regime: str = "basic",
 ) -> Ledger:
     """Register ``dataset`` with budget ``total`` in the ledger file ``path``, creating the file
     (but never its directory) if it is missing; ``privhist budget init`` runs this.
@@ -745,10 +958,12 @@ def init_ledger(
         LedgerError: as :meth:`Ledger.init_dataset`.
     """
     function = "budget init"
-    _check_name(dataset, function, "dataset")
+    check_dataset_name(dataset, function)
     if not isinstance(total, Budget):
         raise ValidationError("total", function, "a Budget", total)
     unit = _check_unit(unit, function)
+    if regime not in ("basic", "renyi"):
+        raise ValidationError("regime", function, "'basic' or 'renyi'", regime)
     dest = Path(path)
     if not dest.parent.is_dir():
         raise ValidationError("ledger", function, "a file in an existing directory", str(dest))
@@ -757,7 +972,7 @@ def init_ledger(
     existed = dest.exists()
     try:
         ledger = Ledger(dest)
-        ledger.init_dataset(dataset, total, unit=unit)
+        ledger.init_dataset(dataset, total, unit=unit, regime=regime)
     except BaseException:
         if not existed:
             for leftover in (dest, Path(f"{dest}-journal")):
@@ -812,24 +1027,34 @@ class SpendTransaction:
             with ledger._errors("take the write lock"):
                 conn.execute("BEGIN IMMEDIATE")
             with ledger._errors("check the budget"):
+                ledger._check_integrity(conn)
                 status = ledger._status(conn, self.dataset)
                 admission = status.check(self.budget, self.neighbouring, self.event)
                 self.rule = admission.rule
-                cursor = conn.execute(
-                    "INSERT INTO spends (dataset, epsilon, delta, mechanism, created, note, "
-                    "neighbouring, event, rule) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        self.dataset,
-                        self.budget.epsilon,
-                        self.budget.delta,
-                        self.mechanism,
-                        _now(),
-                        self.note,
-                        encode_neighbouring(self.neighbouring),
-                        "" if self.event is None else event_to_json(self.event),
-                        admission.rule or "basic",
-                    ),
+                spend_id = 1 + conn.execute("SELECT COALESCE(MAX(id), 0) FROM spends").fetchone()[0]
+                content = (
+                    spend_id,
+                    self.dataset,
+                    self.budget.epsilon,
+                    self.budget.delta,
+                    self.mechanism,
+                    _now(),
+                    self.note,
+                    encode_neighbouring(self.neighbouring),
+                    "" if self.event is None else event_to_json(self.event),
+                    admission.rule or "basic",
                 )
+                head = conn.execute(
+                    "SELECT head FROM datasets WHERE id = ?", (self.dataset,)
+                ).fetchone()[0]
+                link = chain_link(head, content)
+                cursor = conn.execute(
+                    f"INSERT INTO spends ({SPEND_HASHED}, chain) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*content, link),
+                )
+                conn.execute("UPDATE datasets SET head = ? WHERE id = ?", (link, self.dataset))
+                ledger._write_ledger_head(conn)
         except BaseException:
             _rollback_quietly(conn)
             conn.close()

@@ -120,27 +120,21 @@ class RdpCurve:
         return RdpCurve(self.orders, tuple(k * v for v in self.rdp))
 
     def epsilon(self, delta: float) -> float:
-        """Epsilon at ``delta``: the accountant's ``renyi`` rule on the curve's event (equation
-        (8), :func:`rdp_to_dp`, at the curve's orders); ``math.inf`` when every value is.
+        """Epsilon at ``delta``: equation (8) (:func:`rdp_to_dp`) at the curve's finite orders, the
+        conversion the accountant's ``renyi`` rule applies; ``math.inf`` when every value is.
 
         >>> RdpCurve((2.0,), (0.5,)).epsilon(0.01) == rdp_to_dp(RdpCurve((2.0,), (0.5,)), 0.01)[0]
         True
         """
-        from privhist.accounting.accountant import account
-        from privhist.accounting.events import RdpCurveEvent
-
         check_delta(delta, "RdpCurve.epsilon", positive=True)
         kept = sorted(
             (o, v) for o, v in zip(self.orders, self.rdp, strict=True) if math.isfinite(v)
         )
         if not kept:
             return math.inf
-        event = RdpCurveEvent(tuple(o for o, _ in kept), tuple(v for _, v in kept))
-        bound = account(event, delta, rules=("renyi",)).bounds["renyi"]
-        if bound is None:
-            return math.inf
-        # the accountant states at least the smallest positive float; equation (8) may reach 0
-        return 0.0 if bound.epsilon <= math.ulp(0.0) else bound.epsilon
+        eps = rdp_to_dp(RdpCurve(tuple(o for o, _ in kept), tuple(v for _, v in kept)), delta)[0]
+        # equation (8) may reach 0 (the accountant states at least the smallest positive float)
+        return max(eps, 0.0) if math.isfinite(eps) else math.inf
 
     def best_order(self, delta: float) -> float:
         """The order at which equation (8) is smallest."""

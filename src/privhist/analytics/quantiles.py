@@ -37,14 +37,11 @@ counts.
 from __future__ import annotations
 
 import math
-import numbers
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import PrivacyEvent
@@ -58,16 +55,20 @@ from privhist.analytics.hierarchy import (
     split_sample_and_threshold,
     step_constraints,
 )
+from privhist.analytics.quantile_answers import (
+    QuantileAnswer,
+    QuantileResult,
+    check_levels,
+    run_inputs,
+    sampling_error,
+)
 from privhist.analytics.quantiles_cohort import FixedCohortQuantiles
 from privhist.analytics.range_query import HierarchicalHistogram, HierarchicalRelease
 from privhist.core.budget import Budget
 from privhist.core.constraints import Constraint, Declared
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
-from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.validation import (
-    check_probability,
-)
+from privhist.core.random import RandomSource
 
 __all__ = [
     "METHODS",
@@ -82,67 +83,6 @@ __all__ = [
 ]
 
 METHODS = ("hierarchical", "binary-search")
-
-
-def check_levels(qs: Any, function: str) -> list[float]:
-    """Quantile levels as floats, each in [0, 1], at least one."""
-    if isinstance(qs, numbers.Real) and not isinstance(qs, bool):
-        qs = [qs]
-    try:
-        items = list(qs)
-    except TypeError:
-        raise ValidationError("q", function, "quantile levels in [0, 1]", qs) from None
-    if not items:
-        raise ValidationError("q", function, "at least one quantile level in [0, 1]", "[]")
-    return [check_probability(q, function, "q") for q in items]
-
-
-@dataclass(frozen=True)
-class QuantileAnswer:
-    """One quantile: ``value`` with ``lower <= value``, ``value - lower`` the resolution (a
-    leaf, or the last search interval); rank errors are plug-in fractions (module notes)."""
-
-    q: float
-    value: float
-    lower: float
-    upper: float
-    pruning_rank_error: float
-    sampling_rank_error: float
-    withheld: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "q": self.q,
-            "value": self.value,
-            "lower": self.lower,
-            "upper": self.upper,
-            "pruning_rank_error": self.pruning_rank_error,
-            "sampling_rank_error": self.sampling_rank_error,
-            "withheld": self.withheld,
-        }
-
-
-@dataclass(frozen=True)
-class QuantileResult:
-    """Answers, the public metadata (method, parameters, guarantee with both compositions) and
-    exact input facts (``diagnostics``: NOT private, not part of the release)."""
-
-    answers: list[QuantileAnswer]
-    metadata: dict[str, Any]
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "quantiles": [a.to_dict() for a in self.answers],
-            **self.metadata,
-        }
-
-
-def _sampling_error(confidence: float, sampled: float) -> float:
-    if sampled <= 0:
-        return 1.0
-    z = float(stats.norm.isf((1 - confidence) / 2))
-    return min(1.0, z * 0.5 / math.sqrt(sampled))
 
 
 def hierarchical_quantiles(release: HierarchicalRelease, qs: Any) -> list[QuantileAnswer]:
@@ -161,7 +101,7 @@ def hierarchical_quantiles(release: HierarchicalRelease, qs: Any) -> list[Quanti
     total = release.total_sampled
     tau = release.threshold
     pruning = (h.levels * (h.branching - 1) + h.branching) * (tau - 1) / total if total > 0 else 1.0
-    sampling = _sampling_error(release.confidence, total)
+    sampling = sampling_error(release.confidence, total)
     out = []
     for q in levels:
         target = q * total
@@ -283,7 +223,7 @@ class BinarySearchQuantiles(Declared):
     ) -> QuantileResult:
         """Answer the quantile levels ``qs`` (exactly ``quantiles`` of them)."""
         fn = "BinarySearchQuantiles.run"
-        levels, rng, x, facts = _run_inputs(self.quantiles, self.range, values, qs, rng, clamp, fn)
+        levels, rng, x, facts = run_inputs(self.quantiles, self.range, values, qs, rng, clamp, fn)
         x.sort()
         n = x.shape[0]
         keys = np.array([0, 1], dtype=np.int64)
@@ -318,53 +258,11 @@ class BinarySearchQuantiles(Declared):
                     lower=a,
                     upper=b,
                     pruning_rank_error=min(1.0, 2 * (tau - 1) / total) if total else 1.0,
-                    sampling_rank_error=_sampling_error(self.confidence, total),
+                    sampling_rank_error=sampling_error(self.confidence, total),
                     withheld=withheld,
                 )
             )
         return QuantileResult(answers, self.metadata(rng), facts)
-
-
-def _run_inputs(
-    budgeted: int,
-    geometry: Hierarchy,
-    values: npt.ArrayLike,
-    qs: Any,
-    rng: RandomSource | None,
-    clamp: bool,
-    fn: str,
-) -> tuple[list[float], RandomSource, npt.NDArray[np.float64], dict[str, Any]]:
-    """The checked inputs of a binary-search run: exactly ``budgeted`` levels, a
-    :class:`RandomSource` (secure by default) and the values with their input facts."""
-    levels = check_levels(qs, fn)
-    if len(levels) != budgeted:
-        raise ValidationError("q", fn, f"{budgeted} quantile level(s), as budgeted", len(levels))
-    if rng is None:
-        rng = SecureRandom()
-    if not isinstance(rng, RandomSource):
-        raise ValidationError("rng", fn, "a RandomSource", type(rng).__name__)
-    x, facts = _checked_values(geometry, values, clamp, fn)
-    return levels, rng, x, facts
-
-
-def _checked_values(
-    geometry: Hierarchy, values: npt.ArrayLike, clamp: bool, fn: str
-) -> tuple[npt.NDArray[np.float64], dict[str, Any]]:
-    from privhist.core.errors import InputDataError
-
-    mapped = geometry.map_values(values, clamp=clamp, function=fn)
-    x = np.asarray(values, dtype=np.float64)
-    x = x[~np.isnan(x)]
-    if x.shape[0] == 0:
-        raise InputDataError(f"{fn} needs at least one value; got an empty population")
-    if clamp:
-        x = np.clip(x, geometry.lo, geometry.hi)
-    facts = {
-        "values": int(x.shape[0]),
-        "clamped": mapped.clamped,
-        "dropped_missing": mapped.dropped,
-    }
-    return x, facts
 
 
 def private_quantiles(

@@ -71,6 +71,12 @@ from privhist.analytics.hierarchy import (
     ReleasesComposition,
     split_budget,
 )
+from privhist.analytics.quantile_answers import (
+    QuantileAnswer,
+    QuantileResult,
+    run_inputs,
+    sampling_error,
+)
 from privhist.core.budget import Budget
 from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, ValidationError
@@ -318,15 +324,8 @@ class FixedCohortQuantiles(Declared):
         clamp: bool = False,
     ) -> Any:
         """Answer the quantile levels ``qs`` (exactly ``quantiles`` of them)."""
-        from privhist.analytics.quantiles import (
-            QuantileAnswer,
-            QuantileResult,
-            _run_inputs,
-            _sampling_error,
-        )
-
         fn = "FixedCohortQuantiles.run"
-        levels, rng, x, facts = _run_inputs(self.quantiles, self.range, values, qs, rng, clamp, fn)
+        levels, rng, x, facts = run_inputs(self.quantiles, self.range, values, qs, rng, clamp, fn)
         if x.shape[0] != self.clients:
             # n is the same for all substitution neighbours, so refusing reveals nothing
             raise InputDataError(
@@ -356,7 +355,7 @@ class FixedCohortQuantiles(Declared):
                     lower=a,
                     upper=b,
                     pruning_rank_error=0.0 if not withheld else min(1.0, tau / m),
-                    sampling_rank_error=_sampling_error(self.confidence, m),
+                    sampling_rank_error=sampling_error(self.confidence, m),
                     withheld=withheld,
                 )
             )

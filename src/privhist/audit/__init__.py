@@ -10,7 +10,12 @@
 * :mod:`privhist.audit.peers` — adapters for OpenDP and PipelineDP (skipped when not installed).
 """
 
-from privhist.audit.sampling import CallableSampler, MechanismSampler, NeighbouringPair
+from privhist.audit.sampling import (
+    CallableSampler,
+    MechanismSampler,
+    NeighbouringPair,
+    audit_sampler,
+)
 from privhist.audit.statistical import StatisticalAudit, audit_statistical, candidate_pairs
 from privhist.audit.stats import PairAudit, audit_samples
 from privhist.audit.variants import broken_variants, with_parameters
@@ -21,6 +26,7 @@ __all__ = [
     "NeighbouringPair",
     "PairAudit",
     "StatisticalAudit",
+    "audit_sampler",
     "audit_samples",
     "audit_statistical",
     "broken_variants",

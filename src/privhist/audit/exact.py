@@ -11,10 +11,14 @@ and Gaboardi 2018, Section 2; Balle et al. 2020, privacy profiles).
 Which profile. Built-in mechanisms act on keys independently and claim the basic composition of
 a per-key guarantee over the ``l0`` keys one neighbouring step touches
 (:meth:`~privhist.mechanisms.base.Mechanism.key_budget`); for them the claim holds exactly when
-every one-key pair satisfies the per-key budget, and the whole-neighbour profile reported is the
-composition ``delta(l0 e) <= l0 delta_key(e)`` (an upper bound; exact for ``l0 = 1``). Mechanisms
-calibrated on the joint loss (``per_key_composable`` False) are checked on the product law of the
-``l0`` touched keys, each moved by ``c``, against the whole guarantee.
+every one-key pair satisfies the per-key budget. The per-key figures are exact; the
+whole-neighbour figures reported for ``l0 > 1`` are upper bounds by composition over the ``l0``
+keys: ``delta(l0 e) <= 1 - (1 - delta_key(e))^l0`` (Kairouz, Oh and Viswanath 2015, "The
+composition theorem for differential privacy", Theorem 3.3 with ``i = 0``; at most 1, as a delta
+is) and ``epsilon(delta) <= l0 epsilon_key(delta / l0)`` (basic composition), and the verdict says
+"at most" for them. Mechanisms calibrated on the joint loss (``per_key_composable`` False) are
+checked on the product law of the ``l0`` touched keys, each moved by ``c``, against the whole
+guarantee, and their figures are exact.
 
 The variant audited may have hand-set parameters (:func:`privhist.audit.variants.with_parameters`):
 the distributions then follow the parameters set, and the claim stays what the mechanism states.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ from privhist.accounting.profile import (
     product_distribution,
 )
 from privhist.core.errors import UnsupportedError, ValidationError
+from privhist.core.validation import float_up
 from privhist.mechanisms.base import KeyDistribution, Mechanism
 
 __all__ = ["ExactAudit", "audit_exact", "neighbouring_pairs", "plot_exact"]
@@ -103,6 +109,8 @@ class ExactAudit:
     epsilon_needed: float
     profile_epsilons: list[float] = field(default_factory=list)
     profile_deltas: list[float] = field(default_factory=list)
+    #: the exact epsilon of the worst one-key pairs at the checked (per-key) delta
+    key_epsilon_needed: float = 0.0
 
     @property
     def violation(self) -> bool:
@@ -113,20 +121,39 @@ class ExactAudit:
         return max(self.pairs, key=lambda p: p.worst)
 
     @property
+    def composed(self) -> bool:
+        """Whether the whole-neighbour figures are composition bounds (per-key mechanisms with
+        ``l0 > 1``) rather than exact."""
+        return self.per_key and self.l0 > 1
+
+    @property
     def delta_needed(self) -> float:
-        """The exact delta at the claimed epsilon (for the whole neighbour, see module notes)."""
-        return self.worst.worst * (self.l0 if self.per_key else 1)
+        """The delta at the claimed epsilon for the whole neighbour: exact, or for a per-key
+        mechanism with ``l0 > 1`` the bound ``1 - (1 - delta_key)^l0`` (module notes)."""
+        if not self.composed:
+            return self.worst.worst
+        return _compose_delta(self.worst.worst, self.l0)
 
     def verdict(self) -> str:
         w = self.worst
         head = "VIOLATION" if self.violation else "holds"
-        scope = f"per key (1/{self.l0} of the claim)" if self.per_key and self.l0 > 1 else ""
+        tail = (
+            f"(worst pair {w.first} vs {w.second} (units, records); {len(self.pairs)} pairs, "
+            "both directions)"
+        )
+        claim = f"{head}: {self.name} claims ({self.epsilon:g}, {self.delta:.3g})-DP"
+        if not self.composed:
+            return (
+                f"{claim}; exact delta at epsilon {self.epsilon:g} is {self.delta_needed:.4g}, "
+                f"exact epsilon at delta {self.delta:.3g} is {self.epsilon_needed:.4g} {tail}"
+            )
+        ke, kd = self.checked_epsilon, self.checked_delta
         return (
-            f"{head}: {self.name} claims ({self.epsilon:g}, {self.delta:.3g})-DP; exact delta at "
-            f"epsilon {self.epsilon:g} is {self.delta_needed:.4g}, exact epsilon at delta "
-            f"{self.delta:.3g} is {self.epsilon_needed:.4g} (worst pair {w.first} vs "
-            f"{w.second} (units, records){', ' + scope if scope else ''}; "
-            f"{len(self.pairs)} pairs, both directions)"
+            f"{claim}, as ({ke:.4g}, {kd:.3g}) per key over {self.l0} keys; per key, exact "
+            f"delta at epsilon {ke:.4g} is {w.worst:.4g} and exact epsilon at delta {kd:.3g} "
+            f"is {self.key_epsilon_needed:.4g}; composed over {self.l0} keys, delta at epsilon "
+            f"{self.epsilon:g} is at most {self.delta_needed:.4g} and epsilon at delta "
+            f"{self.delta:.3g} at most {self.epsilon_needed:.4g} {tail}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,12 +168,29 @@ class ExactAudit:
             "checked": {"epsilon": self.checked_epsilon, "delta": self.checked_delta},
             "delta_at_claimed_epsilon": self.delta_needed,
             "epsilon_at_claimed_delta": self.epsilon_needed,
+            # true when the two figures above are composition bounds over l0 keys, not exact
+            "composed_bound": self.composed,
+            "per_key": {
+                "delta_at_checked_epsilon": self.worst.worst,
+                "epsilon_at_checked_delta": self.key_epsilon_needed,
+            },
             "violation": self.violation,
             "worst_pair": self.worst.to_dict(),
             "profile": {"epsilon": self.profile_epsilons, "delta": self.profile_deltas},
             "pairs": [p.to_dict() for p in self.pairs],
             "verdict": self.verdict(),
         }
+
+
+def _compose_delta(delta: float, k: int) -> float:
+    """``1 - (1 - delta)^k`` rounded up: the delta of ``k``-fold composition at ``k`` times the
+    epsilon (Kairouz, Oh and Viswanath 2015, Theorem 3.3, ``i = 0``).
+
+    >>> _compose_delta(0.5, 2), _compose_delta(0.0, 3), _compose_delta(1.0, 3)
+    (0.75, 0.0, 1.0)
+    """
+    d = min(Fraction(1), max(Fraction(0), Fraction(delta)))
+    return float_up(1 - (1 - d) ** k)
 
 
 def _joint(p: KeyDistribution, l0: int) -> tuple[dict[Any, Any], Any]:
@@ -262,7 +306,8 @@ def audit_exact(
         pairs=results,
         epsilon_needed=eps_needed * scale,
         profile_epsilons=[e * scale for e in grid],
-        profile_deltas=[min(1.0, d * scale) for d in curve],
+        profile_deltas=[_compose_delta(d, scale) for d in curve],
+        key_epsilon_needed=eps_needed,
     )
 
 

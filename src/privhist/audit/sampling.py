@@ -18,8 +18,11 @@ privacy", CCS 2012).
   Other mechanisms are released once per sample (reported as such).
 * :class:`CallableSampler` — any ``f(records) -> output`` (a peer library, a user's function):
   called once per sample; ``records`` is the list of keys, one entry per record; the output is a
-  mapping ``key -> value``, a :class:`~privhist.core.release.Release`, or an iterable of released
-  keys.
+  mapping ``key -> value``, a :class:`~privhist.io.release.Release`, or an iterable of released
+  keys. A function named on the command line (``privhist audit sample --function
+  MODULE:FUNCTION``, :func:`load_function`) must be marked with :func:`audit_sampler`: the audit
+  calls it many times with lists of records, so it never calls a function that was not written
+  for that (``os:system`` is refused, not run).
 """
 
 from __future__ import annotations
@@ -29,16 +32,16 @@ import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from privhist.core.data import Counts
-from privhist.core.errors import UnsupportedError, ValidationError
+from privhist.core.errors import PrivhistError, UnsupportedError, ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource
-from privhist.core.release import Release
+from privhist.io.release import Release
 from privhist.mechanisms.base import Mechanism
 
 __all__ = [
@@ -48,8 +51,10 @@ __all__ = [
     "MechanismSampler",
     "NeighbouringPair",
     "Sampler",
+    "audit_sampler",
     "describe_row",
     "features",
+    "load_function",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -183,7 +188,7 @@ class MechanismSampler:
         m = self.mechanism
         if not isinstance(m, Mechanism):
             raise ValidationError("mechanism", "MechanismSampler", "a privhist Mechanism", m)
-        if getattr(m, "output_formats", None) is not None:
+        if m.output_formats is not None:
             raise UnsupportedError(
                 f"audit: {m.name} releases a compact polynomial, not rows; audit it with "
                 "'privhist audit exact' (its rows cannot be sampled as outputs)"
@@ -279,7 +284,7 @@ class CallableSampler:
         for j in range(n):
             released = np.zeros(m, dtype=np.bool_)
             values = np.zeros(m, dtype=np.float64)
-            for key, value in _as_mapping(self.function(list(records)), self.name).items():
+            for key, value in _as_mapping(self._call(records), self.name).items():
                 i = index.get(key)
                 if i is None:
                     continue
@@ -289,6 +294,20 @@ class CallableSampler:
             if progress is not None and (j + 1) % step == 0:
                 progress(step)
         return out
+
+    def _call(self, records: list[Hashable]) -> Any:
+        """One call on a copy of ``records``; an exception it raises becomes a typed error."""
+        try:
+            return self.function(list(records))
+        except Exception as exc:  # the function is the caller's; its failure is bad input
+            if isinstance(exc, PrivhistError):
+                raise
+            raise ValidationError(
+                "function",
+                self.name,
+                "a function that maps a list of records to its output",
+                f"one that raised {type(exc).__name__} ({exc}) on {len(records)} record(s)",
+            ) from exc
 
 
 def _as_mapping(output: Any, name: str) -> dict[Hashable, float]:
@@ -334,8 +353,36 @@ def rate(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else math.inf
 
 
+_MARK = "__privhist_audit_sampler__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def audit_sampler(function: F) -> F:
+    """Mark ``function`` (``f(records) -> output``, module notes) as one that ``privhist audit
+    sample --function MODULE:FUNCTION`` may call.
+
+    >>> from privhist.core.random import SeededRandom
+    >>> @audit_sampler
+    ... def exact_counts(records):
+    ...     return {r: records.count(r) for r in set(records)}
+    >>> CallableSampler(exact_counts).draw({"x": 2}, ["x"], 1, SeededRandom(0)).tolist()
+    [[2, 0]]
+    """
+    if not callable(function):
+        raise ValidationError("function", "audit_sampler", "a function", function)
+    setattr(function, _MARK, True)
+    return function
+
+
 def load_function(spec: str) -> Callable[[list[Hashable]], Any]:
-    """The function named ``module:function`` (e.g. ``mypkg.release:noisy_counts``)."""
+    """The function named ``module:function`` (e.g. ``mypkg.release:noisy_counts``), which must
+    be marked with :func:`audit_sampler`.
+
+    Raises:
+        ValidationError: ``spec`` is not ``MODULE:FUNCTION``, the module cannot be imported, or
+            it names no function marked with :func:`audit_sampler`.
+    """
     import importlib
 
     fn = "audit sample"
@@ -349,4 +396,12 @@ def load_function(spec: str) -> Callable[[list[Hashable]], Any]:
     f = getattr(mod, name, None)
     if not callable(f):
         raise ValidationError("--function", fn, f"a function defined in {module}", spec)
+    if getattr(f, _MARK, False) is not True:
+        raise ValidationError(
+            "--function",
+            fn,
+            "a function f(records) -> {key: value}, a Release or keys, marked with "
+            "@privhist.audit.audit_sampler",
+            f"{spec}, which is not marked",
+        )
     return f  # type: ignore[no-any-return]

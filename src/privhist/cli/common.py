@@ -56,6 +56,74 @@ def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
 
 
+def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "records are read") -> None:
+    """``--engine`` (the names of :mod:`privhist.engines.registry`) and ``--spark-master``."""
+    from privhist.engines.registry import ENGINES, NAMES
+
+    parser.add_argument(
+        "--engine",
+        choices=list(NAMES),
+        default=NAMES[0],
+        help=f"where {what}: " + "; ".join(f"{n}: {d}" for n, (d, _) in ENGINES.items()),
+    )
+    parser.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
+    parser.add_argument(
+        "--noise-on",
+        choices=["driver", "executors"],
+        help="where per-key mechanisms draw their noise: on the driver (this process), or where "
+        "the data lives from keyed streams (the local engine draws the same streams, so both "
+        "engines give the same release for a seed in either mode); default: the engine's "
+        "(local: driver, spark: executors)",
+    )
+
+
+def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--columns`` (a CSV file without a header: its column names) and ``--separator``."""
+    parser.add_argument(
+        "--columns",
+        type=lambda text: tuple(c.strip() for c in text.split(",")),
+        help="the file has no header line: these are its column names, comma-separated "
+        "(a,b,c); its first line is then a record",
+    )
+    parser.add_argument(
+        "--separator",
+        help="the character between fields of a CSV file (',' by default; 'tab' or '\\t' for "
+        "tabs, which are also detected from a header holding tabs and no comma)",
+    )
+
+
+def layout(args: argparse.Namespace, function: str) -> dict[str, Any]:
+    """The ``columns`` and ``separator`` Session arguments of the layout flags."""
+    from privhist.io.readers import parse_separator
+
+    sep = getattr(args, "separator", None)
+    return {
+        "columns": getattr(args, "columns", None),
+        "separator": None if sep is None else parse_separator(sep, function),
+    }
+
+
+def add_dry_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dry-run`` (and ``--json`` unless the command has it)."""
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the cost, the remaining budget and Pr[released] by true count as a table "
+        "(JSON with --json); read no data, spend nothing",
+    )
+    if "--json" not in parser._option_string_actions:
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def print_dry_run(dry: Any, as_json: bool) -> int:
+    """Print a :class:`~privhist.session.DryRun` as a table (or one JSON object)."""
+    if as_json:
+        print(json.dumps(dry.to_dict()))
+    else:
+        print(dry)
+    return 0
+
+
 def session_for(args: argparse.Namespace, function: str) -> Any:
     """The :class:`~privhist.session.Session` a command's ``--ledger``/``--dataset`` describe.
 
@@ -68,18 +136,24 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
 
     engine: Any = getattr(args, "engine", None) or "local"
     if engine == "spark":
-        from pyspark.sql import SparkSession
-
         from privhist.engines.spark import SparkEngine
+        from privhist.engines.spark.sessions import spark_session
 
         master = getattr(args, "spark_master", None) or "local[*]"
-        engine = SparkEngine(SparkSession.builder.master(master).getOrCreate())
+        engine = SparkEngine(spark_session(master))
     elif getattr(args, "spark_master", None) is not None:
         raise ValidationError("--spark-master", function, "given with --engine spark", None)
     dataset = getattr(args, "dataset", None)
     progress = not getattr(args, "no_progress", True)
+    noise_on = getattr(args, "noise_on", None)
     if dataset is None:
         if getattr(args, "ledger", None) is not None:
             raise ValidationError("--dataset", function, "a dataset id with --ledger", None)
-        return Session(engine=engine, progress=progress)
-    return Session(args.ledger or default_ledger_path(), dataset, engine=engine, progress=progress)
+        return Session(engine=engine, noise_on=noise_on, progress=progress)
+    return Session(
+        args.ledger or default_ledger_path(),
+        dataset,
+        engine=engine,
+        noise_on=noise_on,
+        progress=progress,
+    )

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from privhist.core.data import Counts
-from privhist.core.release import Release
+from privhist.io.release import Release
 from privhist.session import Session
 
 #: the demo generates its records in memory (8 bytes each, and as much again while drawing)

@@ -1,64 +1,29 @@
-"""One federated client process: ``privhist federated client``, also runnable as
-``python -m privhist.cli.federated_client`` (what ``privhist federated run`` starts: it skips the
-loading of every other command, which matters when dozens of clients start on one machine)."""
+"""``privhist federated client``: a thin wrapper of :mod:`privhist.federated.secagg.client`
+(the process ``privhist federated run`` starts is that module itself). It is imported when the
+command line is built, so it loads the client (and NumPy) only when the command runs."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any
-
-STAGE_NAMES = ["advertise", "shares", "masked", "ack", "unmask"]
 
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--server", required=True, help="HOST:PORT of the server")
-    c.add_argument("--cert", required=True, help="the server's PEM certificate")
-    c.add_argument("--id", type=int, required=True, help="this client's id in [0, N)")
-    c.add_argument("--seed", type=int, help="reproducible, NOT private client randomness")
-    c.add_argument("--drop-at", choices=STAGE_NAMES, help="inject a dropout before this stage")
-    c.add_argument("--timeout", type=float, default=300.0, help="seconds per call (300)")
-    c.add_argument("--json", action="store_true", help="print one JSON object")
+    """The client's flags (:func:`privhist.federated.secagg.client.add_arguments`)."""
+    from privhist.federated.secagg import client
+
+    client.add_arguments(c)
 
 
 def run(args: argparse.Namespace) -> int:
-    from privhist.federated.secagg import runtime
+    """Run one client from the parsed flags of ``privhist federated client``."""
+    from privhist.federated.secagg import client
 
-    res = runtime.run_client(
-        args.server,
-        Path(args.cert).read_bytes(),
-        args.id,
-        seed=args.seed,
-        drop_at=args.drop_at,
-        timeout=args.timeout,
-    )
-    if args.json:
-        print(json.dumps(asdict(res)))
-    else:
-        print(f"client {res.client}: {res.status} after {res.rounds} round(s) {res.detail}")
-    return 0 if res.status in ("finished", "dropped", "excluded") else 1
+    return client.run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from privhist.core.errors import PrivhistError
+    """``privhist federated client`` as a function (one line on stderr on errors)."""
+    from privhist.federated.secagg import client
 
-    p = argparse.ArgumentParser(prog="privhist federated client")
-    add_arguments(p)
-    args = p.parse_args(argv)
-    try:
-        return run(args)
-    except (PrivhistError, OSError) as exc:
-        print(f"privhist: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-
-
-def _entry() -> Any:
-    raise SystemExit(main())
-
-
-if __name__ == "__main__":
-    _entry()
+    return client.main(argv)

@@ -1,4 +1,5 @@
-"""The ``privhist`` command: ``histogram``, ``plan``, ``budget``, ``demo``.
+"""The ``privhist`` command: ``histogram``, ``plan``, ``demo`` (``budget`` and the others are in
+:mod:`privhist.cli.commands`).
 
 Every failure prints one line ``privhist: error: ...`` to stderr and exits non-zero (``--debug``
 shows the traceback). Releases go to ``--output`` (written atomically) or to stdout as CSV; the
@@ -60,14 +61,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _as_command(exc: BaseException, args: argparse.Namespace) -> BaseException:
     """A mechanism's error names its class (``StabilityHistogram``); on the command line it names
     the command that built it instead (``histogram --mechanism stability``, ``plan stability``).
-    An error a Session method relabelled (``Session.histogram``) is shown as the method received
-    it (its cause), which names the command (``histogram``) or the class."""
+    An error a Session method labelled (``Session.histogram with mechanism stability``) names the
+    command and the mechanism flag instead (``histogram --mechanism stability``)."""
     registry = sys.modules.get("privhist.mechanisms.registry")
     command = getattr(args, "command", None)
     if not isinstance(exc, ValidationError) or not command:
         return exc
-    while exc.function.startswith("Session.") and isinstance(exc.__cause__, ValidationError):
-        exc = exc.__cause__
+    if exc.function.startswith("Session."):
+        # the Session's label names the method and the mechanism: on the command line, the
+        # command and the mechanism flag ("histogram --mechanism stability")
+        _, _, mechanism = exc.function.partition(" with mechanism ")
+        where = f"{command} --mechanism {mechanism}" if mechanism else command
+        return ValidationError(exc.parameter, where, exc.expected, exc.got)
     if registry is None:
         return exc
     known = {**registry.registry(), **registry.weighted_registry()}
@@ -168,7 +173,7 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    builders = [_histogram_parser, _plan_parsers, _budget_parser, _demo_parser]
+    builders = [_histogram_parser, _plan_parsers, _demo_parser]
     builders += [m.register for m in _plugins("privhist.cli.commands")]
     for register in builders:
         if selected == "*":
@@ -187,6 +192,12 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
 
 
 def _histogram_parser(sub: Any) -> None:
+    from privhist.cli.common import (
+        add_dry_run_arguments,
+        add_engine_arguments,
+        add_layout_arguments,
+    )
+
     h = sub.add_parser("histogram", help="release a private histogram of a column")
     h.add_argument("input", help="CSV, Parquet, NDJSON, text (.txt[.gz]) or FIMI (.dat) file")
     h.add_argument("--key", help="key column (not needed for --text or FIMI input)")
@@ -216,6 +227,12 @@ def _histogram_parser(sub: Any) -> None:
     _privacy_args(h)
     h.add_argument("--domain", help="file with the public key domain, one key per line")
     h.add_argument("--output", "-o", help="output file (default: CSV on stdout)")
+    h.add_argument(
+        "--top",
+        type=int,
+        help="on stdout, only the K rows of largest count, largest first (the file and the "
+        "release keep every row, in key order)",
+    )
     h.add_argument("--format", choices=["csv", "json", "parquet"], help="output format")
     h.add_argument(
         "--no-csv-escape",
@@ -227,46 +244,10 @@ def _histogram_parser(sub: Any) -> None:
     h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     h.add_argument("--no-progress", action="store_true", help="no progress display")
-    h.add_argument(
-        "--engine",
-        choices=["local", "spark"],
-        default="local",
-        help="where records are counted: this process (local) or Apache Spark (pip install "
-        "'privhist[spark]'; CSV/TSV, Parquet and NDJSON inputs)",
-    )
-    h.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
-    h.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print (JSON) the cost, the remaining budget and Pr[released] by true count; read "
-        "no data, spend nothing",
-    )
+    add_engine_arguments(h, "records are counted")
+    add_dry_run_arguments(h)
+    add_layout_arguments(h)
     h.set_defaults(run=_cmd_histogram)
-
-
-def _budget_parser(sub: Any) -> None:
-    b = sub.add_parser("budget", help="the budget ledger")
-    bsub = b.add_subparsers(
-        dest="budget_command", metavar="ACTION", required=True, parser_class=_Parser
-    )
-    bi = bsub.add_parser("init", help="register a dataset with its total budget")
-    bi.add_argument("--dataset", required=True)
-    bi.add_argument("--epsilon", type=float, required=True)
-    bi.add_argument("--delta", type=float, default=0.0)
-    bi.add_argument(
-        "--unit",
-        choices=["record", "user"],
-        default="record",
-        help="what the total protects: one record, or one user (then only user-level releases "
-        "may be charged)",
-    )
-    bi.add_argument("--ledger")
-    bi.set_defaults(run=_cmd_budget_init)
-    bs = bsub.add_parser("show", help="total, spent and remaining budget")
-    bs.add_argument("--dataset", help="one dataset (default: all)")
-    bs.add_argument("--ledger")
-    bs.add_argument("--json", action="store_true")
-    bs.set_defaults(run=_cmd_budget_show)
 
 
 def _demo_parser(sub: Any) -> None:
@@ -539,12 +520,14 @@ def _plot(args: argparse.Namespace, mech: Any, nb: Neighbouring, domain: Any) ->
 
 
 def _cmd_histogram(args: argparse.Namespace) -> int:
-    from privhist.cli.common import session_for
+    from privhist.cli.common import layout, print_dry_run, session_for
     from privhist.io.writers import release_to_csv
     from privhist.session import DryRun
 
     if args.output is None and args.format not in (None, "csv"):
         raise ValidationError("--format", "histogram", "csv when writing to stdout", args.format)
+    if args.top is not None and args.top < 1:
+        raise ValidationError("--top", "histogram", "an integer >= 1", args.top)
     session = session_for(args, "histogram")
     release = session.histogram(
         args.input,
@@ -559,6 +542,7 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         input_format=args.input_format or ("text" if args.text else None),
         key_type=args.key_type,
+        **layout(args, "histogram"),
         options=_options(args),
         output=args.output,
         output_format=args.format,
@@ -567,13 +551,31 @@ def _cmd_histogram(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
     )
     if isinstance(release, DryRun):
-        print(json.dumps(release.to_dict()))
-        return 0
+        return print_dry_run(release, args.json)
     if args.output is None:
-        sys.stdout.write(release_to_csv(release, escape_formulas=not args.no_csv_escape))
+        text = release_to_csv(release, escape_formulas=not args.no_csv_escape)
+        sys.stdout.write(_shown(text, release, args.top))
         sys.stdout.flush()
     _summary(release)
     return 0
+
+
+def _shown(text: str, release: Any, top: int | None) -> str:
+    """The CSV rows as printed: keys that are all integers in numeric order (1, 2, 10 rather than
+    1, 10, 2; the order of the released set, so it says nothing more), or with ``--top K`` the K
+    rows of largest count first."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= 2:
+        return text
+    head, rows = lines[0], lines[1:]
+    keys = [str(k) for k in release.keys.tolist()]
+    order = list(range(len(rows)))
+    if all(k.lstrip("-").isdigit() for k in keys):
+        order.sort(key=lambda i: int(keys[i]))
+    if top is not None and release.values is not None:
+        values = release.values.tolist()
+        order = sorted(order, key=lambda i: -values[i])[:top]
+    return head + "".join(rows[i] for i in order)
 
 
 def _is_fimi(path: str) -> bool:
@@ -599,8 +601,13 @@ def _summary(release: Any) -> None:
     if isinstance(effective, float) and effective < g["epsilon"] * (1 - 1e-9):
         parts.append(f"effective epsilon {effective:.6g} of the requested {g['epsilon']:.6g}")
     facts = []
-    if "distinct_keys_counted" in info:
-        facts.append(f"{info['distinct_keys_counted']} distinct keys")
+    before, kept = info.get("distinct_keys"), info.get("distinct_keys_counted")
+    if before is not None:
+        facts.append(f"{before} distinct keys")
+        if kept is not None and kept != before:
+            facts.append(f"{kept} of them kept after bounding")
+    elif kept is not None:
+        facts.append(f"{kept} distinct keys")
     if "users" in info:
         facts.append(f"{info['users']} users")
     if info.get("null_keys"):
@@ -611,52 +618,6 @@ def _summary(release: Any) -> None:
         facts.append(f"{info['keys_outside_domain']} keys outside the domain were dropped")
     parts.append("input (exact, not private, not in the output): " + ", ".join(facts))
     print("privhist: " + "; ".join(parts), file=sys.stderr)
-
-
-def _cmd_budget_init(args: argparse.Namespace) -> int:
-    from privhist.accounting.ledger import default_ledger_path, init_ledger
-    from privhist.core.budget import Budget
-
-    total = Budget(args.epsilon, args.delta)  # checked before any file is touched
-    ledger = init_ledger(args.ledger or default_ledger_path(), args.dataset, total, unit=args.unit)
-    print(
-        f"dataset '{args.dataset}' registered with total budget {Budget(args.epsilon, args.delta)}"
-        f" in {ledger.path}",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _cmd_budget_show(args: argparse.Namespace) -> int:
-    from privhist.accounting.ledger import Ledger, default_ledger_path
-
-    ledger = Ledger(args.ledger or default_ledger_path(), create=False)
-    ids = [args.dataset] if args.dataset is not None else list(ledger.datasets())
-    rows: list[dict[str, Any]] = []
-    for ds in ids:
-        st = ledger.show(ds)
-        rows.append(
-            {
-                "dataset": ds,
-                "total": {"epsilon": st.total.epsilon, "delta": st.total.delta},
-                "spent": {"epsilon": st.spent.epsilon, "delta": st.spent.delta},
-                "remaining": {"epsilon": st.remaining.epsilon, "delta": st.remaining.delta},
-                "releases": len(st.spends),
-            }
-        )
-    if args.json:
-        print(json.dumps(rows))
-        return 0
-    if not rows:
-        print("no datasets in the ledger")
-    for r in rows:
-        print(
-            f"{r['dataset']}: total ({r['total']['epsilon']:.6g}, {r['total']['delta']:.3g}), "
-            f"spent ({r['spent']['epsilon']:.6g}, {r['spent']['delta']:.3g}) in "
-            f"{r['releases']} releases, remaining ({r['remaining']['epsilon']:.6g}, "
-            f"{r['remaining']['delta']:.3g})"
-        )
-    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -337,12 +337,8 @@ def exact_fraction(
 def _real(value: Any, function: str, name: str, expected: str) -> float:
     import numbers
 
+    # a number given as a string is refused, not converted (it is a caller's error)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
         raise ValidationError(name, function, expected, value)
     try:
         return float(value)

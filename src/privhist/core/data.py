@@ -1,7 +1,7 @@
 """``Counts``: aggregated, contribution-bounded counts per key — what every mechanism consumes.
 
 An engine turns records into ``Counts``; a mechanism turns ``Counts`` into a
-:class:`~privhist.core.release.Release`. Keys are unique; ``counts[i]`` is the number of records of
+:class:`~privhist.io.release.Release`. Keys are unique; ``counts[i]`` is the number of records of
 ``keys[i]`` after contribution bounding, and ``units[i]`` (when known) the number of distinct
 privacy units (users) holding ``keys[i]`` after bounding. Without a user column every record is
 its own unit and ``units`` equals ``counts``.

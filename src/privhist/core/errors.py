@@ -39,7 +39,12 @@ class BudgetExceededError(PrivhistError):
     """A release would spend more than the dataset's remaining budget."""
 
     def __init__(
-        self, dataset: str, requested: Any, remaining: Any, reason: str | None = None
+        self,
+        dataset: str,
+        requested: Any,
+        remaining: Any,
+        reason: str | None = None,
+        note: str | None = None,
     ) -> None:
         self.dataset = dataset
         self.requested = requested
@@ -47,15 +52,23 @@ class BudgetExceededError(PrivhistError):
         #: why the dataset's filter refused, where that is more than "it does not fit what
         #: remains" (the Renyi regime: no Renyi guarantee, or over the Renyi budget)
         self.reason = reason
+        #: a remark after the message (e.g. the exact amount left, when the rounded one shown
+        #: would seem to admit the request)
+        self.note = note
         message = f"release refused for dataset '{dataset}': it requests {requested} "
         if reason is None:
             message += f"but only {remaining} remains"
         else:
             message += f"and the dataset's Renyi regime refuses it: {reason}"
+        if note:
+            message += f" ({note})"
         super().__init__(message)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.dataset, self.requested, self.remaining, self.reason))
+        return (
+            type(self),
+            (self.dataset, self.requested, self.remaining, self.reason, self.note),
+        )
 
 
 class LedgerError(PrivhistError):

@@ -20,9 +20,11 @@ most ``scale`` units). The aggregate is the per-key sum of these integer weights
   among ``keys`` (the input of a second, count-releasing step), and
   ``degree_histogram(bounds)`` the number of users whose number of distinct keys falls in each
   bucket ``(bounds[i-1], bounds[i]]`` (the input of a DP cap, :mod:`privhist.mechanisms.user_level
-  .caps`; each user is in exactly one bucket). The local engine implements it
-  in :class:`privhist.engines.local.weighting.LocalWeightedSource`; a distributed engine
-  implements the same two methods.
+  .caps`; each user is in exactly one bucket), and ``records_histogram(bounds)`` the same for
+  the most records a user holds on one key. Every engine's answer to
+  :class:`~privhist.core.requests.UserKeys` implements them (local:
+  :class:`privhist.engines.local.weighting.LocalWeightedSource`, Spark:
+  :class:`privhist.engines.spark.weighting.SparkWeightedSource`).
 """
 
 from __future__ import annotations
@@ -129,4 +131,10 @@ class WeightedSource(Protocol):
         """Users per bucket of distinct-key counts: entry ``i`` counts the users holding more
         than ``bounds[i - 1]`` (0 for ``i = 0``) and at most ``bounds[i]`` keys; the last entry
         (index ``len(bounds)``) those holding more than ``bounds[-1]``."""
+        ...
+
+    def records_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Users per bucket of the most records a user holds on one key: entry ``i`` counts the
+        users whose most records on one key ``m`` satisfy ``bounds[i - 1] < m <= bounds[i]``;
+        the last entry those above every bound (the input of a DP records-per-key cap)."""
         ...

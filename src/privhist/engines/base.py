@@ -1,95 +1,154 @@
-"""The ``Engine`` protocol: where records become contribution-bounded counts per key.
+"""The ``Engine`` protocol: where records become the aggregates a release asks for.
 
-An engine answers one question for the release pipeline (:class:`privhist.session.Session`):
-given a source of records and a :class:`CountRequest`, what are the per-key counts after each
-user's contribution is bounded? Everything a mechanism needs comes back as
-:class:`~privhist.core.data.Counts` (keys, counts, units, the neighbouring relation the bounds
-give, and exact facts about the input in ``info``), so mechanisms never know which engine
-counted. What an engine must do:
+A release states what it needs as **requests** (:mod:`privhist.core.requests`) and an engine
+answers them: ``supports(request)`` says whether it can, before any data is read, and
+``compute(source, request, rng)`` reads the source and returns the answer. Every engine answers
+the same requests with the same values for a seed (the engine contract test runs every request
+kind over every engine against a brute-force reference engine in the tests), so mechanisms and
+analyses never know which engine counted. What an engine must do for every request:
 
 * **scan** the source it accepts (:meth:`Engine.accepts`): a file path and the in-memory tables of
   its ecosystem (the local engine: pandas, Polars and pyarrow tables; the Spark engine: Spark
   DataFrames);
 * **account for nulls**: records with a null key (and, with a user column, a null user) are
-  counted in ``info["null_keys"]`` / ``info["null_users"]`` and dropped, never an error;
+  counted in the answer's facts (``null_keys`` / ``null_users``) and dropped, never an error;
 * **bound contributions** with cryptographic randomness from the
   :class:`~privhist.core.random.RandomSource` it is given: a user holding more than ``k`` keys
   keeps a uniformly random ``k``-subset, independently of every other user, and each kept
   (user, key) pair keeps at most ``c`` records. The result must not depend on how the engine
   splits the data into partitions or chunks;
-* **count** per key: records (``counts``) and, with a user column, distinct users (``units``),
-  keys sorted.
+* **answer** in the canonical order (keys sorted).
 
-Key types are a public choice (``CountRequest.key_type``), never inferred from the data.
+Drawing a release where the data lives (per-key noise on Spark executors) is the optional
+request :class:`~privhist.core.requests.KeyedDraw`: an engine that can do it for a mechanism says
+so in :meth:`Engine.supports`. An engine that writes Parquet releases itself (where the data is)
+returns a writer from :meth:`Engine.publisher`. Engines are named in one registry
+(:mod:`privhist.engines.registry`).
+
+Key types are a public choice (:attr:`~privhist.core.requests.Reading.key_type`), never inferred
+from the data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, overload
 
 from privhist.core.data import Counts
-from privhist.core.errors import ValidationError
+from privhist.core.errors import UnsupportedError, ValidationError
 from privhist.core.random import RandomSource
+from privhist.core.requests import (
+    ColumnValues,
+    KeyCounts,
+    KeyedDraw,
+    KeyWeights,
+    Request,
+    UserItems,
+    UserKeys,
+    Values,
+)
+from privhist.core.weighted import WeightedSource
+from privhist.io.release import Release
+
+#: what answers a request: ``(source, request, rng, progress) -> answer``
+Handler = Callable[[Any, Any, RandomSource, bool], Any]
+
+#: a prepared draw (the answer of :class:`KeyedDraw`): called inside the ledger transaction
+Draw = Callable[[], Release]
+
+#: prepares the writing of a release's file inside the transaction; returns the function that
+#: writes and publishes it after the commit (None: the release path encodes it itself)
+Publisher = Callable[[Release], Callable[[], object] | None]
 
 
-@dataclass(frozen=True)
-class CountRequest:
-    """What to count: the columns, how keys are read, and the contribution bounds.
-
-    Attributes:
-        key: the key column (ignored for ``text`` and ``fimi`` files).
-        user: the user column; ``True`` makes each line of a ``text``/``fimi`` file a user;
-            None for record-level data (every record its own privacy unit).
-        format: the file format when the name does not tell (files only).
-        key_type: ``"str"`` or ``"int"`` (None: the format's default, or a table's own type).
-        max_partitions: ``k``, the most distinct keys one user keeps (user-level only).
-        max_per_partition: ``c``, the most records one user keeps per key (user-level only).
-    """
-
-    key: str = "key"
-    user: str | bool | None = None
-    format: str | None = None
-    key_type: str | None = None
-    max_partitions: int | None = None
-    max_per_partition: int | None = None
-
-    @property
-    def user_level(self) -> bool:
-        return self.user is not None and self.user is not False
-
-
-@runtime_checkable
-class Engine(Protocol):
-    """What the release pipeline needs from an engine (see the module notes)."""
+class Engine(ABC):
+    """Where counting happens (see the module notes). Subclasses name themselves and map each
+    request type they answer to a handler (:meth:`handlers`)."""
 
     #: a short name recorded in the release's diagnostics ("local", "spark")
-    name: str
+    name: ClassVar[str]
 
+    @abstractmethod
     def accepts(self, source: Any) -> bool:
         """Whether this engine can read ``source`` (checked before any data is read)."""
-        ...
 
     def describe(self, source: Any) -> str:
         """A short label for ``source`` in messages and progress displays."""
-        ...
+        if isinstance(source, str | os.PathLike):
+            return os.fspath(source)
+        return f"a {type(source).__module__.split('.')[0]} {type(source).__name__}"
 
-    def count(
+    @abstractmethod
+    def handlers(self) -> Mapping[type[Request], Handler]:
+        """The request types this engine answers, each with the function that answers it."""
+
+    def supports(self, request: Request) -> bool:
+        """Whether :meth:`compute` answers ``request`` (decided without reading data)."""
+        return type(request) in self.handlers()
+
+    @overload
+    def compute(
+        self, source: Any, request: KeyedDraw, rng: RandomSource, *, progress: bool = False
+    ) -> Draw: ...
+
+    @overload
+    def compute(
+        self, source: Any, request: KeyCounts, rng: RandomSource, *, progress: bool = False
+    ) -> Counts: ...
+
+    @overload
+    def compute(
+        self, source: Any, request: UserKeys, rng: RandomSource, *, progress: bool = False
+    ) -> WeightedSource: ...
+
+    @overload
+    def compute(
         self,
         source: Any,
-        request: CountRequest,
+        request: ColumnValues | KeyWeights,
         rng: RandomSource,
         *,
         progress: bool = False,
+    ) -> Values: ...
+
+    @overload
+    def compute(
+        self, source: Any, request: UserItems, rng: RandomSource, *, progress: bool = False
+    ) -> Any: ...
+
+    @overload
+    def compute(
+        self, source: Any, request: Request, rng: RandomSource, *, progress: bool = False
+    ) -> Any: ...
+
+    def compute(
+        self, source: Any, request: Request, rng: RandomSource, *, progress: bool = False
+    ) -> Any:
+        """The answer of ``request`` on ``source`` (see :mod:`privhist.core.requests` for each
+        request's answer); ``rng`` draws what bounding needs (and a keyed draw's secret)."""
+        handler = self.handlers().get(type(request))
+        if handler is None or not self.supports(request):
+            raise UnsupportedError(f"the {self.name} engine cannot compute {request.describe()}")
+        return handler(source, request, rng, progress)
+
+    def publisher(self, output: str | os.PathLike[str], format: str | None) -> Publisher | None:
+        """How this engine writes a release to ``output`` itself (None: the release path encodes
+        the release in memory and writes it; the default)."""
+        return None
+
+    def count(
+        self, source: Any, request: KeyCounts, rng: RandomSource, *, progress: bool = False
     ) -> Counts:
-        """Per-key counts of ``source`` with contributions bounded as ``request`` says."""
-        ...
+        """The answer of a :class:`~privhist.core.requests.KeyCounts` request (a shorthand of
+        :meth:`compute`)."""
+        counts: Counts = self.compute(source, request, rng, progress=progress)
+        return counts
 
 
 def check_engine(engine: Any, function: str) -> Engine:
-    """``engine`` if it implements :class:`Engine`, else a typed error."""
+    """``engine`` if it is an :class:`Engine`, else a typed error."""
     if not isinstance(engine, Engine):
-        raise ValidationError(
-            "engine", function, "an Engine (accepts, describe, count)", type(engine).__name__
-        )
+        raise ValidationError("engine", function, "an Engine", type(engine).__name__)
     return engine

@@ -56,7 +56,7 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource
-from privhist.core.release import Release
+from privhist.io.release import Release
 
 #: the number of noise blocks (public, fixed: a block's keys never depend on the data's layout)
 NOISE_BLOCKS: Final[int] = 64
@@ -280,65 +280,3 @@ def release_keyed(mechanism: Any, counts: Counts, rng: RandomSource) -> Release:
             )
         )
     return assemble(mechanism, parts, rng, counts.info, counts)
-
-
-class KeyedNoise:
-    """An engine that counts with ``engine`` and draws per-key mechanisms block by block from
-    keyed streams (:func:`release_keyed`): how the local engine gives, for the same seed, the
-    release the Spark engine draws on its executors. Other mechanisms draw as ``engine`` does.
-
-    Example:
-        >>> import polars as pl
-        >>> from privhist import Session
-        >>> from privhist.engines import LocalEngine
-        >>> data = pl.DataFrame({"key": ["a"] * 300 + ["b"] * 2})
-        >>> Session(engine=KeyedNoise(LocalEngine())).histogram(
-        ...     data, key="key", epsilon=1, delta=1e-6, seed=4).keys.tolist()
-        ['a']
-    """
-
-    def __init__(self, engine: Any) -> None:
-        from privhist.engines.base import check_engine
-
-        self.engine = check_engine(engine, "KeyedNoise")
-        self.name = self.engine.name
-        self.weighted = bool(getattr(self.engine, "weighted", False))
-
-    def accepts(self, source: Any) -> bool:
-        return self.engine.accepts(source)
-
-    def describe(self, source: Any) -> str:
-        return self.engine.describe(source)
-
-    def count(
-        self, source: Any, request: Any, rng: RandomSource, *, progress: bool = False
-    ) -> Counts:
-        return self.engine.count(source, request, rng, progress=progress)
-
-    def weighted_source(self, source: Any, request: Any, rng: RandomSource) -> Any:
-        return self.engine.weighted_source(source, request, rng)  # type: ignore[attr-defined]
-
-    def prepare_release(
-        self,
-        source: Any,
-        request: Any,
-        mechanism: Any,
-        rng: RandomSource,
-        *,
-        progress: bool = False,
-    ) -> Any:
-        """Count now; the returned function draws (see :meth:`privhist.engines.spark.SparkEngine
-        .prepare_release`)."""
-        counts = self.engine.count(source, request, rng, progress=progress)
-
-        def draw() -> Release:
-            keyed = runs_per_key(mechanism)
-            release: Release = (
-                release_keyed(mechanism, counts, rng) if keyed else mechanism.release(counts, rng)
-            )
-            release.diagnostics.setdefault("distinct_keys_counted", len(counts))
-            release.diagnostics.setdefault("engine", self.name)
-            release.diagnostics["noise"] = "keyed" if keyed else "driver"
-            return release
-
-        return draw

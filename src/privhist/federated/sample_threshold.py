@@ -10,7 +10,7 @@ The paper's deployment (Section 2, "model"; Section 3.1; Section 3.2 for fixed-s
 * the :class:`Aggregator` — the trusted shuffler / secure-hardware / MPC role of Section 2 —
   counts the items it received, discards the dummies, and releases the items whose count reaches
   ``tau`` with their counts, the estimates ``count / p`` and confidence intervals;
-* the :class:`Analyst` sees only that :class:`~privhist.core.release.Release`.
+* the :class:`Analyst` sees only that :class:`~privhist.io.release.Release`.
 
 **Aggregated simulation.** A round over ``n`` clients is simulated in time proportional to the
 number of distinct items: the messages a Poisson sample produces are, as a multiset, "item ``x``
@@ -50,10 +50,10 @@ from privhist.core.constraints import Declared
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Relation
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.release import Release
 from privhist.core.validation import float_up
 from privhist.federated.population import Population
 from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
+from privhist.io.release import Release
 from privhist.mechanisms.sampling import accuracy
 from privhist.mechanisms.sampling.cohort import FixedSizeCohort, uniform_subset
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold

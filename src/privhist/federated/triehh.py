@@ -90,7 +90,6 @@ from privhist.core.budget import Budget
 from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.release import Release
 from privhist.core.validation import (
     check_delta,
     check_epsilon,
@@ -101,6 +100,7 @@ from privhist.core.validation import (
 from privhist.federated.population import Population
 from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
 from privhist.federated.triehh_intervals import node_interval
+from privhist.io.release import Release
 from privhist.mechanisms.sampling.pair import threshold_pair_event
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import binomial
@@ -118,6 +118,9 @@ __all__ = [
 ]
 
 #: the characters of words read by the text reader (:data:`privhist.io.readers.WORD_PATTERN`)
+#: the most trie levels (the longest item a run can find)
+MAX_LEVELS = 256
+
 DEFAULT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789'"
 DEFAULT_TERMINATOR = "$"
 #: grid of the certified PLD composition (:mod:`privhist.accounting.certified`)
@@ -306,7 +309,7 @@ class HeavyHitters:
     upper: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def release(self) -> Release:
-        """The complete items as a :class:`~privhist.core.release.Release` (for the writers),
+        """The complete items as a :class:`~privhist.io.release.Release` (for the writers),
         with the interval for each item's number of clients as ``lower`` / ``upper``."""
         return Release(
             keys=self.items,
@@ -384,7 +387,9 @@ class TrieHH(Declared):
     declared: ClassVar[dict[str, Constraint]] = {
         "epsilon": Constraint.real(0, open_low=True),
         "delta": delta_constraint(positive=True),
-        "levels": Constraint.integer(1),
+        # one level per character of the longest item found; the composition's cost grows with
+        # the levels (PLD over L releases), and an item of more than 256 characters is no word
+        "levels": Constraint.integer(1, MAX_LEVELS, limit_note="the largest accepted"),
         "drop_unknown": Constraint.flag(),
         "level_epsilon": Constraint.real(0, open_low=True, optional=True),
         "level_delta": delta_constraint(positive=True)._replace(optional=True),

@@ -7,7 +7,7 @@ The paper (Section 2) has user ``i`` hold ``x_i`` in ``R^d`` with ``x_i[j]`` the
 Sources:
 
 * :func:`from_records`: ``(user, item)`` arrays;
-  :func:`privhist.io.federated_data.read_user_counts`: any file :func:`privhist.io.scan`
+  :func:`privhist.engines.local.federated_data.read_user_counts`: any file :func:`privhist.io.scan`
   reads, with a user column (``top_d`` keeps the ``d`` most frequent items, as the paper
   builds its real-data histograms; that choice looks at the data and is not private, exactly
   as in the paper's experiments).

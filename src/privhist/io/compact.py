@@ -10,18 +10,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from privhist.core.errors import InputDataError, ValidationError
-from privhist.core.release import Release
 from privhist.io.integrity import seal_metadata, verify_document
+from privhist.io.release import Release
 from privhist.io.writers import metadata_to_json, write_text_atomic
-from privhist.mechanisms.finite.compact import CompactCounts
 
-__all__ = ["load_compact", "write_compact"]
+__all__ = ["read_compact", "write_compact"]
 
 
-def load_compact(path: str | os.PathLike[str]) -> CompactCounts:
-    """Read a compact JSON file, a release written as JSON, or one written as Parquet."""
+def read_compact(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The compact payload (``metadata["compact"]``) of a compact JSON file, a release written
+    as JSON, or one written as Parquet, its integrity checked; query it with
+    ``privhist.mechanisms.finite.compact.CompactCounts(read_compact(path))``."""
     p = Path(path)
     if not p.is_file():
         raise InputDataError(f"compact release '{path}' does not exist")
@@ -57,7 +59,7 @@ def load_compact(path: str | os.PathLike[str]) -> CompactCounts:
     compact = metadata.get("compact")
     if not isinstance(compact, dict):
         raise InputDataError(f"'{path}' is not a compact histogram release (no 'compact')")
-    return CompactCounts(compact)
+    return compact
 
 
 def write_compact(release: Release, path: str | os.PathLike[str]) -> Path:

@@ -46,6 +46,18 @@ Tables given directly (:func:`select_records`) have a schema fixed by whoever bu
 ``key_type=None`` they keep it: integer keys become ``Int64``, other scalar keys ``String``, and
 the user column keeps its type. Nulls are kept everywhere; the engine counts and drops them.
 
+Headers and separators
+----------------------
+A CSV or TSV file's first line is its header, unless ``columns`` names its columns: then the file
+has no header, and its first line is a record like the others (a headerless file read without
+``columns`` would lose its first record and name its columns after it). ``separator`` is the one
+character between fields: ``","`` for CSV and ``"\\t"`` for TSV by default. A CSV file *with* a
+header whose first line holds tabs and no comma is read as tab-separated: the header is the
+file's schema, so this looks at no record. A headerless file is never sniffed, since its first
+line is a record and how every record is split must not depend on one of them (as for key
+types above); give ``separator`` for it. :class:`FileFormat` holds the three choices (format,
+columns, separator) as one value, for requests that carry how a file is read.
+
 Errors are typed: a missing, unreadable or empty file, a malformed file and a missing column
 raise :class:`~privhist.core.errors.InputDataError`; an unknown format raises
 :class:`~privhist.core.errors.ValidationError`.
@@ -55,8 +67,10 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import polars as pl
 
@@ -95,6 +109,171 @@ SCHEMA_ROWS: Final[int] = 10_000
 
 _COMPRESSIBLE: Final[frozenset[str]] = frozenset({"csv", "tsv", "ndjson", "text", "fimi"})
 
+#: the formats whose files may have no header (``columns``) and another ``separator``
+DELIMITED: Final[tuple[str, ...]] = ("csv", "tsv")
+
+#: the longest header line looked at to detect a tab separator, in bytes
+_HEADER_BYTES: Final[int] = 1 << 20
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """How a file is read: its format and, for CSV and TSV, its column names when it has no
+    header and the character between fields (module notes, "Headers and separators").
+
+    Attributes:
+        name: one of :data:`FORMATS` (or an alias such as ``"jsonl"``); None to infer it from
+            the file name.
+        columns: the file has no header and these are its column names, in order; None when
+            the first line is the header.
+        separator: one character between fields; None for the format's (``","`` for CSV, with
+            tabs detected from a header; ``"\\t"`` for TSV).
+
+    >>> FileFormat("csv", ("age", "work"), "\\t").describe()
+    "csv, no header, columns 'age', 'work', separator '\\\\t'"
+    >>> FileFormat.of("tsv").to_dict()
+    {'format': 'tsv', 'columns': None, 'separator': None}
+    """
+
+    name: str | None = None
+    columns: tuple[str, ...] | None = None
+    separator: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.columns is not None and not isinstance(self.columns, tuple):
+            if isinstance(self.columns, str) or not isinstance(self.columns, Sequence):
+                raise ValidationError(
+                    "columns", "FileFormat", "a list of column names", self.columns
+                )
+            object.__setattr__(self, "columns", tuple(self.columns))
+
+    @classmethod
+    def of(
+        cls,
+        format: str | FileFormat | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
+        function: str = "scan",
+    ) -> FileFormat:
+        """One :class:`FileFormat` from a format name or value and the ``columns`` and
+        ``separator`` arguments of a reader; a choice made twice must agree.
+
+        Raises:
+            ValidationError: ``columns`` or ``separator`` contradict ``format``.
+        """
+        if not isinstance(format, FileFormat):
+            if format is not None and not isinstance(format, str):
+                raise ValidationError("format", function, f"one of {', '.join(FORMATS)}", format)
+            return cls(format, _columns(columns, function), separator)
+        for param, given, held in (
+            ("columns", columns, format.columns),
+            ("separator", separator, format.separator),
+        ):
+            if given is not None and held is not None and tuple(given) != tuple(held):
+                raise ValidationError(param, function, f"{held!r} as the format says", given)
+        return cls(
+            format.name,
+            format.columns if columns is None else _columns(columns, function),
+            format.separator if separator is None else separator,
+        )
+
+    def resolve(self, path: str | os.PathLike[str], function: str = "scan") -> FileFormat:
+        """The format with its name resolved (inferred from ``path`` when None) and its
+        ``columns`` and ``separator`` checked against it (no file is read).
+
+        Raises:
+            ValidationError: the format is unknown, or ``columns``/``separator`` are given for a
+                format that has neither, or are not valid.
+        """
+        fmt = resolve_format(path, self.name, function)
+        columns = _columns(self.columns, function)
+        if fmt not in DELIMITED:
+            for param, value in (("columns", columns), ("separator", self.separator)):
+                if value is not None:
+                    raise ValidationError(
+                        param, function, f"None for format {fmt!r} (only CSV and TSV)", value
+                    )
+        return FileFormat(fmt, columns, check_separator(self.separator, function))
+
+    def describe(self) -> str:
+        """A short text for messages and metadata."""
+        parts = [self.name or "format from the file name"]
+        if self.columns is not None:
+            parts.append("no header, columns " + ", ".join(map(repr, self.columns)))
+        if self.separator is not None:
+            parts.append(f"separator {self.separator!r}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The three choices as JSON-ready values."""
+        columns = None if self.columns is None else list(self.columns)
+        return {"format": self.name, "columns": columns, "separator": self.separator}
+
+
+def check_separator(separator: object, function: str = "scan") -> str | None:
+    """``separator`` checked: None, or one character that is not a line break or a quote.
+
+    >>> check_separator(";"), check_separator(None)
+    (';', None)
+
+    Raises:
+        ValidationError: it is anything else.
+    """
+    if separator is None:
+        return None
+    ok = (
+        isinstance(separator, str)
+        and len(separator) == 1
+        and separator not in '\r\n"'
+        and len(separator.encode("utf-8")) == 1
+    )
+    if not ok:
+        raise ValidationError(
+            "separator",
+            function,
+            "one ASCII character other than a line break or a double quote (e.g. ',', ';', '\\t')",
+            separator,
+        )
+    return separator  # type: ignore[return-value]
+
+
+def parse_separator(text: str, function: str = "scan") -> str:
+    """A separator as a command line spells it: one character, or ``\\t``, ``tab``,
+    ``comma``, ``semicolon``, ``space`` or ``pipe``.
+
+    >>> parse_separator("\\\\t") == parse_separator("tab") == "\\t", parse_separator(";")
+    (True, ';')
+
+    Raises:
+        ValidationError: it names no separator :func:`check_separator` accepts.
+    """
+    names = {"\\t": "\t", "tab": "\t", "comma": ",", "semicolon": ";", "space": " ", "pipe": "|"}
+    value = names.get(text.lower(), text) if isinstance(text, str) else text
+    checked = check_separator(value, function)
+    if checked is None:  # pragma: no cover - a string is never None
+        raise ValidationError("separator", function, "one character", text)
+    return checked
+
+
+def _columns(columns: object, function: str) -> tuple[str, ...] | None:
+    """``columns`` checked: None, or a non-empty list of distinct, non-empty names."""
+    if columns is None:
+        return None
+    if isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise ValidationError("columns", function, "a list of column names", columns)
+    names = tuple(columns)
+    if not names or any(not isinstance(c, str) or not c.strip() for c in names):
+        raise ValidationError(
+            "columns", function, "a non-empty list of non-empty column names", list(names)
+        )
+    if len(set(names)) != len(names):
+        twice = sorted({c for c in names if names.count(c) > 1})
+        raise ValidationError(
+            "columns", function, "distinct column names", f"{', '.join(twice)} more than once"
+        )
+    return names
+
 
 def infer_format(path: str | os.PathLike[str], function: str = "scan") -> str:
     """The format implied by a file name, e.g. ``"csv"`` for ``counts.csv.gz``.
@@ -111,7 +290,7 @@ def infer_format(path: str | os.PathLike[str], function: str = "scan") -> str:
     fmt = EXTENSIONS.get(suffix)
     if fmt is None or (stem != name and fmt not in _COMPRESSIBLE):
         raise ValidationError(
-            "format",
+            "input_format",
             function,
             f"one of {', '.join(FORMATS)} (or a file name ending in "
             f"{', '.join(sorted(EXTENSIONS))}, optionally followed by .gz)",
@@ -123,10 +302,12 @@ def infer_format(path: str | os.PathLike[str], function: str = "scan") -> str:
 def scan(
     path: str | os.PathLike[str],
     *,
-    format: str | None = None,
+    format: str | FileFormat | None = None,
     key: str = "key",
     user: str | bool | None = None,
     key_type: str | None = None,
+    columns: Sequence[str] | None = None,
+    separator: str | None = None,
     function: str = "scan",
 ) -> pl.LazyFrame:
     """Lazily read records from ``path`` as a table with columns ``key`` (and ``user``).
@@ -134,7 +315,8 @@ def scan(
     Args:
         path: the file to read. ``.gz`` files are decompressed (CSV, TSV, NDJSON, text, FIMI)
             in memory before parsing, so large inputs are better uncompressed or Parquet.
-        format: one of :data:`FORMATS`; inferred from the file name when None.
+        format: one of :data:`FORMATS`, or a :class:`FileFormat`; inferred from the file name
+            when None.
         key: the key column of a CSV, TSV, Parquet or NDJSON file (ignored for ``text`` and
             ``fimi``, whose keys are words and items).
         user: the user (privacy unit) column of a tabular file, or None for record-level data.
@@ -143,6 +325,11 @@ def scan(
         key_type: ``"str"`` or ``"int"``, the type every key is read as, record by record
             (see the module notes); None for the format's default, ``"int"`` for ``fimi`` and
             ``"str"`` otherwise. Never inferred from the data.
+        columns: CSV/TSV only: the file has no header, and these are its column names (its
+            first line is then a record). None: the first line is the header.
+        separator: CSV/TSV only: the one character between fields; None for ``","`` (CSV; tab
+            when the header holds tabs and no comma) or ``"\\t"`` (TSV). Never sniffed from a
+            headerless file.
         function: the name used in error messages (for callers that wrap :func:`scan`).
 
     Returns:
@@ -166,8 +353,20 @@ def scan(
         ['007', '7', 'zzz']
         >>> scan(d / "ids.csv", key="id", key_type="int").collect()["key"].to_list()
         [7, 7, None]
+
+        A file without a header, and one whose fields are separated by tabs:
+
+        >>> _ = (d / "adult.data").write_text("39,State-gov\\n50,Private\\n")
+        >>> scan(d / "adult.data", format="csv", columns=["age", "work"], key="age").collect()[
+        ...     "key"].to_list()
+        ['39', '50']
+        >>> _ = (d / "basket.dat").write_text("item\\tuser\\nmilk\\t1\\n")
+        >>> scan(d / "basket.dat", format="csv", key="item", user="user").collect().rows()
+        [('milk', '1')]
     """
-    fmt = resolve_format(path, format, function)
+    spec = FileFormat.of(format, columns=columns, separator=separator, function=function)
+    spec = spec.resolve(path, function)
+    fmt = str(spec.name)
     kind = check_key_type(key_type, function, default=default_key_type(fmt))
     p = _check_file(path, function)
     if fmt in ("text", "fimi"):
@@ -176,8 +375,49 @@ def scan(
         raise ValidationError("user", function, f"a column name for format {fmt!r}", user)
     if user is not None and user == key:
         raise ValidationError("user", function, f"a column other than the key column {key!r}", user)
-    lf = _scan_table(p, fmt, key, user, function)
+    lf = _scan_table(p, spec, key, user, function)
     return _select(lf, key, user, kind, True, function, str(p))
+
+
+def scan_columns(
+    path: str | os.PathLike[str],
+    columns: Sequence[str],
+    *,
+    format: str | FileFormat | None = None,
+    function: str = "scan",
+) -> pl.LazyFrame:
+    """Lazily read the named ``columns`` of a table file (CSV, TSV, Parquet, NDJSON) as they are:
+    text in CSV, TSV and NDJSON files, the file's own types in Parquet (part of the format, not
+    of any record). What an aggregation reads: its group, user and value columns.
+
+    Raises:
+        InputDataError: the file is missing, unreadable or lacks a column.
+        ValidationError: the format is unknown, or not a table format.
+    """
+    spec = FileFormat.of(format, function=function).resolve(path, function)
+    fmt = str(spec.name)
+    if fmt not in ("csv", "tsv", "parquet", "ndjson"):
+        raise ValidationError(
+            "input_format", function, "a table format (csv, tsv, parquet, ndjson)", fmt
+        )
+    p = _check_file(path, function)
+    wanted = list(dict.fromkeys(columns))
+    try:
+        if fmt == "ndjson":
+            names = pl.scan_ndjson(p, infer_schema_length=SCHEMA_ROWS).collect_schema().names()
+            lf = pl.scan_ndjson(p, schema={c: pl.String() for c in wanted if c in names})
+        else:
+            lf = _scan_table(p, spec, wanted[0], None, function)
+            names = lf.collect_schema().names()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputDataError(f"cannot read {str(p)!r} as {fmt}: {_first_error_line(exc)}") from exc
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise InputDataError(
+            f"the columns {', '.join(map(repr, missing))} are not in {str(p)!r} "
+            f"({', '.join(map(repr, names))})"
+        )
+    return lf.select(wanted)
 
 
 def select_records(
@@ -248,9 +488,10 @@ def default_key_type(fmt: str) -> str:
 
 
 def resolve_format(
-    path: str | os.PathLike[str], format: str | None = None, function: str = "scan"
+    path: str | os.PathLike[str], format: str | FileFormat | None = None, function: str = "scan"
 ) -> str:
-    """The canonical format of ``path``: ``format`` (aliases allowed) or inferred from the name.
+    """The canonical format of ``path``: ``format`` (aliases allowed; a :class:`FileFormat`'s
+    name) or inferred from the name.
 
     >>> resolve_format("a.csv"), resolve_format("a.bin", "jsonl")
     ('csv', 'ndjson')
@@ -258,13 +499,15 @@ def resolve_format(
     Raises:
         ValidationError: the format is unknown or cannot be inferred.
     """
+    if isinstance(format, FileFormat):
+        format = format.name
     if format is None:
         return infer_format(path, function)
     fmt = str(format).lower()
     aliases = {"jsonl": "ndjson", "txt": "text", "dat": "fimi", "pq": "parquet"}
     fmt = aliases.get(fmt, fmt)
     if fmt not in FORMATS:
-        raise ValidationError("format", function, f"one of {', '.join(FORMATS)}", format)
+        raise ValidationError("input_format", function, f"one of {', '.join(FORMATS)}", format)
     return fmt
 
 
@@ -285,7 +528,7 @@ def _select(
     try:
         schema = lf.collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputDataError(f"cannot read {source}: {_first_line(exc)}") from exc
+        raise InputDataError(f"cannot read {source}: {_first_error_line(exc)}") from exc
     names = list(schema.names())
     for param, column in (("key", key), ("user", user)):
         if column is not None and column not in schema:
@@ -336,13 +579,60 @@ def _check_file(path: str | os.PathLike[str], function: str) -> Path:
     return p
 
 
-def _scan_table(p: Path, fmt: str, key: str, user: str | None, function: str) -> pl.LazyFrame:
+def _first_line(p: Path) -> bytes:
+    """The file's first line (at most :data:`_HEADER_BYTES`), decompressed for ``.gz``."""
+    opener: Any = gzip.open if p.name.lower().endswith(".gz") else open
+    try:
+        with opener(p, "rb") as fh:
+            line: bytes = fh.readline(_HEADER_BYTES)
+    except (OSError, EOFError) as exc:
+        raise InputDataError(f"cannot read {str(p)!r}: {exc}") from exc
+    return line
+
+
+def separator_of(p: Path, spec: FileFormat) -> str:
+    """The separator to split ``p`` with (module notes): the one given, the format's, or a tab
+    for a CSV file whose header holds tabs and no comma."""
+    if spec.separator is not None:
+        return spec.separator
+    if spec.name == "tsv":
+        return "\t"
+    if spec.columns is None:  # the first line is the header, not a record
+        header = _first_line(p)
+        if b"\t" in header and b"," not in header:
+            return "\t"
+    return ","
+
+
+def _scan_delimited(p: Path, spec: FileFormat, function: str) -> pl.LazyFrame:
+    """A CSV/TSV scan with every column as text (only the key and user columns are used)."""
+    sep = separator_of(p, spec)
+    if spec.columns is None:
+        return pl.scan_csv(p, separator=sep, infer_schema=False)
+    # no header: the number of names must be the number of fields (read from the first line,
+    # which only decides whether the read is refused, never how a record is split)
+    fields = pl.scan_csv(p, has_header=False, separator=sep, infer_schema=False)
+    found = len(fields.collect_schema())
+    if found != len(spec.columns):
+        raise InputDataError(
+            f"parameter 'columns' of {function} must name every column of {str(p)!r}, which "
+            f"has {found} field(s) in its first line split by {sep!r}; got "
+            f"{len(spec.columns)} name(s)"
+        )
+    return pl.scan_csv(
+        p, has_header=False, new_columns=list(spec.columns), separator=sep, infer_schema=False
+    )
+
+
+def _scan_table(
+    p: Path, spec: FileFormat, key: str, user: str | None, function: str
+) -> pl.LazyFrame:
     """A lazy scan whose key and user columns are text whatever the rows hold (Parquet: the
     file's own schema, which is part of the format, not of any record)."""
+    fmt = spec.name
     try:
-        if fmt in ("csv", "tsv"):
-            # every column as text: only the key and user columns are used
-            return pl.scan_csv(p, separator="\t" if fmt == "tsv" else ",", infer_schema=False)
+        if fmt in DELIMITED:
+            return _scan_delimited(p, spec, function)
         if fmt == "ndjson":
             # the first rows only list the fields, so a missing column is reported; the scan
             # itself reads exactly the key and user fields, as text, and ignores the rest
@@ -357,7 +647,7 @@ def _scan_table(p: Path, fmt: str, key: str, user: str | None, function: str) ->
             return pl.scan_ndjson(p, schema={c: pl.String() for c in wanted})
         return pl.scan_parquet(p)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputDataError(f"cannot read {str(p)!r} as {fmt}: {_first_line(exc)}") from exc
+        raise InputDataError(f"cannot read {str(p)!r} as {fmt}: {_first_error_line(exc)}") from exc
 
 
 def _scan_lines_format(p: Path, fmt: str, with_user: bool, key_type: str | None) -> pl.LazyFrame:
@@ -418,6 +708,6 @@ def _key_expr(
     return col.cast(pl.String).alias("key")
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_error_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -27,18 +27,20 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
-import privhist
 from privhist.core.budget import Budget
 from privhist.core.constraints import naming_the_class as naming_the_class
 from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.release import Release
+from privhist.core.requests import Fields, KeyCounts, Request
 from privhist.core.validation import MAX_EPSILON, Constraint, delta_constraint
+from privhist.core.version import LIBRARY
+from privhist.io.release import Release
 
 if TYPE_CHECKING:
     from privhist.accounting.composition import PrivacyEvent
+    from privhist.mechanisms.releasable import Answers
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,9 @@ class Mechanism(ABC):
     needs_domain: ClassVar[bool] = False
     requires_delta: ClassVar[bool] = False
     options: ClassVar[tuple[Option, ...]] = ()
+    #: the file formats a release is written in when it is not rows (``compact``: a
+    #: polynomial); None: any table format
+    output_formats: ClassVar[tuple[str, ...] | None] = None
     #: what epsilon accepts (the finite histograms narrow it to (0, 1])
     epsilon_constraint: ClassVar[Constraint] = Constraint.real(
         0, MAX_EPSILON, open_low=True, limit_note="the largest accepted"
@@ -278,6 +283,22 @@ class Mechanism(ABC):
         meta["released_keys"] = int(keys.shape[0])
         return Release(keys=keys, metadata=meta, diagnostics=diagnostics, **columns)
 
+    def requests(self, fields: Fields) -> tuple[Request, ...]:
+        """What the release asks of the data (:mod:`privhist.mechanisms.releasable`): the counts
+        per key, bounded as this mechanism's relation says for user-level ``fields``."""
+        nb = self.neighbouring
+        if fields.user_level:
+            k, c = nb.max_partitions_contributed, nb.max_contributions_per_partition
+            return (KeyCounts(fields, k, c),)
+        return (KeyCounts(fields),)
+
+    def draw(self, answers: Answers, rng: RandomSource) -> Release:
+        """The release of the engine's counts (:meth:`release`)."""
+        counts: Counts = answers.of(KeyCounts)
+        release = self.release(counts, rng)
+        release.diagnostics.setdefault("distinct_keys_counted", len(counts))
+        return release
+
     @abstractmethod
     def _draw(self, counts: Counts, rng: RandomSource) -> tuple[npt.NDArray[Any], dict[str, Any]]:
         """Return the released keys (sorted) and the Release columns (``values``, ``estimates``,
@@ -297,7 +318,7 @@ class Mechanism(ABC):
             },
             "neighbouring": self.neighbouring.to_dict(),
             "confidence": self.confidence,
-            "library": f"privhist {privhist.__version__}",
+            "library": LIBRARY,
         }
         if rng is not None:
             meta["randomness"] = rng.to_dict()

@@ -1,28 +1,34 @@
 """The release pipeline as one Python object: :class:`Session`.
 
 A session holds a budget ledger and the dataset it charges, and an
-:class:`~privhist.engines.base.Engine` that counts. Every kind of release is one method, and every
-method runs the same pipeline, the one the ``privhist`` command runs too (each releasing command is
-argparse plus one call here):
+:class:`~privhist.engines.base.Engine` that reads the data. Every kind of release is one typed
+method -- :meth:`Session.histogram`, :meth:`~Session.heavy_hitters`, :meth:`~Session.quantiles`,
+:meth:`~Session.range_counts`, :meth:`~Session.weighted_sample`,
+:meth:`~Session.federated_frequency` -- that checks its arguments, builds a releasable
+(:mod:`privhist.mechanisms.releasable`) from parameters only, and runs the one release path
+(:meth:`Session.release`), the one the ``privhist`` command runs too:
 
-1. **validate** every parameter, build the mechanism, check the output destination and the
-   remaining budget: all before any data is read;
-2. **scan** the source (a file path, or a pandas, Polars or pyarrow table), **drop nulls**
-   (counted), **bound** each user's contribution with cryptographic priorities and **count** per
-   key (the engine);
-3. **draw** the release and encode the output in memory, inside one ledger transaction that
-   **charges** the dataset: the budget is re-checked and taken atomically with the draw, and if
-   anything raises, nothing is spent;
-4. **publish**: only once the spend is committed is the release written (atomically) or returned.
+1. **validate** every parameter, the source, the output destination and that the engine answers
+   every request of the release, and check the remaining budget: all before any data is read;
+2. **dry run** (``dry_run=True``): answer what the release would cost, what would remain and how
+   likely a key of each true count is to appear, and stop (like dp_accounting's compose with
+   ``do_compose=False``);
+3. **read**: the engine answers the release's requests (scan, drop nulls -- counted --, bound
+   each user's contribution with cryptographic priorities, aggregate);
+4. **charge and draw**: the release is drawn and encoded in memory inside one ledger transaction
+   that charges the dataset (the budget is re-checked and taken atomically with the draw; if
+   anything raises, nothing is spent);
+5. **publish**: only once the spend is committed is the release written (atomically) or
+   returned.
 
 So an exception leaves no spend and no file, and no byte of a release reaches the disk before it is
 paid for (a kill between the draw and the commit leaves neither). A failure while writing after the
 commit keeps the spend: the budget is charged for every release that could have escaped.
 
-Seeded randomness (``seed=``) makes a release reproducible and marks it NOT private; it is never
-charged to a ledger. A dry run (``dry_run=True``) builds the mechanism and answers what the release
-would cost, what would remain and how likely a key of each true count is to appear, without reading
-data or touching the budget (like dp_accounting's compose with ``do_compose=False``).
+Every method returns a :class:`~privhist.io.release.Release` (``to_pandas()``, ``to_polars()``,
+``to_arrow()``, ``write()``, ``metadata``) or, with ``dry_run=True``, a
+:class:`~privhist.session.dryrun.DryRun`. Seeded randomness (``seed=``) makes a release
+reproducible and marks it NOT private; it is never charged to a ledger.
 
 Example:
     >>> import polars as pl
@@ -40,134 +46,52 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal
 
 import numpy.typing as npt
 
-import privhist.mechanisms.registry as registry
-from privhist.accounting.accountant import guarantee_of
-from privhist.accounting.composition import ApproxDPEvent, composed
-from privhist.accounting.composition import PrivacyEvent as Event
 from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
 from privhist.core.budget import Budget
 from privhist.core.data import Counts
-from privhist.core.errors import UnsupportedError, ValidationError
+from privhist.core.errors import ValidationError
 from privhist.core.faults import checkpoint
-from privhist.core.neighbouring import Neighbouring
+from privhist.core.metrics import Metric, Product
 from privhist.core.random import default_source
-from privhist.core.release import Release
-from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
-from privhist.engines.base import CountRequest, Engine
-from privhist.io.writers import encode_release, write_bytes_atomic
-from privhist.mechanisms.base import Mechanism
-from privhist.session._support import (
-    _build,
-    _engine,
-    _is_fimi,
-    _with_counts_info,
-    check_output,
-    naming_the_method,
-    read_domain,
+from privhist.core.requests import (
+    Closeable,
+    Fields,
+    KeyCounts,
+    KeyedDraw,
+    Request,
+    check_fields,
 )
+from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
+from privhist.engines.base import Engine
+from privhist.engines.registry import resolve as resolve_engine
+from privhist.io.files import write_bytes_atomic
+from privhist.io.release import Release
+from privhist.mechanisms.base import Mechanism
+from privhist.mechanisms.releasable import Answers, Releasable
+from privhist.session import _checks as checks
+from privhist.session import build
+from privhist.session._support import check_output, naming_the_method, read_domain
+from privhist.session.dryrun import DryRun
 
-T = TypeVar("T")
+__all__ = ["DryRun", "Release", "Session", "check_output", "read_domain"]
 
-#: the mechanism of a user-level release given no contribution cap: DP-SIPS with its default cap
-#: released the most keys (keys only) and, with counts, more keys at a smaller error than every
-#: per-key mechanism and PipelineDP on retail and msweb (benchmarks/bench_user_level.py)
-USER_LEVEL_DEFAULT = "cumulative-sips"
+#: where per-key noise is drawn: on the driver (this process), or where the data lives from keyed
+#: streams (Spark executors; the local engine draws the same keyed streams, so both engines
+#: give the same release for a seed in either mode)
+NOISE_PLACES = ("driver", "executors")
 
-__all__ = ["DryRun", "Session", "check_output", "read_domain"]
-
-
-@dataclass(frozen=True)
-class DryRun:
-    """What a release would cost and give, computed without data or budget.
-
-    Attributes:
-        mechanism: the mechanism the release would run (for releases built from several
-            mechanisms, the one each key or node goes through), constructed from parameters
-            only; None where no single reporting curve describes the release.
-        cost: the budget it would charge.
-        neighbouring: the relation its guarantee is for.
-        remaining: the dataset's remaining budget now (None without a ledger).
-        allowed: whether the ledger would accept the charge (True without a ledger).
-    """
-
-    mechanism: Mechanism | None
-    cost: Budget
-    neighbouring: Neighbouring
-    remaining: BudgetAmount | None
-    allowed: bool
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def reporting_curve(self, max_count: int = 40) -> list[float]:
-        """Pr[a key is released] for a key of true count 0..max_count (empty when the release
-        has no single reporting curve)."""
-        from privhist.planning.plan import plan
-
-        if self.mechanism is None:
-            return []
-        return list(plan(self.mechanism, max_count)["reporting_probability"])
-
-    def to_dict(self, max_count: int = 40) -> dict[str, Any]:
-        from privhist.planning.plan import plan
-
-        return {
-            "dry_run": True,
-            "cost": {"epsilon": self.cost.epsilon, "delta": self.cost.delta},
-            "remaining": None
-            if self.remaining is None
-            else {"epsilon": self.remaining.epsilon, "delta": self.remaining.delta},
-            "allowed": self.allowed,
-            **self.details,
-            "plan": None if self.mechanism is None else plan(self.mechanism, max_count),
-        }
-
-
-@dataclass(frozen=True)
-class _HistogramCall:
-    """The checked arguments of one :meth:`Session.histogram`, for the paths it dispatches to."""
-
-    source: Any
-    path: str | os.PathLike[str] | None
-    mechanism: str
-    epsilon: float
-    delta: float
-    key: str | None
-    user: str | bool | None
-    max_partitions: int | str | None
-    max_per_partition: int | str | None
-    domain: Any
-    confidence: float
-    input_format: str | None
-    key_type: str | None
-    options: dict[str, Any]
-    output: str | os.PathLike[str] | None
-    output_format: str | None
-    escape_formulas: bool
-    seed: int | None
-    dry_run: bool
-
-    def request(self, max_partitions: int | None, max_per_partition: int | None) -> CountRequest:
-        """What the engine counts, with these bounds."""
-        return CountRequest(
-            key=self.key or "key",
-            user=self.user,
-            format=self.input_format,
-            key_type=self.key_type,
-            max_partitions=max_partitions,
-            max_per_partition=max_per_partition,
-        )
+#: a progress display for long federated runs: ``(label, total) -> advance(k)``
+ProgressFactory = Callable[[str, int], Callable[[int], object]]
 
 
 class Session:
@@ -175,15 +99,17 @@ class Session:
 
     Args:
         ledger: a :class:`~privhist.accounting.ledger.Ledger`, the path of one (it must exist:
-            create datasets with ``privhist budget init`` or :meth:`Ledger.init_dataset`), or
+            create datasets with ``privhist budget init`` or ``Ledger(path).init_dataset``), or
             None for no ledger (releases are then not charged anywhere; ``dataset`` must be None).
             :meth:`in_memory` makes a session with a private ledger of its own.
         dataset: the dataset id every release of this session is charged to. With a ledger and
             no dataset, releases are not charged.
-        engine: where counting happens: an :class:`~privhist.engines.base.Engine`, or
-            ``"local"`` (the default, :class:`~privhist.engines.local.LocalEngine`) or
-            ``"spark"`` (:class:`~privhist.engines.spark.SparkEngine` on the active Spark
-            session, or a new ``local[*]`` one).
+        engine: where the data is read: an :class:`~privhist.engines.base.Engine`, or a name of
+            :data:`privhist.engines.registry.NAMES` (``"local"``, the default, or ``"spark"``).
+        noise_on: where per-key mechanisms draw their noise: ``"driver"`` or ``"executors"``
+            (keyed streams where the data lives); None: the engine's own place (Spark: the
+            executors; local: the driver). Both engines give the same release for a seed in
+            the same mode.
         progress: allow progress displays on stderr (shown only when stderr is a terminal).
 
     Raises:
@@ -197,6 +123,7 @@ class Session:
         dataset: str | None = None,
         *,
         engine: Engine | str | None = None,
+        noise_on: Literal["driver", "executors"] | None = None,
         progress: bool = False,
     ) -> None:
         fn = "Session"
@@ -204,13 +131,20 @@ class Session:
             raise ValidationError("dataset", fn, "a non-empty string or None", dataset)
         if ledger is None and dataset is not None:
             raise ValidationError("ledger", fn, "a ledger to charge dataset to", None)
+        if ledger is not None and not isinstance(ledger, Ledger | str | os.PathLike):
+            raise ValidationError("ledger", fn, "a Ledger, a path or None", type(ledger).__name__)
+        if noise_on is not None and noise_on not in NOISE_PLACES:
+            raise ValidationError("noise_on", fn, "'driver', 'executors' or None", noise_on)
+        checks.flag(progress, "progress", fn)
         if ledger is not None and not isinstance(ledger, Ledger):
             ledger = Ledger(ledger, create=False)
         self.ledger: Ledger | None = ledger
         self.dataset = dataset
-        self.engine: Engine = _engine(engine, fn)
+        self.engine: Engine = resolve_engine(engine, fn)
+        self.noise_on: str = noise_on or ("executors" if self.engine.name == "spark" else "driver")
         self.progress = bool(progress)
         self._tempdir: str | None = None
+        self._closed = False
         if self.ledger is not None and dataset is not None:
             self.ledger.show(dataset)  # fails now for an unknown dataset
 
@@ -222,14 +156,19 @@ class Session:
         unit: PrivacyUnit | str = PrivacyUnit.RECORD,
         dataset: str = "data",
         engine: Engine | str | None = None,
+        noise_on: Literal["driver", "executors"] | None = None,
         progress: bool = False,
     ) -> Session:
         """A session with a ledger of its own holding one dataset with budget ``total``.
 
         The ledger lives in a private temporary directory removed by :meth:`close` (or at the end
         of a ``with`` block): use it for notebooks and pipelines that do not need the budget to
-        outlive the process.
+        outlive the process. A closed session refuses every call.
         """
+        if not isinstance(total, Budget):
+            raise ValidationError(
+                "total", "Session.in_memory", "a Budget(epsilon, delta)", type(total).__name__
+            )
         tmp = tempfile.mkdtemp(prefix="privhist-ledger-")
         try:
             ledger = Ledger(Path(tmp) / "ledger.sqlite")
@@ -237,17 +176,17 @@ class Session:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        session = cls(ledger, dataset, engine=engine, progress=progress)
+        session = cls(ledger, dataset, engine=engine, noise_on=noise_on, progress=progress)
         session._tempdir = tmp
         return session
 
     def close(self) -> None:
-        """Remove an in-memory session's ledger (a no-op for a ledger file of the user's)."""
+        """Close the session: every later call is refused; an in-memory session's ledger is
+        removed (a ledger file of the user's is kept)."""
+        self._closed = True
         if self._tempdir is not None:
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None
-            self.ledger = None
-            self.dataset = None
 
     def __enter__(self) -> Session:
         return self
@@ -257,12 +196,20 @@ class Session:
 
     def __repr__(self) -> str:
         where = "no ledger" if self.ledger is None else str(self.ledger.path)
-        return f"Session({where}, dataset={self.dataset!r}, engine={self.engine.name!r})"
+        state = ", closed" if self._closed else ""
+        return f"Session({where}, dataset={self.dataset!r}, engine={self.engine.name!r}{state})"
+
+    def _open(self, function: str) -> None:
+        if self._closed:
+            raise ValidationError(
+                "session", f"Session.{function}", "an open session (this one was closed)", "closed"
+            )
 
     # -- budget ------------------------------------------------------------------------------
 
     def status(self) -> LedgerStatus | None:
         """The charged dataset's total, spent and remaining budget (None when not charging)."""
+        self._open("status")
         if self.ledger is None or self.dataset is None:
             return None
         return self.ledger.show(self.dataset)
@@ -276,96 +223,180 @@ class Session:
     def charging(self) -> bool:
         return self.ledger is not None and self.dataset is not None
 
-    def _check_budget(
-        self,
-        cost: Budget,
-        neighbouring: Neighbouring | None,
-        seed: int | None,
-        function: str,
-        event: Event | None = None,
-    ) -> None:
-        """Before any data is read: seeded output is never charged, and the budget must allow
-        the release (re-checked atomically when it is spent). ``event`` is the one the spend
-        records: the dataset's filter judges it (a Renyi-regime dataset admits a release by its
-        Renyi curves, which ``cost`` alone does not carry)."""
-        if not self.charging:
-            return
-        if seed is not None:
-            raise ValidationError(
-                "seed",
-                function,
-                "None when charging a dataset (seeded output is not private)",
-                seed,
-            )
-        st = self.status()
-        assert st is not None and self.dataset is not None
-        st.check(cost, neighbouring, event)
+    @property
+    def ledger_path(self) -> Path | None:
+        return None if self.ledger is None else self.ledger.path
 
-    def _dry_run(
+    # -- the release path --------------------------------------------------------------------
+
+    def release(
         self,
-        mechanism: Mechanism | None,
-        cost: Budget,
-        neighbouring: Neighbouring,
-        details: dict[str, Any] | None = None,
-        event: Event | None = None,
-    ) -> DryRun:
+        releasable: Releasable,
+        source: Any,
+        fields: Fields,
+        *,
+        function: str,
+        output: str | os.PathLike[str] | None = None,
+        output_format: str | None = None,
+        escape_formulas: bool = True,
+        seed: int | None = None,
+        dry_run: bool = False,
+        details: Mapping[str, Any] | None = None,
+        mechanism: Mechanism | None = None,
+    ) -> Release | DryRun:
+        """The one release path (see the module notes): ``releasable`` on the data of
+        ``source`` found at ``fields``. Each public method is a typed wrapper of this one.
+
+        Args:
+            releasable: what to release, built from parameters only.
+            source: a file path or a table the session's engine reads.
+            fields: where in the records the release looks (columns, how files are read).
+            function: the method's name for messages (``histogram``).
+            output, output_format, escape_formulas: write the release there after the spend
+                commits (see :meth:`histogram`).
+            seed: reproducible, NOT private randomness (never charged).
+            dry_run: return a :class:`DryRun` instead, reading no data and spending nothing.
+            details: parameters a dry run reports.
+            mechanism: the per-key mechanism whose reporting curve a dry run shows.
+        """
+        fn = function
+        self._open(fn)
+        self.check_source(source, fn)
+        checks.flag(dry_run, "dry_run", fn)
+        checks.flag(escape_formulas, "escape_formulas", fn)
+        seed = checks.optional_int(seed, "seed", fn, minimum=0)
+        out_format = self._check_output(releasable, output, output_format, source, fn)
+        requests = releasable.requests(fields)
+        for request in requests:
+            if not self.engine.supports(request):
+                raise ValidationError(
+                    "engine",
+                    fn,
+                    f"an engine that computes {request.describe()} (this release needs it)",
+                    self.engine.name,
+                )
+        cost = releasable.guarantee()
+        nb = releasable.neighbouring
+        # the event the ledger judges and keeps (built only for a charged dataset)
+        event = releasable.event() if self.charging else None
         st = self.status()
-        allowed = True
+        if dry_run:
+            allowed = True
+            if st is not None:
+                allowed = st.allows(cost, event) and st.admits(nb)
+            return DryRun(
+                release=releasable.name,
+                cost=cost,
+                neighbouring=nb,
+                remaining=None if st is None else st.remaining,
+                allowed=allowed,
+                mechanism=mechanism,
+                details=dict(details or {}),
+            )
         if st is not None:
-            allowed = st.allows(cost, event) and st.admits(neighbouring)
-        return DryRun(
-            mechanism=mechanism,
-            cost=cost,
-            neighbouring=neighbouring,
-            remaining=None if st is None else st.remaining,
-            allowed=allowed,
-            details=dict(details or {}),
+            if seed is not None:
+                raise ValidationError(
+                    "seed", fn, "None when charging a dataset (seeded output is not private)", seed
+                )
+            st.check(cost, nb, event)
+        rng = default_source(seed)
+        answered: dict[Request, Any] = {}
+        try:
+            draw = self._prepare(releasable, source, requests, fields, answered, rng)
+            publish = None
+            if output is not None and out_format is not None:
+                publish = self.engine.publisher(output, out_format)
+            return self._charged(
+                cost,
+                releasable.name,
+                nb,
+                draw,
+                encode=lambda r: r.encode(out_format or "csv", escape_formulas=escape_formulas),
+                output=output,
+                event=event,
+                publish=publish,
+            )
+        finally:
+            for answer in answered.values():
+                if isinstance(answer, Closeable):
+                    answer.close()
+
+    def _prepare(
+        self,
+        releasable: Releasable,
+        source: Any,
+        requests: tuple[Request, ...],
+        fields: Fields,
+        answered: dict[Request, Any],
+        rng: Any,
+    ) -> Callable[[], Release]:
+        """Read the data (the engine answers the requests, before the spend) and return the
+        draw (run inside it). A per-key mechanism draws where the data lives when the session's
+        noise is on the executors and the engine can (:class:`KeyedDraw`)."""
+        if self.noise_on == "executors" and len(requests) == 1:
+            (only,) = requests
+            if isinstance(only, KeyCounts) and type(only) is KeyCounts:
+                keyed = KeyedDraw(
+                    only.fields, only.max_partitions, only.max_per_partition, releasable
+                )
+                if self.engine.supports(keyed):
+                    prepared = self.engine.compute(source, keyed, rng, progress=self.progress)
+                    answered[keyed] = prepared
+                    return self._engine_named(prepared)
+        for request in requests:
+            answered[request] = self.engine.compute(source, request, rng, progress=self.progress)
+        answers = Answers(
+            answered,
+            lambda r: self.engine.compute(source, r, rng, progress=self.progress),
+            fields,
         )
 
-    @contextlib.contextmanager
-    def _charge(
-        self, cost: Budget, mechanism: str, nb: Neighbouring | None, event: Event | None = None
-    ) -> Iterator[None]:
-        """The body (the draw) as one ledger spend of ``event`` (default: ``cost``)."""
-        if not self.charging:
-            yield
-            return
-        assert self.ledger is not None and self.dataset is not None
-        with self.ledger.spend(self.dataset, cost, mechanism, neighbouring=nb, event=event):
-            yield
+        def draw() -> Release:
+            release = self._engine_named(lambda: releasable.draw(answers, rng))()
+            release.diagnostics.setdefault("noise", "driver")
+            return release
 
-    def charged(
+        return draw
+
+    def _engine_named(self, draw: Callable[[], Release]) -> Callable[[], Release]:
+        def named() -> Release:
+            release = draw()
+            release.diagnostics.setdefault("engine", self.engine.name)
+            return release
+
+        return named
+
+    def _charged(
         self,
         cost: Budget,
-        mechanism: str,
-        neighbouring: Neighbouring | None,
-        draw: Callable[[], T],
+        name: str,
+        neighbouring: Any,
+        draw: Callable[[], Release],
         *,
-        encode: Callable[[T], bytes] | None = None,
-        output: str | os.PathLike[str] | None = None,
-        event: Event | None = None,
-        publish: Callable[[T], Callable[[], object] | None] | None = None,
-    ) -> T:
+        encode: Callable[[Release], bytes],
+        output: str | os.PathLike[str] | None,
+        event: Any,
+        publish: Callable[[Release], Callable[[], object] | None] | None,
+    ) -> Release:
         """Run ``draw`` as one spend of ``cost``, then publish.
 
         The draw and the in-memory encoding of its output (``encode``) run inside the ledger
         transaction; the file ``output`` is written atomically only after the spend is committed.
         An engine that writes its own output (Spark's Parquet datasets) gives ``publish``
-        instead: called inside the transaction with the result, it prepares in memory and
+        instead: called inside the transaction with the release, it prepares in memory and
         returns the function that stages and publishes ``output`` after the commit (None:
-        ``encode`` as usual).
-        This is the one place where the pipeline draws, charges and publishes; every release
-        method ends here.
+        ``encode`` as usual). This is the one place where the pipeline draws, charges and
+        publishes.
         """
         data: bytes | None = None
         write: Callable[[], object] | None = None
         checkpoint("read")
-        with self._charge(cost, mechanism, neighbouring, event):
+        with self._charge(cost, name, neighbouring, event):
             result = draw()
             checkpoint("drawn")
             if output is not None and publish is not None:
                 write = publish(result)
-            if output is not None and write is None and encode is not None:
+            if output is not None and write is None:
                 data = encode(result)
             if write is not None or data is not None:
                 checkpoint("encoded")
@@ -375,6 +406,15 @@ class Session:
         elif output is not None and data is not None:
             write_bytes_atomic(output, data)
         return result
+
+    @contextmanager
+    def _charge(self, cost: Budget, name: str, nb: Any, event: Any) -> Iterator[None]:
+        if not self.charging:
+            yield
+            return
+        assert self.ledger is not None and self.dataset is not None
+        with self.ledger.spend(self.dataset, cost, name, neighbouring=nb, event=event):
+            yield
 
     # -- releases ----------------------------------------------------------------------------
 
@@ -388,456 +428,733 @@ class Session:
         key: str | None = None,
         user: str | bool | None = None,
         mechanism: str = "default",
-        max_partitions: int | str | None = None,
-        max_per_partition: int | str | None = None,
+        max_partitions: int | Literal["auto"] | None = None,
+        max_per_partition: int | Literal["auto"] | None = None,
+        keys_only: bool = False,
         domain: Sequence[Any] | npt.ArrayLike | str | os.PathLike[str] | None = None,
         confidence: float = 0.95,
+        options: Mapping[str, Any] | None = None,
         input_format: str | None = None,
-        key_type: str | None = None,
-        options: dict[str, Any] | None = None,
+        key_type: Literal["str", "int"] | None = None,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
         output: str | os.PathLike[str] | None = None,
-        output_format: str | None = None,
+        output_format: Literal["csv", "json", "parquet"] | None = None,
         escape_formulas: bool = True,
         seed: int | None = None,
         dry_run: bool = False,
     ) -> Release | DryRun:
-        """Release a private histogram of the keys of ``source``.
+        """Release a private histogram of the keys of ``source``: one row per released key with
+        its noisy ``count`` (and a confidence interval ``lower``/``upper`` where the mechanism
+        gives one), keys in sorted order.
 
         Args:
             source: a file path (CSV/TSV, Parquet, NDJSON, text, FIMI) or a table the engine
-                reads (local engine: pandas, Polars or pyarrow).
+                reads (local engine: pandas, Polars or pyarrow; Spark engine: Spark DataFrames).
             epsilon, delta: the guarantee of the release (its cost).
             key: the key column (not needed for text and FIMI files).
             user: the user column for user-level privacy (``True`` for text/FIMI files: each
                 line is a user; FIMI files are always user-level).
-            mechanism: a registered mechanism name, or ``"default"`` (the planner's choice).
+            mechanism: a registered mechanism name, a weighted selector (``wgm``, ``dp-sips``,
+                ``cumulative-sips``), or ``"default"`` (the planner's choice; user-level data
+                with no cap: ``cumulative-sips``).
             max_partitions, max_per_partition: the contribution bounds ``k`` and ``c`` for
-                user-level data (default: no cap given, DP-SIPS with its own default cap; a
-                per-key mechanism then takes 1 each). ``max_partitions="auto"`` spends 5% of the
-                budget on a DP quantile of users' key counts, in the same spend (zCDP for the
-                weighted selectors, :func:`privhist.mechanisms.user_level.caps.auto_selector`;
-                discrete Laplace and basic composition for per-key mechanisms);
-                ``max_per_partition="auto"`` does the same for ``c`` with a DP quantile of
-                users' most records on one key (per-key mechanisms; another 5%).
+                user-level data. ``max_partitions="auto"`` spends 5% of the budget on a DP
+                quantile of users' key counts, in the same spend; ``max_per_partition="auto"``
+                does the same for ``c`` with users' most records on one key (per-key
+                mechanisms).
+            keys_only: release keys without counts.
             domain: a public domain of keys (a sequence, or a file with one key per line).
             confidence: the confidence of intervals.
+            options: further options of the mechanism (``privhist plan MECHANISM --help``).
             input_format: the file format when the name does not tell.
             key_type: ``"str"`` or ``"int"``; never inferred from the data.
-            options: mechanism options (e.g. ``{"keys_only": True}``).
+            columns: the column names of a CSV file that has no header line.
+            separator: the field separator of a CSV file.
             output: write the release here (CSV, JSON or Parquet), atomically and only after the
                 spend is committed; refused if it is the input file or the ledger.
             output_format: ``csv``, ``json`` or ``parquet`` (default: from ``output``'s name).
-            escape_formulas: escape CSV keys a spreadsheet would run as formulas (see
-                :mod:`privhist.io.writers`).
+            escape_formulas: escape CSV keys a spreadsheet would run as formulas.
             seed: reproducible, NOT private randomness (never charged).
             dry_run: return a :class:`DryRun` instead, reading no data and spending nothing.
 
         Returns:
-            The :class:`~privhist.core.release.Release` (or a :class:`DryRun`).
+            The :class:`~privhist.io.release.Release` (or a :class:`DryRun`).
+
+        Example:
+            >>> import polars as pl
+            >>> from privhist import Session
+            >>> visits = pl.DataFrame({"page": ["home"] * 300 + ["faq"] * 200 + ["x"] * 2})
+            >>> r = Session().histogram(visits, key="page", epsilon=1, delta=1e-8, seed=1)
+            >>> r.to_pandas()["key"].tolist()
+            ['faq', 'home']
         """
         fn = "histogram"
-        check_epsilon(epsilon, fn, maximum=MAX_EPSILON)
-        check_delta(delta, fn, normal=True)
+        self._open(fn)
+        eps = check_epsilon(checks.number(epsilon, "epsilon", fn), fn, maximum=MAX_EPSILON)
+        dl = check_delta(checks.number(delta, "delta", fn), fn, normal=True)
         path = source if isinstance(source, str | os.PathLike) else None
         fimi = path is not None and (
             input_format == "fimi" or (input_format is None and _is_fimi(path))
         )
-        self.check_source(source, fn)
-        if key is None and not (input_format == "text" or fimi):
-            raise ValidationError("key", fn, "a column name", None)
-        if fimi and user is None:
-            user = True  # FIMI baskets are users by the format's definition
-        if user is None or user is False:
-            user = None
-            for name, value in (
-                ("max_partitions", max_partitions),
-                ("max_per_partition", max_per_partition),
-            ):
-                if value is not None:
-                    raise ValidationError(
-                        name, fn, "given together with a user column (user-level data)", value
-                    )
-        if not isinstance(escape_formulas, bool):
-            raise ValidationError("escape_formulas", fn, "True or False", escape_formulas)
-        dom = read_domain(domain, fn)
-        if (
-            mechanism == "default"
-            and user is not None
-            and max_partitions is None
-            and max_per_partition is None
-            and dom is None
-            and getattr(self.engine, "weighted", False)
-        ):
-            # user-level data with no cap given: the most accurate release measured
-            # (benchmarks/bench_user_level.py), cumulative-evidence DP-SIPS, default cap
-            mechanism = USER_LEVEL_DEFAULT
-        if max_partitions == "auto" and mechanism == "default":
-            mechanism = USER_LEVEL_DEFAULT
-        call = _HistogramCall(
-            source=source,
-            path=path,
-            mechanism=mechanism,
-            epsilon=epsilon,
-            delta=delta,
+        fields = checks.fields(
+            fn,
             key=key,
-            user=user,
-            max_partitions=max_partitions,
-            max_per_partition=max_per_partition,
-            domain=dom,
-            confidence=confidence,
+            user_column=user,
             input_format=input_format,
             key_type=key_type,
-            options=dict(options or {}),
+            column_names=columns,
+            separator=separator,
+        )
+        if key is None and not (input_format == "text" or fimi):
+            raise ValidationError("key", fn, "a column name", None)
+        if fimi and fields.user is None:
+            # FIMI baskets are users by the format's definition
+            fields = Fields(fields.key, True, fields.reading)
+        k = checks.cap(max_partitions, "max_partitions", fn)
+        c = checks.cap(max_per_partition, "max_per_partition", fn)
+        checks.flag(keys_only, "keys_only", fn)
+        confidence = checks.number(confidence, "confidence", fn)
+        if options is not None and not isinstance(options, Mapping):
+            raise ValidationError("options", fn, "a mapping of option names to values", options)
+        opts = dict(options or {})
+        if keys_only:
+            opts["keys_only"] = True
+        dom = read_domain(domain, fn)
+        releasable, mech, details = build.histogram(
+            fn,
+            mechanism_name=mechanism,
+            epsilon=eps,
+            delta=dl,
+            user_level=fields.user_level,
+            max_partitions=k,
+            max_per_partition=c,
+            domain=dom,
+            confidence=confidence,
+            options=opts,
+        )
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
             output=output,
             output_format=output_format,
             escape_formulas=escape_formulas,
             seed=seed,
             dry_run=dry_run,
+            details=details,
+            mechanism=mech,
         )
-        auto_cap = "auto" in (max_partitions, max_per_partition)
-        if auto_cap and mechanism not in registry.weighted_registry():
-            return self._auto_cap_histogram(call)
-        if mechanism in registry.weighted_registry():
-            return self._weighted_histogram(call)
-        # "auto" went to a weighted selector or to _auto_cap_histogram above
-        assert not isinstance(max_partitions, str) and not isinstance(max_per_partition, str)
-        nb = (
-            Neighbouring.user(
-                1 if max_partitions is None else max_partitions,
-                1 if max_per_partition is None else max_per_partition,
-            )
-            if user is not None
-            else Neighbouring.add_remove()
-        )
-        mech = _build(mechanism, epsilon, delta, nb, dom, confidence, dict(options or {}))
-        cost = mech.guarantee()
-        out_format = self._check_output_for(mech, output, output_format, [path], fn)
-        # the event the ledger judges and keeps (built only for a charged dataset)
-        event = mech.event() if self.charging else None
-        if dry_run:
-            return self._dry_run(mech, cost, nb, event=event)
-        self._check_budget(cost, nb, seed, fn, event)
-        rng = default_source(seed)
-        bounds = (
-            (nb.max_partitions_contributed, nb.max_contributions_per_partition)
-            if user is not None
-            else (None, None)
-        )
-        prepare = getattr(self.engine, "prepare_release", None)
-        if prepare is not None:
-            # the engine counts now and draws inside the transaction (e.g. on Spark executors)
-            draw = prepare(source, call.request(*bounds), mech, rng, progress=self.progress)
-            return self._publish(call, cost, mech.name, nb, draw, out_format, event=event)
-        counts = self.engine.count(source, call.request(*bounds), rng, progress=self.progress)
-        return self._publish(
-            call,
-            cost,
-            mech.name,
-            nb,
-            lambda: _with_counts_info(mech.release(counts, rng), counts, self.engine.name),
-            out_format,
-            event=event,
-        )
-
-    def _publish(
-        self,
-        call: _HistogramCall,
-        cost: Budget,
-        name: str,
-        neighbouring: Neighbouring,
-        draw: Callable[[], Release],
-        out_format: str | None,
-        event: Event | None = None,
-    ) -> Release:
-        """:meth:`charged` for a histogram: encode to ``out_format`` and write ``output`` (or
-        let the draw or the engine write it: ``publisher``, e.g. Spark's Parquet datasets)."""
-        publisher = getattr(draw, "publisher", None) or getattr(self.engine, "publisher", None)
-        try:
-            publish: Callable[[Release], Callable[[], object] | None] | None = (
-                publisher(call.output, out_format)
-                if publisher is not None and call.output is not None
-                else None
-            )
-            return self.charged(
-                cost,
-                name,
-                neighbouring,
-                draw,
-                encode=lambda r: encode_release(
-                    r,
-                    out_format or "csv",
-                    escape_formulas=call.escape_formulas,
-                    function="histogram",
-                ),
-                output=call.output,
-                event=event,
-                publish=publish,
-            )
-        finally:
-            close = getattr(draw, "close", None)
-            if close is not None:
-                close()
-
-    def _auto_cap_histogram(self, call: _HistogramCall) -> Release | DryRun:
-        """A per-key mechanism whose caps are DP quantiles: ``k`` (``max_partitions="auto"``)
-        of users' distinct keys (:func:`~privhist.mechanisms.user_level.caps.dp_degree_cap`)
-        and ``c`` (``max_per_partition="auto"``) of users' most records on one key
-        (:func:`~privhist.mechanisms.user_level.caps.dp_record_cap`), each bought with 5% of
-        epsilon (discrete Laplace); the mechanism runs at the rest, and basic composition gives
-        ``(epsilon, delta)`` for the whole, charged as one spend.
-
-        The mechanism is built for every candidate cap before any data is read, so no
-        failure after the caps are drawn can depend on (and reveal) them.
-        """
-        from privhist.mechanisms.user_level.caps import (
-            CAP_CANDIDATES,
-            DEFAULT_CAP_FRACTION,
-            DEFAULT_QUANTILE,
-            RECORD_CAP_CANDIDATES,
-            dp_degree_cap,
-            dp_record_cap,
-        )
-
-        fn = "histogram"
-        auto_k, auto_c = call.max_partitions == "auto", call.max_per_partition == "auto"
-        if call.user is None:
-            name = "max_partitions" if auto_k else "max_per_partition"
-            raise ValidationError(name, fn, "an integer unless there is a user column", "auto")
-        ks = (
-            CAP_CANDIDATES
-            if auto_k
-            else (1 if call.max_partitions is None else call.max_partitions,)
-        )
-        cs = (
-            RECORD_CAP_CANDIDATES
-            if auto_c
-            else (1 if call.max_per_partition is None else call.max_per_partition,)
-        )
-        eps_cap = float(call.epsilon) * DEFAULT_CAP_FRACTION
-        eps_mech = float(call.epsilon) - eps_cap * (auto_k + auto_c)
-        # the parts, as the floats the mechanisms receive, must add up to at most the charge
-        while Fraction(eps_cap) * (auto_k + auto_c) + Fraction(eps_mech) > Fraction(call.epsilon):
-            eps_mech = math.nextafter(eps_mech, 0.0)
-        built = {
-            (k, c): _build(
-                call.mechanism,
-                eps_mech,
-                call.delta,
-                Neighbouring.user(int(k), int(c)),
-                call.domain,
-                call.confidence,
-                dict(call.options),
-            )
-            for k in ks
-            for c in cs
-        }
-        name = next(iter(built.values())).name
-        widest = Neighbouring.user(int(max(ks)), int(max(cs)))
-        # the spend: the DP caps (pure) and, whichever cap they choose, a release no worse than
-        # the candidate with the largest delta -- composed by the accountant (basic composition)
-        event = composed(
-            [
-                ApproxDPEvent(eps_cap, 0.0, count=auto_k + auto_c),
-                ApproxDPEvent(
-                    max(m.guarantee().epsilon for m in built.values()),
-                    max(m.guarantee().delta for m in built.values()),
-                ),
-            ]
-        )
-        cost = guarantee_of(event)
-        out_format = None
-        for m in built.values():
-            out_format = self._check_output_for(m, call.output, call.output_format, [call.path], fn)
-        if call.dry_run:
-            details = {"mechanism": name, "max_partitions": call.max_partitions}
-            details["max_per_partition"] = call.max_per_partition
-            return self._dry_run(None, cost, widest, details, event=event)
-        self._check_budget(cost, widest, call.seed, fn, event)
-        rng = default_source(call.seed)
-        weighted_source = getattr(self.engine, "weighted_source", None)
-        if weighted_source is None or not getattr(self.engine, "weighted", False):
-            raise UnsupportedError(f"the {self.engine.name} engine cannot choose a cap ('auto')")
-        src = weighted_source(call.source, call.request(None, None), rng)
-        degrees = src.degree_histogram(CAP_CANDIDATES) if auto_k else None
-        if auto_c and not hasattr(src, "records_histogram"):
-            raise UnsupportedError(
-                f"the {self.engine.name} engine cannot choose a records-per-key cap "
-                "(max_per_partition='auto'); give max_per_partition"
-            )
-        records = src.records_histogram(RECORD_CAP_CANDIDATES) if auto_c else None
-
-        def draw() -> Release:
-            cap: dict[str, Any] = {}
-            k, c = ks[0], cs[0]
-            if degrees is not None:
-                choice = dp_degree_cap(degrees, quantile=DEFAULT_QUANTILE, epsilon=eps_cap, rng=rng)
-                k = choice.cap
-                cap["max_partitions"] = k
-                cap["max_partitions_chosen_by"] = "dp quantile of users' distinct keys"
-            if records is not None:
-                choice = dp_record_cap(records, quantile=DEFAULT_QUANTILE, epsilon=eps_cap, rng=rng)
-                c = choice.cap
-                cap["max_per_partition"] = c
-                cap["max_per_partition_chosen_by"] = "dp quantile of users' most records on a key"
-            mech = built[(k, c)]
-            bounded = call.request(int(k), int(c))
-            counts = self.engine.count(call.source, bounded, rng, progress=self.progress)
-            release = _with_counts_info(mech.release(counts, rng), counts, self.engine.name)
-            parts = " + ".join([f"{eps_cap:.6g}"] * (auto_k + auto_c) + [f"{eps_mech:.6g}"])
-            cap.update(
-                {
-                    "noise": "discrete_laplace",
-                    "quantile": DEFAULT_QUANTILE,
-                    "epsilon": eps_cap * (auto_k + auto_c),
-                    "composition": f"basic: ({parts}, {call.delta:g})",
-                    "total": {"epsilon": cost.epsilon, "delta": cost.delta},
-                }
-            )
-            release.metadata["cap"] = cap
-            return release
-
-        return self._publish(
-            call, cost, f"{name} (auto cap)", widest, draw, out_format, event=event
-        )
-
-    def _weighted_histogram(self, call: _HistogramCall) -> Release | DryRun:
-        """A weighted user-level selector (WGM, DP-SIPS; :mod:`privhist.mechanisms.user_level`):
-        each user spreads one unit of L2 weight over at most ``max_partitions`` keys (default
-        :data:`~privhist.mechanisms.user_level.selectors.DEFAULT_MAX_KEYS`); keys only with
-        ``keys_only``, else keys and counts from a second Gaussian release."""
-        fn = "histogram"
-        if call.user is None:
-            raise ValidationError(
-                "user",
-                f"{fn} with mechanism {call.mechanism}",
-                "a user column (user-level data)",
-                None,
-            )
-        if call.domain is not None:
-            raise ValidationError(
-                "domain", f"{fn} with mechanism {call.mechanism}", "None", "a domain"
-            )
-        if call.max_per_partition not in (None, 1):
-            raise ValidationError(
-                "max_per_partition",
-                f"{fn} with mechanism {call.mechanism}",
-                "1 (the selectors count users, not records)",
-                call.max_per_partition,
-            )
-        keys_only = bool(call.options.pop("keys_only", False))
-        if call.options:
-            name = sorted(call.options)[0]
-            raise ValidationError(
-                name,
-                f"{fn} with mechanism {call.mechanism}",
-                "an option of this mechanism",
-                call.options[name],
-            )
-        cls = registry.weighted_registry()[call.mechanism]
-        kwargs: dict[str, Any] = {"counts": not keys_only, "confidence": call.confidence}
-        auto = call.max_partitions == "auto"
-        if call.max_partitions is not None and not auto:
-            # the selectors call it max_keys; the message names what the caller gave
-            declared = cls.constraints()["max_keys"]
-            kwargs["max_keys"] = declared.check(call.max_partitions, "max_partitions", fn)
-        # with "auto" the cap comes from the data, but parameters are checked (and the cost,
-        # the whole (call.epsilon, call.delta), is known) before anything is read
-        selector = cls(call.epsilon, call.delta, **kwargs)
-        # the relation recorded: call.user-level; with "auto" the cap is chosen privately, so the
-        # largest candidate bounds what the ledger records
-        from privhist.mechanisms.user_level.caps import CAP_CANDIDATES, auto_selector
-
-        nb = Neighbouring.user(max(CAP_CANDIDATES) if auto else selector.max_keys, 1)
-        cost = selector.guarantee()
-        out_format = None
-        if call.output is not None:
-            out_format = check_output(
-                call.output, call.output_format, [call.path], self.ledger_path, fn
-            )
-        # the ledger judges and keeps the release's event (with "auto", one bounding every cap)
-        event = None
-        if self.charging:
-            event = selector.bound_event() if auto else selector.event()
-        if call.dry_run:
-            details = (
-                {"mechanism": call.mechanism, "max_partitions": "auto"}
-                if auto
-                else {
-                    "mechanism": call.mechanism,
-                    **selector.parameters(),
-                }
-            )
-            return self._dry_run(None, cost, nb, details, event=event)
-        self._check_budget(cost, nb, call.seed, fn, event)
-        rng = default_source(call.seed)
-        request = call.request(None, None)
-        weighted_source = getattr(self.engine, "weighted_source", None)
-        if weighted_source is None:
-            raise UnsupportedError(
-                f"the {self.engine.name} engine has no weighted source for {call.mechanism}"
-            )
-        src = weighted_source(call.source, request, rng)
-
-        def draw() -> Release:
-            if not auto:
-                plain: Release = selector.release_weighted(src, rng)
-                return plain
-            # the cap's noise is drawn inside the transaction too: both parts are one spend
-            chosen, choice = auto_selector(cls, call.epsilon, call.delta, src, rng=rng, **kwargs)
-            release: Release = chosen.release_weighted(src, rng)
-            release.metadata["cap"] = {
-                "max_partitions": choice.cap,
-                "chosen_by": "dp quantile of users' distinct keys",
-                "quantile": choice.quantile,
-            }
-            return release
-
-        return self._publish(call, cost, call.mechanism, nb, draw, out_format, event=event)
 
     @naming_the_method("heavy-hitters")
-    def heavy_hitters(self, source: Any, **kwargs: Any) -> Any:
-        """TrieHH++ heavy hitters (or ``one_shot=True``: one sample-and-threshold histogram of
-        whole items) over one item per client; see :func:`privhist.session.analyses.heavy_hitters`
-        for the parameters. Returns a :class:`~privhist.session.analyses.HeavyHittersResult`."""
-        from privhist.session.analyses import heavy_hitters
+    def heavy_hitters(
+        self,
+        source: Any,
+        *,
+        epsilon: float,
+        delta: float,
+        key: str | None = None,
+        levels: int | None = None,
+        level_epsilon: float | None = None,
+        alphabet: str | None = None,
+        terminator: str | None = None,
+        drop_unknown: bool = False,
+        one_shot: bool = False,
+        secure_sum: Literal["ideal", "secagg", "secagg+"] = "ideal",
+        confidence: float = 0.95,
+        input_format: str | None = None,
+        key_type: Literal["str", "int"] | None = None,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: Literal["csv", "json", "parquet"] | None = None,
+        seed: int | None = None,
+        dry_run: bool = False,
+    ) -> Release | DryRun:
+        """TrieHH++ heavy hitters over one item per record (Bharadwaj & Cormode 2022, Section
+        4.1), or with ``one_shot`` one sample-and-threshold histogram of whole items: one row
+        per item with its ``sampled_count``, the ``estimate`` of its number of clients and a
+        ``confidence`` interval ``lower``/``upper`` for that number. Items of any type are read
+        as text over ``alphabet`` (default: lower-case letters, digits and ``'``).
 
-        return heavy_hitters(self, source, **kwargs)
+        Args:
+            source: a file path or a table the engine reads (text files: one item per word).
+            epsilon, delta: the guarantee of the whole run.
+            key: the item column (not needed for text files).
+            levels: trie levels ``L`` (longest item found; default 10).
+            level_epsilon: the epsilon of each level (default: the largest that composes to
+                ``epsilon``).
+            alphabet, terminator: the characters items are spelled with, and the end mark.
+            drop_unknown: drop items with other characters (counted) instead of refusing.
+            one_shot: one histogram of whole items instead of the trie.
+            secure_sum: sum each level's votes by ``secagg`` or ``secagg+`` (simulated
+                protocol) instead of the ideal sum; the output is the same.
+            confidence: the confidence of the intervals.
+            input_format, key_type, columns, separator: how files are read (see
+                :meth:`histogram`).
+            output, output_format, seed, dry_run: as :meth:`histogram`.
+
+        Example:
+            >>> import polars as pl
+            >>> from privhist import Session
+            >>> words = pl.DataFrame({"w": ["apple"] * 4000 + ["pear"] * 3000 + ["fig"] * 5})
+            >>> r = Session().heavy_hitters(words, key="w", epsilon=2, delta=1e-6, seed=1)
+            >>> r.keys.tolist()
+            ['apple', 'pear']
+        """
+        fn = "heavy-hitters"
+        self._open(fn)
+        fields = checks.fields(
+            fn,
+            key=key,
+            input_format=input_format,
+            key_type=key_type,
+            column_names=columns,
+            separator=separator,
+        )
+        if input_format != "text" and key is None:
+            raise ValidationError("key", fn, "given for a table (or use the text format)", None)
+        for param, flag in (("drop_unknown", drop_unknown), ("one_shot", one_shot)):
+            checks.flag(flag, param, fn)
+        checks.optional_int(levels, "levels", fn)
+        releasable, mech, details = build.heavy_hitters(
+            fn,
+            epsilon=checks.number(epsilon, "epsilon", fn),
+            delta=checks.number(delta, "delta", fn),
+            levels=levels,
+            level_epsilon=level_epsilon,
+            alphabet=alphabet,
+            terminator=terminator,
+            drop_unknown=drop_unknown,
+            one_shot=one_shot,
+            secure_sum=secure_sum,
+            confidence=checks.number(confidence, "confidence", fn),
+        )
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
+            output=output,
+            output_format=output_format,
+            seed=seed,
+            dry_run=dry_run,
+            details=details,
+            mechanism=mech,
+        )
 
     @naming_the_method("quantiles")
-    def quantiles(self, source: Any, **kwargs: Any) -> Any:
-        """Private quantiles of a numeric column; see
-        :func:`privhist.session.analyses.quantiles`."""
-        from privhist.session.analyses import quantiles
+    def quantiles(
+        self,
+        source: Any,
+        *,
+        column: str,
+        q: Sequence[float] | float,
+        lower: float,
+        upper: float,
+        epsilon: float,
+        delta: float,
+        method: Literal["hierarchical", "binary-search"] = "hierarchical",
+        levels: int = 8,
+        branching: int = 2,
+        confidence: float = 0.95,
+        clamp: bool = False,
+        sampling_rate: float | None = None,
+        threshold: int | None = None,
+        alpha: float | None = None,
+        cohort_size: int | None = None,
+        clients: int | None = None,
+        input_format: str | None = None,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: Literal["csv", "json", "parquet"] | None = None,
+        seed: int | None = None,
+        dry_run: bool = False,
+    ) -> Release | DryRun:
+        """Private quantiles of a numeric column (Bharadwaj & Cormode 2022, Section 4.2): one
+        row per level ``q`` with its ``value``, the bucket ``[bucket_lower, bucket_upper]`` the
+        answer lies in (the resolution ``(upper - lower) / branching**levels``, not a
+        confidence interval) and the plug-in rank errors (pruning, sampling) at
+        ``confidence``.
 
-        return quantiles(self, source, **kwargs)
+        Args:
+            source: a file path or a table the engine reads.
+            column: the numeric column (cells are parsed one by one; empty and non-numeric
+                cells are dropped and counted).
+            q: the quantile levels in [0, 1].
+            lower, upper: the public range ``[lower, upper)`` of the values.
+            epsilon, delta: the guarantee of the whole release.
+            method: one ``hierarchical`` release for all levels, or ``binary-search`` rounds.
+            levels: levels of the hierarchy (binary search: rounds per quantile).
+            branching: branching of the hierarchy.
+            confidence: the confidence of the rank errors.
+            clamp: move values outside the range to its ends (counted) instead of refusing.
+            sampling_rate, threshold, alpha: the calibration of each sample-and-threshold
+                release (default: from epsilon and delta).
+            cohort_size, clients: binary search on fixed-size cohorts of ``cohort_size`` of
+                ``clients`` (the public number of values; substitution neighbours).
+            input_format, columns, separator: how files are read (see :meth:`histogram`).
+            output, output_format, seed, dry_run: as :meth:`histogram`.
+
+        Example:
+            >>> import numpy as np, polars as pl
+            >>> from privhist import Session
+            >>> ages = pl.DataFrame({"age": np.arange(100_000) % 80 + 10})
+            >>> r = Session().quantiles(ages, column="age", q=[0.5], lower=0, upper=128,
+            ...                         epsilon=1, delta=1e-8, seed=2)
+            >>> bool(45 <= r.estimates[0] <= 55)
+            True
+        """
+        fn = "quantiles"
+        self._open(fn)
+        checks.name(column, "column", fn, optional=False)
+        fields = checks.fields(
+            fn, key=column, input_format=input_format, column_names=columns, separator=separator
+        )
+        checks.choice(method, "method", fn, ("hierarchical", "binary-search"))
+        checks.flag(clamp, "clamp", fn)
+        releasable, mech, details = build.quantiles(
+            fn,
+            q=q,
+            lower=checks.number(lower, "lower", fn),
+            upper=checks.number(upper, "upper", fn),
+            epsilon=checks.number(epsilon, "epsilon", fn),
+            delta=checks.number(delta, "delta", fn),
+            method=method,
+            levels=_int(levels, "levels", fn),
+            branching=_int(branching, "branching", fn),
+            confidence=checks.number(confidence, "confidence", fn),
+            clamp=clamp,
+            options={
+                "sampling_rate": sampling_rate,
+                "threshold": threshold,
+                "alpha": alpha,
+                "cohort_size": cohort_size,
+                "clients": clients,
+            },
+        )
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
+            output=output,
+            output_format=output_format,
+            seed=seed,
+            dry_run=dry_run,
+            details=details,
+            mechanism=mech,
+        )
 
     @naming_the_method("range")
-    def range_counts(self, source: Any, **kwargs: Any) -> Any:
-        """Private range counts of a numeric column; see
-        :func:`privhist.session.analyses.range_counts`."""
-        from privhist.session.analyses import range_counts
+    def range_counts(
+        self,
+        source: Any,
+        *,
+        column: str,
+        queries: Sequence[tuple[float, float]],
+        lower: float,
+        upper: float,
+        epsilon: float,
+        delta: float,
+        levels: int = 8,
+        branching: int = 2,
+        confidence: float = 0.95,
+        clamp: bool = False,
+        sampling_rate: float | None = None,
+        threshold: int | None = None,
+        alpha: float | None = None,
+        input_format: str | None = None,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: Literal["csv", "json", "parquet"] | None = None,
+        seed: int | None = None,
+        dry_run: bool = False,
+    ) -> Release | DryRun:
+        """Private range counts of a numeric column from one hierarchical release (Bharadwaj &
+        Cormode 2022, Section 4.2): one row per query ``[from, to)``, in query order, with the
+        range answered (snapped to leaf boundaries), the ``estimate``, an exact ``confidence``
+        interval ``lower``/``upper`` for the true count, and the pruning bounds.
 
-        return range_counts(self, source, **kwargs)
+        Args:
+            source: a file path or a table the engine reads.
+            column: the numeric column.
+            queries: the ranges ``(A, B)``, each inside ``[lower, upper]``.
+            lower, upper: the public range of the values.
+            epsilon, delta: the guarantee of the release.
+            levels, branching, confidence, clamp, sampling_rate, threshold, alpha: as
+                :meth:`quantiles`.
+            input_format, columns, separator: how files are read (see :meth:`histogram`).
+            output, output_format, seed, dry_run: as :meth:`histogram`.
+
+        Example:
+            >>> import numpy as np, polars as pl
+            >>> from privhist import Session
+            >>> ages = pl.DataFrame({"age": np.arange(100_000) % 80 + 10})
+            >>> r = Session().range_counts(ages, column="age", queries=[(0, 64)], lower=0,
+            ...                            upper=128, epsilon=1, delta=1e-8, seed=2)
+            >>> bool(65_000 < r.estimates[0] < 70_000)
+            True
+        """
+        fn = "range"
+        self._open(fn)
+        checks.name(column, "column", fn, optional=False)
+        fields = checks.fields(
+            fn, key=column, input_format=input_format, column_names=columns, separator=separator
+        )
+        checks.flag(clamp, "clamp", fn)
+        releasable, mech, details = build.range_counts(
+            fn,
+            queries=list(queries) if isinstance(queries, list | tuple) else queries,
+            lower=checks.number(lower, "lower", fn),
+            upper=checks.number(upper, "upper", fn),
+            epsilon=checks.number(epsilon, "epsilon", fn),
+            delta=checks.number(delta, "delta", fn),
+            levels=_int(levels, "levels", fn),
+            branching=_int(branching, "branching", fn),
+            confidence=checks.number(confidence, "confidence", fn),
+            clamp=clamp,
+            options={"sampling_rate": sampling_rate, "threshold": threshold, "alpha": alpha},
+        )
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
+            output=output,
+            output_format=output_format,
+            seed=seed,
+            dry_run=dry_run,
+            details=details,
+            mechanism=mech,
+        )
 
     @naming_the_method("sample")
-    def weighted_sample(self, source: Any, **kwargs: Any) -> Any:
-        """A private weighted sample; see :func:`privhist.session.analyses.weighted_sample`."""
-        from privhist.session.analyses import weighted_sample
+    def weighted_sample(
+        self,
+        source: Any,
+        *,
+        key: str,
+        epsilon: float,
+        delta: float,
+        weight: str | None = None,
+        tau: float | None = None,
+        k: int | None = None,
+        k_budget: float = 0.1,
+        scheme: Literal["ppswor", "priority"] = "ppswor",
+        power: float = 1.0,
+        max_frequency: int = 2000,
+        keys_only: bool = False,
+        aggregate: bool = False,
+        frequency_rule: str = "integer-tokens",
+        input_format: str | None = None,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: Literal["csv", "json"] | None = None,
+        seed: int | None = None,
+        dry_run: bool = False,
+    ) -> Release | DryRun:
+        """A private weighted sample (Cohen, Geri, Sarlos & Stemmer, Algorithm 2) sanitised by
+        the certified keys-and-frequencies sanitiser: one row per released key with its
+        ``token``, frequency ``estimate``, ``bias`` and ``variance``.
 
-        return weighted_sample(self, source, **kwargs)
+        Args:
+            source: a file path or a table the engine reads.
+            key: the key column.
+            epsilon, delta: the guarantee of the release (element-level neighbours).
+            weight: a column of positive integer frequencies (one row per key; ``aggregate``
+                sums repeated keys); None: each row is one occurrence of its key.
+            tau, k: the sampling threshold, or a sample size ``k`` whose threshold is set from
+                a private total bought with ``k_budget`` of epsilon (exactly one of the two).
+            scheme: ``ppswor`` or ``priority`` sampling.
+            power: the sampling weight is ``frequency ** power`` (0, 1 or 2 with ``k``).
+            max_frequency: frequencies above it are clamped to it before sampling.
+            keys_only: release keys without frequencies.
+            aggregate: sum the weights of repeated keys instead of refusing them.
+            frequency_rule: ``integer-tokens`` (Algorithm 4) or ``max-separation``
+                (Algorithm 5).
+            input_format, columns, separator: how files are read (see :meth:`histogram`).
+            output: a ``.csv`` or ``.json`` file (sealed with a row count and checksum, which
+                ``privhist estimate`` checks); output_format, seed, dry_run: as
+                :meth:`histogram`.
+
+        Example:
+            >>> import polars as pl
+            >>> from privhist import Session
+            >>> sales = pl.DataFrame({"item": ["a"] * 900 + ["b"] * 600 + ["c"] * 3})
+            >>> r = Session().weighted_sample(sales, key="item", epsilon=1, delta=1e-6,
+            ...                               tau=1.0, seed=3)
+            >>> r.keys.tolist()
+            ['a', 'b']
+        """
+        fn = "sample"
+        self._open(fn)
+        fields = checks.fields(
+            fn, key=key, input_format=input_format, column_names=columns, separator=separator
+        )
+        checks.name(key, "key", fn, optional=False)
+        checks.name(weight, "weight", fn)
+        for param, value in (("keys_only", keys_only), ("aggregate", aggregate)):
+            checks.flag(value, param, fn)
+        if output is not None:
+            suffix = Path(output).suffix.lower() if isinstance(output, str | os.PathLike) else ""
+            if suffix not in (".csv", ".json"):
+                raise ValidationError("output", fn, "a .csv or .json file", output)
+        releasable, mech, details = build.weighted_sample(
+            fn,
+            epsilon=checks.number(epsilon, "epsilon", fn),
+            delta=checks.number(delta, "delta", fn),
+            weight=weight,
+            tau=None if tau is None else checks.number(tau, "tau", fn),
+            k=checks.optional_int(k, "k", fn),
+            k_budget=checks.number(k_budget, "k_budget", fn),
+            scheme=scheme,
+            power=checks.number(power, "power", fn),
+            max_frequency=_int(max_frequency, "max_frequency", fn),
+            keys_only=keys_only,
+            aggregate=aggregate,
+            frequency_rule=frequency_rule,
+        )
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
+            output=output,
+            output_format=output_format,
+            # a sample file is read back by privhist (sealed, keys as they are)
+            escape_formulas=False,
+            seed=seed,
+            dry_run=dry_run,
+            details=details,
+            mechanism=mech,
+        )
 
     @naming_the_method("federated-frequency")
-    def federated_frequency(self, source: Any, **kwargs: Any) -> Any:
-        """User-level federated frequency estimation (TFFE/MFFE); see
-        :func:`privhist.session.analyses.federated_frequency`."""
-        from privhist.session.analyses import federated_frequency
+    def federated_frequency(
+        self,
+        source: Any,
+        *,
+        epsilon: float,
+        delta: float,
+        user: str | bool,
+        key: str = "key",
+        protocol: Literal["tffe", "mffe"] = "tffe",
+        theta: float = 0.2,
+        bits: int = 8,
+        max_items: int = 1,
+        rounds: int = 1,
+        eta: float = 1.0,
+        domain: Sequence[Any] | str | os.PathLike[str] | None = None,
+        domain_from_data: bool = False,
+        top_d: int | None = None,
+        frame: Literal["auto", "orthogonal", "hadamard"] = "auto",
+        secure_sum: Literal["ideal", "secagg", "secagg+"] = "ideal",
+        input_format: str | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: Literal["csv", "json", "parquet"] | None = None,
+        seed: int | None = None,
+        dry_run: bool = False,
+        progress: ProgressFactory | None = None,
+        announce: Callable[[str], object] | None = None,
+    ) -> Release | DryRun:
+        """User-level federated frequency estimation, TFFE or MFFE (the federated-frequency
+        paper, Section 5): one row per ``item`` with its estimated ``mean_count_per_user``; the
+        metadata holds the calibration, the clipping thresholds and the error bounds. Its
+        guarantee is for replace-one-user neighbours, which a ledger dataset does not keep: it
+        is refused when the session charges a dataset.
 
-        return federated_frequency(self, source, **kwargs)
+        Args:
+            source: a file path or a table the engine reads.
+            epsilon, delta: the target guarantee (the metadata states the one spent).
+            user: the user column (``True`` for text/FIMI files: each line is a user).
+            key: the item column.
+            protocol: ``tffe`` (two phases) or ``mffe`` (``rounds`` rounds, learning rate
+                ``eta``).
+            theta: cPBM's theta in (0, 1/4].
+            bits: TFFE: ``2**bits`` bins of the private quantile.
+            max_items: TFFE: the most items one user contributes.
+            rounds, eta: MFFE's rounds and learning rate.
+            domain: the public item domain (a sequence, or a file of one item per line); or
+                ``domain_from_data`` (the items present, or the ``top_d`` most frequent: NOT
+                private).
+            frame: the tight frame of Kashin's representation.
+            secure_sum: the ideal sum or a simulated SecAgg(+) protocol.
+            input_format: the file format when the name does not tell.
+            output, output_format, seed, dry_run: as :meth:`histogram`.
+            progress: ``(label, total) -> advance(k)`` for a progress display.
+            announce: called with each simulated secure-sum round's estimated cost before it
+                runs (``secagg``/``secagg+``; a round too costly to run is refused).
+        """
+        fn = "federated-frequency"
+        self._open(fn)
+        if user is None or user is False:
+            raise ValidationError("user", fn, "a user column (user-level data)", user)
+        fields = checks.fields(fn, key=key, user_column=user, input_format=input_format)
+        checks.flag(domain_from_data, "domain_from_data", fn)
+        if self.charging:
+            # its guarantee is for replacing one user's whole vector, a unit the ledger does not
+            # keep
+            raise ValidationError(
+                "dataset",
+                fn,
+                "None: its guarantee is for replace-one-user neighbours, which the ledger's "
+                "record and user units do not cover",
+                self.dataset,
+            )
+        releasable, mech, details = build.federated_frequency(
+            fn,
+            epsilon=checks.number(epsilon, "epsilon", fn),
+            delta=checks.number(delta, "delta", fn),
+            protocol=protocol,
+            theta=checks.number(theta, "theta", fn),
+            bits=_int(bits, "bits", fn),
+            max_items=_int(max_items, "max_items", fn),
+            rounds=_int(rounds, "rounds", fn),
+            eta=checks.number(eta, "eta", fn),
+            frame=frame,
+            domain=domain,
+            domain_from_data=domain_from_data,
+            top_d=checks.optional_int(top_d, "top_d", fn),
+            secure_sum=secure_sum,
+            progress=progress,
+            announce=announce,
+        )
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
+            output=output,
+            output_format=output_format,
+            seed=seed,
+            dry_run=dry_run,
+            details=details,
+            mechanism=mech,
+        )
+
+    @naming_the_method("aggregate")
+    def aggregate(
+        self,
+        source: Any,
+        *,
+        by: str | Sequence[str],
+        metrics: Mapping[str, Metric],
+        epsilon: float,
+        delta: float = 0.0,
+        user: str | None = None,
+        max_partitions: int = 1,
+        max_per_partition: int = 1,
+        partitions: Sequence[Any] | Product | Any | None = None,
+        confidence: float = 0.95,
+        input_format: str | None = None,
+        columns: Sequence[str] | None = None,
+        separator: str | None = None,
+        output: str | os.PathLike[str] | None = None,
+        output_format: Literal["csv", "json", "parquet"] | None = None,
+        escape_formulas: bool = True,
+        seed: int | None = None,
+        dry_run: bool = False,
+    ) -> Release | DryRun:
+        """Metrics per group (:mod:`privhist.analytics.aggregate`): counts, distinct users,
+        sums, means, variances and quantiles of value columns, per combination of the ``by``
+        columns, as one release charged once. One row per group: the group columns, then one
+        column per metric (counts and sums with ``_lower``/``_upper`` confidence intervals;
+        quantiles one column per level, ``name_q``).
+
+        Args:
+            source: a file path (CSV/TSV, Parquet, NDJSON) or a table the engine reads.
+            by: the group column, or several.
+            metrics: ``{output column: metric}`` built by :mod:`privhist.metrics`
+                (``count()``, ``count_users()``, ``sum(column, lower, upper)``, ``mean``,
+                ``variance``, ``quantiles(column, levels, lower, upper)``); bounds may be
+                ``"auto"`` (a DP quantile of the values, inside the same spend).
+            epsilon, delta: the guarantee of the whole release (``delta`` > 0 unless the groups
+                are public: groups chosen privately need it).
+            user: the user column for user-level privacy (None: every record is its own unit).
+            max_partitions, max_per_partition: the most groups a user contributes to and the
+                most records a user contributes to one group (user level).
+            partitions: None (groups chosen privately: cumulative-sips at user level, optimal
+                partition selection at record level), or the public groups: a list of keys
+                (tuples for several columns), a table of key rows, or
+                ``metrics.product({column: values})``. Every public group gets a row; records of
+                other groups are dropped (their number is in ``diagnostics``).
+            confidence: the confidence of the intervals.
+            input_format, columns, separator: how files are read (see :meth:`histogram`).
+            output, output_format, escape_formulas, seed, dry_run: as :meth:`histogram`.
+
+        Example:
+            >>> import polars as pl
+            >>> from privhist import Session
+            >>> from privhist import metrics as m
+            >>> sales = pl.DataFrame({"shop": ["a"] * 3000 + ["b"] * 2000,
+            ...                       "amount": [10.0, 20.0] * 1500 + [5.0] * 2000})
+            >>> r = Session().aggregate(sales, by="shop", epsilon=1, delta=1e-6, seed=2,
+            ...                         metrics={"total": m.sum("amount", 0, 50),
+            ...                                  "avg": m.mean("amount", 0, 50)})
+            >>> t = r.to_pandas()
+            >>> t["shop"].tolist(), t["avg"].round(0).tolist()
+            (['a', 'b'], [15.0, 5.0])
+        """
+        fn = "aggregate"
+        self._open(fn)
+        group = (by,) if isinstance(by, str) else by
+        if isinstance(group, str) or not isinstance(group, Sequence) or not group:
+            raise ValidationError("by", fn, "a column name or a list of them", by)
+        group = tuple(group)
+        for c in group:
+            checks.name(c, "by", fn, optional=False)
+        if user is not None:
+            checks.name(user, "user", fn, optional=False)
+        if not isinstance(metrics, Mapping):
+            raise ValidationError("metrics", fn, "a mapping of output names to metrics", metrics)
+        fields = checks.fields(
+            fn,
+            key=group[0] if len(group) == 1 else None,
+            user_column=user,
+            input_format=input_format,
+            column_names=columns,
+            separator=separator,
+        )
+        if len(group) > 1:
+            fields = check_fields(Fields(None, fields.user, fields.reading, group), fn)
+        releasable = build.aggregate(
+            fn,
+            by=group,
+            metrics=dict(metrics),
+            epsilon=checks.number(epsilon, "epsilon", fn),
+            delta=checks.number(delta, "delta", fn),
+            user_level=user is not None,
+            max_partitions=_int(max_partitions, "max_partitions", fn),
+            max_per_partition=_int(max_per_partition, "max_per_partition", fn),
+            partitions=partitions,
+            confidence=checks.number(confidence, "confidence", fn),
+        )
+        details = {
+            "groups": "public partitions" if partitions is not None else "chosen privately",
+            "metrics": {k: v.describe() for k, v in metrics.items()},
+        }
+        return self.release(
+            releasable,
+            source,
+            fields,
+            function=fn,
+            output=output,
+            output_format=output_format,
+            escape_formulas=escape_formulas,
+            seed=seed,
+            dry_run=dry_run,
+            details=details,
+        )
 
     def count(
         self,
         source: Any,
-        request: CountRequest,
+        request: KeyCounts,
         *,
         seed: int | None = None,
     ) -> Counts:
@@ -845,6 +1162,9 @@ class Session:
 
         For building releases by hand; the counts themselves must never be published.
         """
+        self._open("count")
+        if not isinstance(request, KeyCounts):
+            raise ValidationError("request", "Session.count", "a KeyCounts request", request)
         return self.engine.count(source, request, default_source(seed), progress=self.progress)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -859,31 +1179,45 @@ class Session:
                 type(source).__name__,
             )
 
-    def _check_output_for(
+    def _check_output(
         self,
-        mech: Mechanism,
-        output: str | os.PathLike[str] | None,
-        output_format: str | None,
-        inputs: Sequence[str | os.PathLike[str] | None],
+        releasable: Releasable,
+        output: Any,
+        output_format: Any,
+        source: Any,
         fn: str,
     ) -> str | None:
-        formats = getattr(mech, "output_formats", None)  # e.g. compact: a polynomial, not rows
+        output = checks.path_or_none(output, "output", fn)
+        if output_format is not None:
+            checks.choice(output_format, "output_format", fn, ("csv", "json", "parquet"))
+        # a release that is not rows (compact: a polynomial) names the formats it is written in
+        formats = releasable.output_formats if isinstance(releasable, Mechanism) else None
         if output is None:
             if formats is not None:
                 raise ValidationError(
                     "output",
-                    f"{fn} with mechanism {mech.name}",
+                    f"{fn} with mechanism {releasable.name}",
                     f"a {' or '.join(formats)} file (CSV rows cannot hold this release)",
                     None,
                 )
+            if output_format is not None:
+                raise ValidationError("output_format", fn, "given with output", output_format)
             return None
+        inputs = [source if isinstance(source, str | os.PathLike) else None]
         fmt = check_output(output, output_format, inputs, self.ledger_path, fn)
         if formats is not None and fmt not in formats:
             raise ValidationError(
-                "format", f"{fn} with mechanism {mech.name}", " or ".join(formats), fmt
+                "format", f"{fn} with mechanism {releasable.name}", " or ".join(formats), fmt
             )
         return fmt
 
-    @property
-    def ledger_path(self) -> Path | None:
-        return None if self.ledger is None else self.ledger.path
+
+def _int(value: Any, name: str, fn: str) -> int:
+    checked = checks.optional_int(value, name, fn, minimum=0)
+    if checked is None:
+        raise ValidationError(name, fn, "an integer", value)
+    return checked
+
+
+def _is_fimi(path: str | os.PathLike[str]) -> bool:
+    return os.fspath(path).endswith((".dat", ".fimi"))

@@ -16,9 +16,9 @@ import privhist.mechanisms.registry as registry
 from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
-from privhist.core.release import Release
 from privhist.engines.base import Engine, check_engine
 from privhist.engines.local import LocalEngine
+from privhist.io.release import Release
 from privhist.io.writers import check_destination
 from privhist.mechanisms.base import Mechanism
 

@@ -11,7 +11,8 @@ import grpc
 import pytest
 
 from privhist.cli.main import main
-from privhist.federated.secagg import runtime
+from privhist.federated.secagg import credentials, runtime
+from privhist.federated.secagg.client import run_client
 from privhist.federated.secagg.tasks import make_task, run_task_in_process
 
 ST_PARAMS: dict[str, Any] = {
@@ -74,15 +75,23 @@ def test_cli_run_completes_a_tffe_round_like_the_in_process_run(
     ] * 2
 
 
-def test_bad_messages_over_the_wire_are_refused_and_the_round_completes() -> None:
+def test_bad_messages_over_the_wire_are_refused_and_the_round_completes(tmp_path: Any) -> None:
     params = {"clients": 3, "dimension": 4, "modulus": 97, "data_seed": 1}
     params.update(epsilon=1.0, delta=0.0)
-    key, cert = runtime.self_signed_certificate()
+    dep = credentials.issue(tmp_path, 3, "127.0.0.1", days=1)
+    ca = dep.ca.read_bytes()
     coord = runtime.Coordinator(make_task("sum", params), "secagg", stage_timeout=10.0)
-    server, port = runtime.start_server(coord, "127.0.0.1", 0, key, cert)
+    server, port = runtime.start_server(
+        coord, "127.0.0.1", 0, dep.server_key.read_bytes(), dep.server_cert.read_bytes(), ca
+    )
     target = f"127.0.0.1:{port}"
+
+    def pem(u: int) -> tuple[bytes, bytes]:
+        return dep.client_cert(u).read_bytes(), dep.client_key(u).read_bytes()
+
     try:
-        creds = grpc.ssl_channel_credentials(root_certificates=cert)
+        cert0, key0 = pem(0)
+        creds = grpc.ssl_channel_credentials(ca, key0, cert0)
         with grpc.secure_channel(target, creds) as ch:
             for method, payload in (
                 ("Join", b"not json"),
@@ -92,11 +101,15 @@ def test_bad_messages_over_the_wire_are_refused_and_the_round_completes() -> Non
             ):
                 with pytest.raises(grpc.RpcError) as info:
                     ch.unary_unary(f"/{runtime.SERVICE}/{method}")(payload, timeout=10)
-                assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+                assert info.value.code() in (
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                )
         results: dict[int, Any] = {}
 
         def client(u: int) -> None:
-            results[u] = runtime.run_client(target, cert, u, seed=3, timeout=30)
+            cert, key = pem(u)
+            results[u] = run_client(target, ca, u, cert_pem=cert, key_pem=key, seed=3, timeout=30)
 
         threads = [threading.Thread(target=client, args=(u,)) for u in range(3)]
         for t in threads:
@@ -117,11 +130,14 @@ def test_serve_and_client_commands(tmp_path: Any) -> None:
 
     from privhist.cli import federated_client
 
-    cert = tmp_path / "server.pem"
+    creds = tmp_path / "creds"
+    assert main(["federated", "credentials", "--clients", "3", "--out", str(creds)]) == 0
     log = tmp_path / "rounds.jsonl"
     argv = [sys.executable, "-m", "privhist", "federated", "serve", "--task", "sum"]
     argv += ["--clients", "3", "--dimension", "4", "--modulus", "97", "--secure-sum", "secagg"]
-    argv += ["--write-cert", str(cert), "--log", str(log), "--json", "--stage-timeout", "20"]
+    argv += ["--ca", str(creds / "ca.pem"), "--tls-key", str(creds / "server.key")]
+    argv += ["--tls-cert", str(creds / "server.pem")]
+    argv += ["--log", str(log), "--json", "--stage-timeout", "20"]
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert server.stderr is not None
@@ -133,7 +149,11 @@ def test_serve_and_client_commands(tmp_path: Any) -> None:
         def client(u: int) -> None:
             codes.append(
                 federated_client.main(
-                    ["--server", target, "--cert", str(cert), "--id", str(u), "--json"]
+                    [
+                        *["--server", target, "--ca", str(creds / "ca.pem"), "--id", str(u)],
+                        *["--cert", str(creds / f"client-{u}.pem")],
+                        *["--key", str(creds / f"client-{u}.key"), "--json"],
+                    ]
                 )
             )
 

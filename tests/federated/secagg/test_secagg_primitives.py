@@ -202,7 +202,8 @@ def test_messages_round_trip_and_reject_malformed() -> None:
     bad_variants = [
         b"\x80not json",
         b"[1, 2]",
-        json.dumps({**obj, "v": 2}).encode(),
+        json.dumps({**obj, "v": 1}).encode(),  # an older version
+        b"[" * 500 + b"]" * 500,  # nested deeper than MAX_DEPTH
         json.dumps({**obj, "type": "nope"}).encode(),
         json.dumps({**obj, "extra": 1}).encode(),
         json.dumps({k: v for k, v in obj.items() if k != "s_pk"}).encode(),

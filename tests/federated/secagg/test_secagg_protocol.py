@@ -4,7 +4,6 @@ server's transcript holds, and rejection of bad messages."""
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Any
 
 import numpy as np
@@ -158,10 +157,10 @@ def test_server_rejects_bad_messages_and_still_completes() -> None:
     q, d = config.modulus, config.dimension
     adv = {u: c.advertise() for u, c in clients.items()}
 
-    def rejected(data: bytes | Message) -> None:
+    def rejected(data: bytes | Message, sender: int | None = None) -> None:
         before = (server.stage, {s: dict(r) for s, r in server.received.items()})
         with pytest.raises(ProtocolError):
-            server.receive(data)
+            server.receive(data, sender)
         assert (server.stage, {s: dict(r) for s, r in server.received.items()}) == before
 
     rejected(b"garbage")
@@ -179,7 +178,10 @@ def test_server_rejects_bad_messages_and_still_completes() -> None:
     assert all(s is not None for s in shares.values())
     s0 = shares[0]
     assert s0 is not None
-    rejected(Message("shares", 11, 0, {"ciphertexts": s0.body["ciphertexts"][1:]}).encode())
+    body = dict(s0.body)
+    rejected(Message("shares", 11, 0, {**body, "ciphertexts": body["ciphertexts"][1:]}).encode())
+    rejected(Message("shares", 11, 0, {**body, "commitments": body["commitments"][1:]}).encode())
+    rejected(s0.encode(), sender=1)  # client 1 sending in the name of client 0
     rejected(adv[1].encode())  # a stage that is over
     for u in range(5):
         msg = shares[u]
@@ -190,11 +192,12 @@ def test_server_rejects_bad_messages_and_still_completes() -> None:
     w = len(pack_vector(x[0], q)) // d
     good = masked[0]
     assert good is not None
-    raw = json.loads(good.encode())
     for bad_y in (good.body["y"][:-1], good.body["y"] + b"\x00" * w, (q).to_bytes(w, "little") * d):
         rejected(Message("masked", 11, 0, {"y": bad_y}).encode())
-    raw["y"] = raw["y"][:-4]
-    rejected(json.dumps(raw).encode())
+    wire = good.encode()
+    rejected(wire[:-4])  # the attachment is shorter than its declared length
+    rejected(wire.partition(b"\x00")[0])  # no attachment
+    rejected(wire + b"\x00")
     for u in range(5):
         msg = masked[u]
         assert msg is not None
@@ -240,9 +243,14 @@ def test_clients_reject_inconsistent_server_messages() -> None:
         server.receive(msg)
     replies = server.close_stage()
     fwd = replies[0]
-    forged = [(v, ct[:-1] + bytes([ct[-1] ^ 1])) for v, ct in fwd.body["ciphertexts"]]
+    forged = [(v, ct[:-1] + bytes([ct[-1] ^ 1]), k, s) for v, ct, k, s in fwd.body["inbox"]]
     with pytest.raises(ProtocolError, match="authentication"):
-        c0.handle(Message("forward", 11, -1, {"ciphertexts": forged}))
+        c0.handle(Message("forward", 11, -1, {"inbox": forged}))
+    # a share that does not match the commitment its dealer published names the dealer
+    v, ct, kc, _sc = fwd.body["inbox"][0]
+    lying = [(v, ct, kc, bytes(16)), *fwd.body["inbox"][1:]]
+    with pytest.raises(ProtocolError, match=f"shares of client {v} do not match"):
+        c0.handle(Message("forward", 11, -1, {"inbox": lying}))
     masked = {u: clients[u].handle(replies[u]) for u in range(5)}
     for msg in masked.values():
         assert msg is not None

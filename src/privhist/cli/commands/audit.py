@@ -53,7 +53,11 @@ def register(sub: Any) -> None:
     s = asub.add_parser("sample", help="statistical (black-box) audit from N draws per side")
     what = s.add_mutually_exclusive_group(required=True)
     what.add_argument("--mechanism", choices=catalogue.names())
-    what.add_argument("--function", metavar="MODULE:FUNCTION", help="f(records) -> output")
+    what.add_argument(
+        "--function",
+        metavar="MODULE:FUNCTION",
+        help="f(records) -> output, marked with @privhist.audit.audit_sampler",
+    )
     what.add_argument(
         "--peer",
         choices=["opendp", "pipelinedp-count", "pipelinedp-privacy-id-count", "diffprivlib"],

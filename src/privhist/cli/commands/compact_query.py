@@ -25,9 +25,10 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from privhist.io.compact import load_compact
+    from privhist.io.compact import read_compact
+    from privhist.mechanisms.finite.compact import CompactCounts
 
-    compact = load_compact(args.release)
+    compact = CompactCounts(read_compact(args.release))
     keys: list[Any] = list(args.keys)
     counts = compact.counts(keys)  # validates every key before anything is printed
     if args.json:

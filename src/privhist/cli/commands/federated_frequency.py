@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
+
+from privhist.cli.common import add_dry_run_arguments
 
 
 def register(sub: Any) -> None:
@@ -79,15 +80,14 @@ def register(sub: Any) -> None:
         default="ideal",
         help="the secure sum: the ideal functionality or the SecAgg(+) protocol",
     )
+    add_dry_run_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from privhist.cli.common import session_for
-    from privhist.core.random import default_source
-    from privhist.federated.kashin import frame_for
+    from privhist.cli.common import print_dry_run, session_for
 
     fn = "federated-frequency"
     show = not args.no_progress and not args.json and sys.stderr.isatty()
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             task = bar.add_task(label, total=total)
             return lambda k: bar.advance(task, k)
 
-        result, users, frame, facts = session_for(args, fn).federated_frequency(
+        release: Any = session_for(args, fn).federated_frequency(
             args.input,
             epsilon=args.epsilon,
             delta=args.delta,
@@ -113,20 +113,21 @@ def run(args: argparse.Namespace) -> int:
             domain=args.domain,
             domain_from_data=args.domain_from_data,
             top_d=args.top_d,
-            frame=lambda d, rng: frame_for(d, rng, args.frame),
+            frame=args.frame,
             seed=args.seed,
             secure_sum=args.secure_sum,
             progress=progress,
+            dry_run=args.dry_run,
+            announce=lambda text: print(f"privhist: {text}", file=sys.stderr),
         )
-    rng = default_source(args.seed)  # its description only: seeded or secure
-    n, d = users.n_users, users.dimension
+    if args.dry_run:
+        return print_dry_run(release, args.json)
+    meta = release.metadata
     eps, delta = args.epsilon, args.delta
-    public = facts["public_domain"]
-    spent = result.epsilon(delta)
-    import numpy as np
-
-    labels = users.labels if users.labels is not None else np.arange(d)
-    keys = [str(k) for k in np.asarray(labels).tolist()]
+    public = args.domain is not None
+    spent = meta["guarantee"]["epsilon"]
+    keys = [str(k) for k in release.keys.tolist()]
+    estimates = release.estimates.tolist()
     if public:
         note = (
             "the item domain is the public --domain file (records with other keys are "
@@ -139,27 +140,22 @@ def run(args: argparse.Namespace) -> int:
             + ") and users left without items were dropped, which is not private; the "
             "guarantee covers the frequencies only given that domain and those users"
         )
+    n, d = meta["users"], meta["items"]
     report = {
-        "protocol": result.protocol,
+        "protocol": meta["protocol"],
         "users": n,
         "items": d,
-        "frame_dimension": frame.D,
-        "guarantee": {
-            "epsilon": spent,
-            "delta": delta,
-            "target_epsilon": eps,
-            "neighbouring": "replace one user (all of her items)",
-            "end_to_end": public,
-        },
-        "m": result.m,
-        "m_quantile": result.m_quantile,
-        "theta": result.theta,
-        "gamma": result.gamma,
-        "clips": list(result.clips),
-        "l2_error_bound": None if math.isnan(result.bound_estimate) else result.bound_estimate,
-        "noise_bound": result.noise_bound,
-        "frequencies": dict(zip(keys, result.estimate.tolist(), strict=True)),
-        "randomness": rng.description,
+        "frame_dimension": meta["frame_dimension"],
+        "guarantee": {k: v for k, v in meta["guarantee"].items() if k != "statement"},
+        "m": meta["m"],
+        "m_quantile": meta["m_quantile"],
+        "theta": meta["theta"],
+        "gamma": meta["gamma"],
+        "clips": meta["clips"],
+        "l2_error_bound": meta["l2_error_bound"],
+        "noise_bound": meta["noise_bound"],
+        "frequencies": dict(zip(keys, estimates, strict=True)),
+        "randomness": meta["randomness"]["source"],
         "note": note,
     }
     if args.json:
@@ -167,31 +163,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     width = max([len(k) for k in keys] + [4])
     print(f"{'item':<{width}}  mean count per user (estimate)")
-    for k, v in zip(keys, result.estimate.tolist(), strict=True):
+    for k, v in zip(keys, estimates, strict=True):
         print(f"{k:<{width}}  {v:.6g}")
     print(
-        f"# protocol {result.protocol}: {n} users, d = {d}, D = {frame.D}, "
-        f"m = {result.m}, m' = {result.m_quantile}, theta = {result.theta}"
+        f"# protocol {meta['protocol']}: {n} users, d = {d}, D = {meta['frame_dimension']}, "
+        f"m = {meta['m']}, m' = {meta['m_quantile']}, theta = {meta['theta']}"
     )
-    clips = ", ".join(f"{c:.4g}" for c in result.clips[:10])
+    clips = ", ".join(f"{c:.4g}" for c in meta["clips"][:10])
     print(
-        f"# threshold(s) C: {clips}{' ...' if len(result.clips) > 10 else ''} "
-        f"(target quantile {result.gamma:.4g})"
+        f"# threshold(s) C: {clips}{' ...' if len(meta['clips']) > 10 else ''} "
+        f"(target quantile {meta['gamma']:.4g})"
     )
-    if math.isnan(result.bound_estimate):
+    if meta["l2_error_bound"] is None:
         print(
-            f"# l2 error bound: noise part {result.noise_bound:.4g} (MFFE: the clipping-bias "
+            f"# l2 error bound: noise part {meta['noise_bound']:.4g} (MFFE: the clipping-bias "
             "part is not estimated privately)"
         )
     else:
         print(
-            f"# l2 error bound (Theorem 1, privately estimated): {result.bound_estimate:.4g} "
-            f"(noise part {result.noise_bound:.4g})"
+            f"# l2 error bound (Theorem 1, privately estimated): {meta['l2_error_bound']:.4g} "
+            f"(noise part {meta['noise_bound']:.4g})"
         )
     scope = "" if public else " (given the data-derived domain only)"
     print(
         f"# guarantee{scope}: ({spent:.4g}, {delta:g})-DP for replace-one-user neighbours "
-        f"(target epsilon {eps:g}); randomness: {rng.description}"
+        f"(target epsilon {eps:g}); randomness: {meta['randomness']['source']}"
     )
     print(f"# note: {note}")
     return 0

@@ -12,7 +12,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from privhist.cli.common import add_ledger_arguments, note, session_for
+from privhist.cli.common import (
+    add_dry_run_arguments,
+    add_engine_arguments,
+    add_layout_arguments,
+    add_ledger_arguments,
+    layout,
+    note,
+    print_dry_run,
+    session_for,
+)
 from privhist.core.errors import ValidationError
 
 FN = "heavy-hitters"
@@ -25,7 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("input", help="file of client items (one client per record)")
     p.add_argument("--key", help="the column holding each client's item")
     p.add_argument("--text", action="store_true", help="plain text: one client per word")
-    p.add_argument("--format", help="input format when the file name does not tell")
+    p.add_argument("--input-format", help="input format when the file name does not tell")
     p.add_argument("--epsilon", type=float, required=True, help="total epsilon of the run")
     p.add_argument("--delta", type=float, required=True, help="total delta of the run")
     p.add_argument("--levels", type=int, help="trie levels L (10)")
@@ -56,14 +65,9 @@ def register(sub: Any) -> None:
         default="ideal",
         help="how trie levels are summed: the ideal functionality or the SecAgg(+) protocol",
     )
-    p.add_argument(
-        "--engine",
-        choices=["local", "spark"],
-        default="local",
-        help="where items are counted: this process (local) or Apache Spark (CSV/TSV, Parquet "
-        "and NDJSON inputs; the trie runs on the driver)",
-    )
-    p.add_argument("--spark-master", help="Spark master URL with --engine spark (local[*])")
+    add_engine_arguments(p, "items are counted (the trie runs on the driver)")
+    add_dry_run_arguments(p)
+    add_layout_arguments(p)
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 
@@ -71,12 +75,12 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise ValidationError("--top", FN, "an integer >= 0", args.top)
-    result = session_for(args, FN).heavy_hitters(
+    result: Any = session_for(args, FN).heavy_hitters(
         args.input,
         epsilon=args.epsilon,
         delta=args.delta,
         key=args.key,
-        input_format="text" if args.text else args.format,
+        input_format="text" if args.text else args.input_format,
         levels=args.levels,
         level_epsilon=args.level_epsilon,
         alphabet=args.alphabet,
@@ -87,13 +91,19 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         secure_sum=args.secure_sum,
         confidence=args.confidence,
+        dry_run=args.dry_run,
+        **layout(args, FN),
     )
-    release, details = result.release, result.details
+    if args.dry_run:
+        return print_dry_run(result, args.json)
+    release = result
     if args.one_shot:
-        print(f"guarantee      {release.metadata['guarantee']['statement']} (one-shot)")
-        print(f"sampling_rate  {details['sampling_rate']:.6g}")
-        print(f"threshold      {details['threshold']}")
+        meta = release.metadata
+        print(f"guarantee      {meta['guarantee']['statement']} (one-shot)")
+        print(f"sampling_rate  {meta['sampling_rate']:.6g}")
+        print(f"threshold      {meta['threshold']}")
     else:
+        details = release.metadata
         level = details["level"]
         print(f"guarantee      {release.metadata['guarantee']['statement']}")
         print(
@@ -111,21 +121,22 @@ def run(args: argparse.Namespace) -> int:
         if args.top:
             order = order[: args.top]
         bounds = release.lower is not None and release.upper is not None
-        head = f"{'item':<24} {'sampled':>10} {'estimate':>14}"
+        head = f"{'item':<24} {'sampled_count':>13} {'estimate':>14}"
         print(head + (f" {'clients_lower':>14} {'clients_upper':>14}" if bounds else ""))
         for i in order:
             line = (
-                f"{release.keys[i]!s:<24} {int(release.values[i]):>10} "
+                f"{release.keys[i]!s:<24} {int(release.values[i]):>13} "
                 f"{release.estimates[i]:>14.1f}"
             )
             if release.lower is not None and release.upper is not None:
                 line += f" {int(release.lower[i]):>14} {int(release.upper[i]):>14}"
             print(line)
-    if not result.private:
+    if not release.private:
         print("warning        seeded randomness: reproducible and NOT private")
     # exact facts of the input go to stderr, marked, never beside the release on stdout
+    info = release.diagnostics
     note(
-        f"input (exact, not private, not in the output): {result.clients} clients, "
-        f"{result.dropped} dropped for the alphabet"
+        f"input (exact, not private, not in the output): {info['clients']} clients, "
+        f"{info['dropped_for_alphabet']} dropped for the alphabet"
     )
     return 0

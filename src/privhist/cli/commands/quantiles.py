@@ -16,12 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from privhist.cli.common import add_ledger_arguments, session_for
-
-if TYPE_CHECKING:
-    pass
+from privhist.cli.common import (
+    add_dry_run_arguments,
+    add_engine_arguments,
+    add_layout_arguments,
+    add_ledger_arguments,
+    layout,
+    print_dry_run,
+    session_for,
+)
 
 TABULAR = ("csv", "tsv", "parquet", "ndjson")
 
@@ -55,6 +60,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    add_engine_arguments(p)
+    add_dry_run_arguments(p)
+    add_layout_arguments(p)
     add_ledger_arguments(p)
 
 
@@ -73,8 +81,8 @@ def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     lo, hi = args.range
     return {
         "column": args.column,
-        "lo": lo,
-        "hi": hi,
+        "lower": lo,
+        "upper": hi,
         "epsilon": args.epsilon,
         "delta": args.delta,
         "levels": args.levels,
@@ -83,6 +91,8 @@ def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "clamp": args.clamp,
         "input_format": args.input_format,
         "seed": args.seed,
+        "dry_run": args.dry_run,
+        **layout(args, args.command),
         **options(args),
     }
 
@@ -148,21 +158,34 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fn = "quantiles"
-    cohort = {k: v for k, v in (("cohort_size", args.cohort_size), ("clients", args.clients)) if v}
-    result, facts = session_for(args, fn).quantiles(
-        args.input, q=args.q, method=args.method, **common_kwargs(args), **cohort
+    result = session_for(args, fn).quantiles(
+        args.input,
+        q=args.q,
+        method=args.method,
+        cohort_size=args.cohort_size,
+        clients=args.clients,
+        **common_kwargs(args),
     )
+    if args.dry_run:
+        return print_dry_run(result, args.json)
+    facts = result.diagnostics
     if args.json:
-        print(json.dumps(result.to_dict()))
+        rows = result.to_polars().to_dicts()
+        print(json.dumps({"quantiles": rows, **result.metadata}))
     else:
         g = result.metadata["guarantee"]
-        print(f"{'q':>8}  {'value':>14}  {'interval':>31}  rank error (pruning, sampling)")
-        for a in result.answers:
-            interval = f"[{a.lower:.6g}, {a.upper:.6g}]"
+        head = f"{'q':>8}  {'value':>14}  {'bucket':>31}  rank error (pruning, sampling)"
+        print(head)
+        for row in result.to_polars().iter_rows(named=True):
+            bucket = f"[{row['bucket_lower']:.6g}, {row['bucket_upper']:.6g}]"
             print(
-                f"{a.q:>8.6g}  {a.value:>14.6g}  {interval:>31}  "
-                f"{a.pruning_rank_error:.3g}, {a.sampling_rank_error:.3g}"
+                f"{row['q']:>8.6g}  {row['value']:>14.6g}  {bucket:>31}  "
+                f"{row['pruning_rank_error']:.3g}, {row['sampling_rank_error']:.3g}"
             )
+        print(
+            "bucket: the interval of width (upper - lower) / branching**levels the answer lies "
+            "in (its resolution, not a confidence interval)"
+        )
         print(f"guarantee: {g['statement']}")
     print_note(result.metadata, facts, args.clamp)
     return 0

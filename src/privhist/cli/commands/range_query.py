@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from privhist.cli.commands.quantiles import add_common, common_kwargs, print_note
-from privhist.cli.common import session_for
+from privhist.cli.common import print_dry_run, session_for
 
 
 def register(sub: Any) -> None:
@@ -39,24 +39,27 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fn = "range"
-    release, answers, facts = session_for(args, fn).range_counts(
+    release = session_for(args, fn).range_counts(
         args.input, queries=[(a, b) for a, b in args.query], **common_kwargs(args)
     )
+    if args.dry_run:
+        return print_dry_run(release, args.json)
     g = release.metadata["guarantee"]
+    rows = release.to_polars().to_dicts()
     if args.json:
-        print(json.dumps({"ranges": [x.to_dict() for x in answers], **release.metadata}))
+        print(json.dumps({"ranges": rows, **release.metadata}))
     else:
         print(
             f"{'range':>27}  {'estimate':>12}  {'interval':>25}  {'pruning <=':>11}  "
             f"{'lemma <=':>11}"
         )
-        for x in answers:
-            rng_text = f"[{x.range[0]:.6g}, {x.range[1]:.6g})"
-            interval = f"[{x.lower}, {x.upper}]"
+        for x in rows:
+            rng_text = f"[{x['answered_from']:.6g}, {x['answered_to']:.6g})"
+            interval = f"[{x['lower']}, {x['upper']}]"
             print(
-                f"{rng_text:>27}  {x.estimate:>12.6g}  {interval:>25}  {x.pruning_bound:>11.4g}  "
-                f"{x.lemma_bound:>11.4g}"
+                f"{rng_text:>27}  {x['estimate']:>12.6g}  {interval:>25}  "
+                f"{x['pruning_bound']:>11.4g}  {x['lemma_bound']:>11.4g}"
             )
         print(f"guarantee: {g['statement']}")
-    print_note(release.metadata, facts, args.clamp)
+    print_note(release.metadata, release.diagnostics, args.clamp)
     return 0

@@ -36,7 +36,15 @@ import argparse
 import sys
 from typing import Any
 
-from privhist.cli.common import add_ledger_arguments, session_for
+from privhist.cli.common import (
+    add_dry_run_arguments,
+    add_engine_arguments,
+    add_layout_arguments,
+    add_ledger_arguments,
+    layout,
+    print_dry_run,
+    session_for,
+)
 
 #: the rules' former names, by the paper's algorithm numbers (still accepted; the names are kept
 #: here, not imported, so that ``--help`` loads no numerical code)
@@ -92,6 +100,9 @@ def register(sub: Any) -> None:
     p.add_argument("--output", "-o", help="output file (.csv or .json); default stdout")
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    add_engine_arguments(p)
+    add_dry_run_arguments(p)
+    add_layout_arguments(p)
     add_ledger_arguments(p)
     p.set_defaults(run=run)
 
@@ -137,15 +148,20 @@ def run(args: argparse.Namespace) -> int:
             frequency_rule=args.frequency_rule,
             output=args.output,
             seed=args.seed,
+            dry_run=args.dry_run,
+            **layout(args, fn),
         )
     finally:
         if bar is not None:
             bar.stop()
+    if args.dry_run:
+        return print_dry_run(ws, args.json)
     if not args.output:
-        sys.stdout.write(ws.table.write_csv())
+        sys.stdout.write(ws.to_polars().write_csv())
+    info = ws.diagnostics
     print(
-        f"privhist: {ws.released} keys released from a sample of {ws.sample_size} "
-        f"(not private: sample size, {ws.clamped} keys clamped to --max-frequency); "
+        f"privhist: {len(ws)} keys released from a sample of {info['sample_size']} "
+        f"(not private: sample size, {info['clamped']} keys clamped to --max-frequency); "
         f"{ws.metadata['guarantee']}",
         file=sys.stderr,
     )

@@ -74,7 +74,7 @@ def _population(args: argparse.Namespace) -> Any:
     fmt = "text" if args.text else args.format
     if fmt != "text" and args.key is None:
         raise ValidationError("--key", FN, "given for a table file (or use --text)", None)
-    from privhist.io.federated_data import read_population
+    from privhist.engines.local.federated_data import read_population
 
     return read_population(
         args.input, key=args.key or "key", format=fmt, progress=not args.no_progress

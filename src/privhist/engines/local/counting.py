@@ -78,6 +78,7 @@ from privhist.core.validation import check_positive_int
 from privhist.engines.local.progress import status
 from privhist.engines.priorities import LazyPriorities
 from privhist.io.readers import (
+    FileFormat,
     check_key_type,
     default_key_type,
     resolve_format,
@@ -123,7 +124,7 @@ def count(
     *,
     key: str = "key",
     user: str | bool | None = None,
-    format: str | None = None,
+    format: str | FileFormat | None = None,
     key_type: str | None = None,
     max_partitions_contributed: int | None = None,
     max_contributions_per_partition: int | None = None,
@@ -194,7 +195,7 @@ def count(
     fmt: str | None = None
     if isinstance(source, pl.LazyFrame | pl.DataFrame):
         if format is not None:
-            raise ValidationError("format", fn, "None when source is a table", format)
+            raise ValidationError("input_format", fn, "None when source is a table", format)
         if isinstance(user, bool):
             raise ValidationError("user", fn, "a column name when source is a table", user)
         lf = select_records(
@@ -206,7 +207,9 @@ def count(
         fmt = resolve_format(path, format, fn)
         if key_type is None:
             key_type = default_key_type(fmt)
-        lf = scan(path, format=fmt, key=key, user=user, key_type=key_type, function=fn)
+        lf = scan(
+            path, format=_with_name(format, fmt), key=key, user=user, key_type=key_type, function=fn
+        )
         label = os.fspath(path)
     else:
         raise ValidationError(
@@ -827,3 +830,10 @@ def _keys(series: pl.Series) -> npt.NDArray[Any]:
 
 def _int64(series: pl.Series) -> npt.NDArray[np.int64]:
     return np.array(series.cast(pl.Int64).to_numpy(), dtype=np.int64)
+
+
+def _with_name(given: str | FileFormat | None, name: str) -> FileFormat:
+    """The file layout given (column names, separator) under its resolved format ``name``."""
+    if isinstance(given, FileFormat):
+        return FileFormat(name, given.columns, given.separator)
+    return FileFormat(name)

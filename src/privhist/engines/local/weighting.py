@@ -46,6 +46,7 @@ from privhist.core.weighted import WeightedCounts
 from privhist.engines.local.counting import _bound, _collect, _int64, _keys
 from privhist.engines.priorities import LazyPriorities
 from privhist.io.readers import (
+    FileFormat,
     check_key_type,
     default_key_type,
     resolve_format,
@@ -227,7 +228,7 @@ class LocalWeightedSource:
         *,
         key: str = "key",
         user: str | bool = True,
-        format: str | None = None,
+        format: str | FileFormat | None = None,
         key_type: str | None = None,
         rng: RandomSource | None = None,
     ) -> LocalWeightedSource:
@@ -245,7 +246,9 @@ class LocalWeightedSource:
         elif isinstance(source, str | os.PathLike):
             fmt = resolve_format(source, format, fn)
             kt = key_type if key_type is not None else default_key_type(fmt)
-            lf = scan(source, format=fmt, key=key, user=user, key_type=kt, function=fn)
+            lf = scan(
+                source, format=_with_name(format, fmt), key=key, user=user, key_type=kt, function=fn
+            )
             label = os.fspath(source)
         else:
             raise ValidationError(
@@ -357,3 +360,10 @@ def _check_bounds(bounds: npt.ArrayLike, function: str) -> npt.NDArray[np.int64]
 def _bucketed(values: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     bucket = np.searchsorted(b, values, side="left")
     return np.bincount(bucket, minlength=b.size + 1).astype(np.int64)
+
+
+def _with_name(given: str | FileFormat | None, name: str) -> FileFormat:
+    """The file layout given (column names, separator) under its resolved format ``name``."""
+    if isinstance(given, FileFormat):
+        return FileFormat(name, given.columns, given.separator)
+    return FileFormat(name)

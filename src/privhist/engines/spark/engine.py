@@ -3,10 +3,10 @@
 ``SparkEngine(spark)`` counts a Spark ``DataFrame`` (or a CSV/TSV, Parquet or NDJSON file that
 Spark reads) with the DataFrame API: null accounting, contribution bounding and per-key counts and
 units run on the executors. Per-key mechanisms then draw on the executors too, from keyed streams
-(:mod:`privhist.engines.spark.noise`, :meth:`SparkEngine.prepare_release`), and only the released
-rows come back to the driver; other mechanisms draw on the driver from the per-key table (one row
-per distinct key). The mechanisms and the :class:`~privhist.session.Session` are the same as with
-the local engine::
+(:mod:`privhist.engines.spark.noise`, the :class:`~privhist.core.requests.KeyedDraw` request),
+and only the released rows come back to the driver; other mechanisms draw on the driver from the
+per-key table (one row per distinct key). The mechanisms and the
+:class:`~privhist.session.Session` are the same as with the local engine::
 
     from privhist import Session
     from privhist.engines.spark import SparkEngine
@@ -34,9 +34,9 @@ pair's priority as AES-256 of the pair's 128-bit code in vectorised Arrow batche
 The secret is drawn only when some user holds more than ``k`` keys, exactly as the local engine
 does, so for the same seed (a NOT private run) both engines compute the same priorities and the
 same counts, and **the same release**: with noise on the executors, the local engine's
-:class:`~privhist.engines.keyed_noise.KeyedNoise` draw; with ``noise="driver"``, the plain local
-engine's draw. The tests compare them. Each user keeps the ``k`` pairs of smallest priority
-(ties, which need equal codes, broken by key order).
+:class:`~privhist.core.requests.KeyedDraw` answer (``Session(noise_on="executors")``); with
+``noise_on="driver"``, the plain local engine's draw. The tests compare them. Each user keeps the
+``k`` pairs of smallest priority (ties, which need equal codes, broken by key order).
 
 Counting is one Spark job (:mod:`privhist.engines.spark.bounding`): the records are shuffled by
 user once; each partition is null-counted, grouped into pairs, bounded and counted per key in one
@@ -59,9 +59,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 
@@ -69,47 +69,53 @@ from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.core.release import Release
-from privhist.engines.base import CountRequest
+from privhist.core.requests import (
+    ColumnValues,
+    Fields,
+    GroupAggregates,
+    GroupTable,
+    KeyCounts,
+    KeyedDraw,
+    KeyWeights,
+    Request,
+    UserKeys,
+    ValueRange,
+    Values,
+)
+from privhist.engines.base import Draw, Engine, Handler, Publisher
 from privhist.engines.keyed_noise import runs_per_key
 from privhist.engines.priorities import PairPriorities
+from privhist.engines.spark.columns import arrow_keys, ddl
+from privhist.engines.weights import per_key_weights
+from privhist.io.release import Release
 
 #: file formats the Spark engine reads itself
 SPARK_FORMATS = ("csv", "tsv", "parquet", "ndjson")
-
-#: where per-key mechanisms draw their noise
-NOISE_PLACES: Final[tuple[str, ...]] = ("executors", "driver")
-
-_SHIFT = np.uint64(1 << 63)
 
 
 def _is_spark_frame(source: Any) -> bool:
     return type(source).__module__.startswith("pyspark") and type(source).__name__ == "DataFrame"
 
 
-class SparkEngine:
+class SparkEngine(Engine):
     """Counting on Apache Spark (see the module notes).
 
     Args:
-        spark: the ``SparkSession``; by default the active one, or a new ``local[*]`` session.
+        spark: the ``SparkSession``; by default the one of the source DataFrame, else the
+            active one, else a new ``local[*]`` session.
     """
 
     name = "spark"
-    #: provides a weighted source (:meth:`weighted_source`) for the weighted selectors
-    weighted = True
 
-    def __init__(self, spark: Any = None, *, noise: str = "executors") -> None:
-        if noise not in NOISE_PLACES:
-            raise ValidationError("noise", "SparkEngine", "'executors' or 'driver'", noise)
+    def __init__(self, spark: Any = None) -> None:
         self._spark = spark
-        self.noise = noise
 
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            from pyspark.sql import SparkSession
+            from privhist.engines.spark.sessions import spark_session
 
-            self._spark = SparkSession.builder.master("local[*]").getOrCreate()
+            self._spark = spark_session()
         return self._spark
 
     def accepts(self, source: Any) -> bool:
@@ -120,27 +126,34 @@ class SparkEngine:
             return os.fspath(source)
         return "a Spark DataFrame"
 
-    def weighted_source(self, source: Any, request: CountRequest, rng: RandomSource) -> Any:
-        """The distinct (user, key) pairs of ``source``, kept on the executors, as a
-        :class:`~privhist.core.weighted.WeightedSource` for the weighted selectors (WGM,
-        DP-SIPS): :class:`~privhist.engines.spark.weighting.SparkWeightedSource`."""
-        from privhist.engines.spark.weighting import SparkWeightedSource
+    def handlers(self) -> Mapping[type[Request], Handler]:
+        return {
+            KeyCounts: self._key_counts,
+            UserKeys: self._user_keys,
+            ColumnValues: self._column_values,
+            KeyWeights: self._key_weights,
+            KeyedDraw: self._keyed_draw,
+            GroupAggregates: self._group_aggregates,
+            ValueRange: self._value_range,
+        }
 
-        fn = "weighted_source"
-        if not request.user_level:
-            raise ValidationError(
-                "user", fn, "a user column (weighted selectors are user-level)", None
-            )
-        df, from_file = self._frame(source, request, fn)
-        return SparkWeightedSource(self._select(df, request, from_file, fn), rng)
+    def supports(self, request: Request) -> bool:
+        if isinstance(request, KeyedDraw):
+            return runs_per_key(request.mechanism)
+        return super().supports(request)
 
-    def count(
-        self,
-        source: Any,
-        request: CountRequest,
-        rng: RandomSource,
-        *,
-        progress: bool = False,
+    def publisher(self, output: str | os.PathLike[str], format: str | None) -> Publisher | None:
+        """The Spark writer of a Parquet ``output``
+        (:func:`~privhist.engines.spark.publish.parquet_publisher`), so every Parquet release
+        of this engine is a dataset written by Spark."""
+        from privhist.engines.spark.publish import parquet_publisher
+
+        return parquet_publisher(self.spark, output, format)
+
+    # -- the requests ----------------------------------------------------------------------
+
+    def _key_counts(
+        self, source: Any, request: KeyCounts, rng: RandomSource, progress: bool
     ) -> Counts:
         counted = self.count_table(source, request, rng)
         info = counted.info
@@ -153,73 +166,170 @@ class SparkEngine:
             keys, counts, units, neighbouring=counted.neighbouring, info=info, function="count"
         )
 
-    def prepare_release(
-        self,
-        source: Any,
-        request: CountRequest,
-        mechanism: Any,
-        rng: RandomSource,
-        *,
-        progress: bool = False,
-    ) -> Callable[[], Release]:
-        """Count ``source`` now and return the function that draws the release (the release
-        path calls it inside its ledger transaction): a
-        :class:`~privhist.engines.spark.publish.SparkDraw`, whose Parquet releases Spark writes
-        itself, staged and published after the spend commits.
+    def _user_keys(self, source: Any, request: UserKeys, rng: RandomSource, progress: bool) -> Any:
+        """The distinct (user, key) pairs of ``source``, kept on the executors, as a
+        :class:`~privhist.core.weighted.WeightedSource` for the weighted selectors:
+        :class:`~privhist.engines.spark.weighting.SparkWeightedSource`."""
+        from privhist.engines.spark.weighting import SparkWeightedSource
 
-        With ``noise="executors"`` (the default) a per-key mechanism
-        (:func:`privhist.engines.keyed_noise.runs_per_key`) draws on the executors from keyed
-        streams (:mod:`privhist.engines.spark.noise`); the release equals
+        fn = "histogram"
+        if not request.fields.user_level:
+            raise ValidationError(
+                "user", fn, "a user column (weighted selectors are user-level)", None
+            )
+        df, from_file = self._frame(source, request.fields, fn)
+        return SparkWeightedSource(self._select(df, request.fields, from_file, fn), rng)
+
+    def _column_values(
+        self, source: Any, request: ColumnValues, rng: RandomSource, progress: bool
+    ) -> Values:
+        """The column's cells as text, each parsed on its own as a double on the executors
+        (empty and non-numeric cells and NaN dropped and counted), collected as one array."""
+        from pyspark.sql import functions as F
+
+        fn = "quantiles"
+        df, _ = self._frame(source, request.fields, fn)
+        column = self._column(df, request.fields.key_column, "column", fn)
+        x = F.trim(F.col(column).cast("string")).try_cast("double")
+        values = df.select(F.when(~F.isnan(x), x).alias("x"))
+        arrow = values.toArrow()
+        raw = np.asarray(arrow.column("x").to_numpy(zero_copy_only=False), dtype=np.float64)
+        kept = np.sort(raw[~np.isnan(raw)])  # canonical order, as every engine answers
+        facts = {"rows": int(raw.shape[0]), "dropped": int(raw.shape[0] - kept.shape[0])}
+        return Values(kept, facts=facts)
+
+    def _key_weights(
+        self, source: Any, request: KeyWeights, rng: RandomSource, progress: bool
+    ) -> Values:
+        """Keys as text and (with a weight column) weights parsed as doubles on the executors,
+        then checked and aggregated by :func:`~privhist.engines.weights.per_key_weights` as
+        every engine does."""
+        from pyspark.sql import functions as F
+
+        fn = "sample"
+        df, _ = self._frame(source, request.fields, fn)
+        key = self._column(df, request.fields.key_column, "key", fn)
+        cols = [F.col(key).cast("string").alias("key")]
+        if request.weight is not None:
+            weight = self._column(df, request.weight, "weight", fn)
+            w = F.trim(F.col(weight).cast("string")).try_cast("double")
+            cols.append(w.alias("w"))
+        arrow = df.select(*cols).toArrow()
+        keys = np.array(arrow.column("key").to_pylist(), dtype=object)
+        weights = None
+        if request.weight is not None:
+            weights = np.asarray(arrow.column("w").to_numpy(zero_copy_only=False), dtype=np.float64)
+        return per_key_weights(keys, weights, request, fn)
+
+    def _group_aggregates(
+        self, source: Any, request: GroupAggregates, rng: RandomSource, progress: bool
+    ) -> GroupTable:
+        """Clamped sums and counts per group: Spark computes the keys and fixed-point values, and
+        each partition of records shuffled by user is bounded and aggregated by the local
+        engine's functions (:mod:`privhist.engines.spark.aggregate`)."""
+        from pyspark.sql import functions as F
+
+        from privhist.engines.spark.aggregate import (
+            ROWS,
+            aggregate_rows,
+            collect_table,
+            group_columns,
+            parsed,
+        )
+
+        fn = "aggregate"
+        fields = request.fields
+        df, _ = self._frame(source, fields, fn)
+        by = fields.by or (fields.key_column,)
+        columns = sorted({s.column for s in request.values})
+        user = str(fields.user) if fields.user_level else None
+        for c in [*by, *([user] if user else []), *columns]:
+            self._column(df, c, "by", fn)
+        frame, types = group_columns(df, by, user, columns)
+        index = {c: i for i, c in enumerate(columns)}
+        exprs = [F.col("key"), *([F.col("user")] if user else [])]
+        exprs += [parsed(F.col(f"v{index[c]}")).alias(f"x{index[c]}") for c in columns]
+        frame = frame.select(*exprs)
+        valid = F.col("key").isNotNull() & (F.col("user").isNotNull() if user else F.lit(True))
+        key_is_int = len(by) == 1 and types == ("int",)
+        inside = F.lit(True)
+        if request.groups is not None:
+            wanted = sorted({int(g) if key_is_int else str(g) for g in request.groups})
+            inside = F.col("key").isin(wanted) if wanted else F.lit(False)
+        row = frame.agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.col("key").isNull().cast("long")).alias("null_groups"),
+            *([F.sum(F.col("user").isNull().cast("long")).alias("null_users")] if user else []),
+            F.sum((valid & ~inside).cast("long")).alias("outside"),
+        ).collect()[0]
+        facts: dict[str, Any] = {
+            "records": int(row["records"] or 0),
+            "null_groups": int(row["null_groups"] or 0),
+        }
+        if user:
+            facts["null_users"] = int(row["null_users"] or 0)
+        if request.groups is not None:
+            facts["records_outside_groups"] = int(row["outside"] or 0)
+        kept = frame.filter(valid & inside)
+        secret, undo = _tentative_secret(rng)
+        parts = (kept.repartition("user") if user else kept).mapInArrow(
+            aggregate_rows(secret, request, key_is_int),
+            ROWS.format(key="bigint" if key_is_int else "string"),
+        )
+        summed = parts.groupBy("key", "name", "index").agg(F.sum("value").alias("value"))
+        table = collect_table(summed, request, types, facts)
+        if not (facts.get("users_bounded") or facts.get("pairs_bounded")):
+            undo()  # no priority was used: the secret is not drawn (as the local engine)
+        if not user:
+            for name in ("users_bounded", "pairs_bounded", "users"):
+                table.facts.pop(name, None)
+        table.facts["records_kept"] = int(table.records.sum())
+        return table
+
+    def _value_range(
+        self, source: Any, request: ValueRange, rng: RandomSource, progress: bool
+    ) -> tuple[Any, Any]:
+        from pyspark.sql import functions as F
+
+        from privhist.engines.spark.aggregate import value_range_counts, value_units
+
+        fn = "aggregate"
+        fields = request.fields
+        df, _ = self._frame(source, fields, fn)
+        column = self._column(df, fields.key_column, "column", fn)
+        cols = [F.col(column).alias("v0")]
+        if fields.user_level:
+            user = self._column(df, str(fields.user), "user", fn)
+            cols.insert(0, F.col(user).alias("user"))
+        return value_range_counts(value_units(df.select(*cols), request), request.grid)
+
+    def _keyed_draw(
+        self, source: Any, request: KeyedDraw, rng: RandomSource, progress: bool
+    ) -> Draw:
+        """Count now and return the draw on the executors: each per-key block of
+        :mod:`privhist.engines.spark.noise` reads its keyed stream; the release equals
         :func:`privhist.engines.keyed_noise.release_keyed` of the local engine's counts for the
-        same seed. Every other mechanism, and every mechanism with ``noise="driver"``, draws on
-        the driver from the collected per-key table, exactly as with the local engine.
-        """
-        from privhist.engines.spark.publish import SparkDraw
+        same seed."""
+        from privhist.engines.spark.noise import release_table
 
-        if self.noise == "executors" and runs_per_key(mechanism):
-            from privhist.engines.spark.noise import release_table
+        mechanism = request.mechanism
+        counted = self.count_table(source, request.counts, rng)
+        keys_counted = counted.info.pop("keys_counted")
 
-            counted = self.count_table(source, request, rng)
-            keys_counted = counted.info.pop("keys_counted")
-
-            def draw_on_executors() -> Release:
-                try:
-                    release = release_table(
-                        counted.table, counted.neighbouring, mechanism, rng, counted.info
-                    )
-                finally:
-                    counted.close()
-                release.diagnostics.setdefault("distinct_keys_counted", keys_counted)
-                release.diagnostics.setdefault("engine", self.name)
-                release.diagnostics["noise"] = "executors"
-                return release
-
-            return SparkDraw(self.spark, draw_on_executors)
-        counts = self.count(source, request, rng, progress=progress)
-
-        def draw_on_driver() -> Release:
-            release: Release = mechanism.release(counts, rng)
-            release.diagnostics.setdefault("distinct_keys_counted", len(counts))
-            release.diagnostics.setdefault("engine", self.name)
-            release.diagnostics["noise"] = "driver"
+        def draw_on_executors() -> Release:
+            try:
+                release = release_table(
+                    counted.table, counted.neighbouring, mechanism, rng, counted.info
+                )
+            finally:
+                counted.close()
+            release.diagnostics.setdefault("distinct_keys_counted", keys_counted)
+            release.diagnostics["noise"] = "executors"
             return release
 
-        return SparkDraw(self.spark, draw_on_driver)
+        return draw_on_executors
 
-    def publisher(
-        self, output: str | os.PathLike[str], format: str | None
-    ) -> Callable[[Release], Callable[[], Any] | None] | None:
-        """The Spark writer of a Parquet ``output`` for a release drawn on the driver (the
-        weighted selectors, auto caps): :meth:`~privhist.engines.spark.publish.SparkDraw
-        .publisher`, so every Parquet release of this engine is a dataset written by Spark."""
-        from privhist.engines.spark.publish import SparkDraw
-
-        def nothing() -> Release:
-            raise AssertionError("the release is drawn by the session")
-
-        return SparkDraw(self.spark, nothing).publisher(output, format)
-
-    def count_table(self, source: Any, request: CountRequest, rng: RandomSource) -> Counted:
+    def count_table(self, source: Any, request: KeyCounts, rng: RandomSource) -> Counted:
         """The per-key table ``(key, count[, units])`` as a Spark DataFrame over a cached
         aggregate (one row per key kept, in no order; the caller closes it), the count's facts
         and the neighbouring relation the bounds give.
@@ -229,9 +339,9 @@ class SparkEngine:
         from pyspark.sql import functions as F
 
         fn = "count"
-        df, from_file = self._frame(source, request, fn)
-        df = self._select(df, request, from_file, fn)
-        if not request.user_level:
+        df, from_file = self._frame(source, request.fields, fn)
+        df = self._select(df, request.fields, from_file, fn)
+        if not request.fields.user_level:
             grouped = df.groupBy("key").agg(F.count(F.lit(1)).alias("count")).cache()
             key_row = F.col("key").isNotNull()
             try:
@@ -261,7 +371,7 @@ class SparkEngine:
         secret, undo = _tentative_secret(rng)
         key_is_int = df.schema["key"].dataType.simpleString() == "bigint"
         partial = df.repartition("user").mapInArrow(
-            partition_function(secret, k, c, key_is_int), partition_schema(_ddl(df, "key"))
+            partition_function(secret, k, c, key_is_int), partition_schema(ddl(df, "key"))
         )
         grouped = (
             partial.groupBy("key")
@@ -304,75 +414,116 @@ class SparkEngine:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _frame(self, source: Any, request: CountRequest, fn: str) -> tuple[Any, bool]:
+    def _frame(self, source: Any, fields: Fields, fn: str) -> tuple[Any, bool]:
+        reading = fields.reading
         if _is_spark_frame(source):
-            if request.format is not None:
-                raise ValidationError("format", fn, "None when source is a table", request.format)
-            if isinstance(request.user, bool):
+            if reading.format is not None:
                 raise ValidationError(
-                    "user", fn, "a column name when source is a table", request.user
+                    "input_format", fn, "None when source is a table", reading.format
+                )
+            if isinstance(fields.user, bool):
+                raise ValidationError(
+                    "user", fn, "a column name when source is a table", fields.user
                 )
             return source, False
         if not isinstance(source, str | os.PathLike):
             raise ValidationError(
                 "source", fn, "a Spark DataFrame or a file path", type(source).__name__
             )
-        from privhist.io.readers import resolve_format
+        from pathlib import Path
+
+        from privhist.io.readers import FileFormat, separator_of
 
         path = os.fspath(source)
-        fmt = resolve_format(path, request.format, fn)
+        spec = FileFormat(reading.format, reading.columns, reading.separator).resolve(path, fn)
+        fmt = str(spec.name)
         if fmt not in SPARK_FORMATS:
             raise UnsupportedError(
                 f"the Spark engine reads {', '.join(SPARK_FORMATS)} files; {fmt} files are read "
                 "by the local engine"
             )
-        if not os.path.exists(path) and "://" not in path:
+        local = "://" not in path
+        if local and not os.path.exists(path):
             raise InputDataError(f"cannot read {path}: no such file")
         reader = self.spark.read
         try:
             if fmt in ("csv", "tsv"):
+                # the separator as the local engine reads it (tabs detected from a local header)
+                sep = separator_of(Path(path), spec) if local else spec.separator
                 df = reader.csv(
-                    path, header=True, inferSchema=False, sep="\t" if fmt == "tsv" else ","
+                    path,
+                    header=spec.columns is None,
+                    inferSchema=False,
+                    sep=sep or ("\t" if fmt == "tsv" else ","),
                 )
+                if spec.columns is not None:
+                    if len(df.columns) != len(spec.columns):
+                        raise InputDataError(
+                            f"parameter 'columns' of {fn} must name every column of {path!r}, "
+                            f"which has {len(df.columns)} field(s); got {len(spec.columns)} name(s)"
+                        )
+                    df = df.toDF(*spec.columns)
             elif fmt == "ndjson":
                 df = reader.json(path)
             else:
                 df = reader.parquet(path)
+        except InputDataError:
+            raise
         except Exception as exc:  # Spark raises many kinds (AnalysisException, Py4JJavaError)
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InputDataError(f"cannot read {path}: {first}") from exc
         return df, True
 
-    def _select(self, df: Any, request: CountRequest, from_file: bool, fn: str) -> Any:
+    def _column(self, df: Any, column: str, param: str, fn: str) -> str:
+        """``column`` if ``df`` has it, else the error naming the columns it has."""
+        if column not in df.columns:
+            names = ", ".join(map(repr, df.columns))
+            raise InputDataError(
+                f"parameter '{param}' of {fn} must be one of the columns of the data ({names}); "
+                f"got {column!r}"
+            )
+        return column
+
+    def _select(self, df: Any, fields: Fields, from_file: bool, fn: str) -> Any:
         from pyspark.sql import functions as F
         from pyspark.sql.types import IntegralType, StringType
 
         from privhist.io.readers import check_key_type
 
-        key_type = check_key_type(request.key_type, fn, default=None)
+        if fields.composite:
+            # a key over several columns, as one text key (privhist.core.groups)
+            from privhist.engines.spark.aggregate import group_columns
+
+            assert fields.by is not None
+            who = str(fields.user) if fields.user_level else None
+            for c in [*fields.by, *([who] if who else [])]:
+                self._column(df, c, "by", fn)
+            frame, _ = group_columns(df, fields.by, who, ())
+            return frame
+        key_type = check_key_type(fields.reading.key_type, fn, default=None)
         if from_file and key_type is None:
             key_type = "str"
-        fields = {f.name: f.dataType for f in df.schema.fields}
-        wanted = [("key", request.key)]
-        if request.user_level:
-            wanted.append(("user", str(request.user)))
+        schema = {f.name: f.dataType for f in df.schema.fields}
+        wanted = [("key", fields.key_column)]
+        if fields.user_level:
+            wanted.append(("user", str(fields.user)))
         for param, column in wanted:
-            if column not in fields:
-                names = ", ".join(map(repr, fields))
+            if column not in schema:
+                names = ", ".join(map(repr, schema))
                 raise InputDataError(
                     f"parameter '{param}' of {fn} must be one of the columns of the data "
                     f"({names}); got {column!r}"
                 )
-        key_dtype = fields[request.key]
-        key = F.col(request.key)
+        key_dtype = schema[fields.key_column]
+        key = F.col(fields.key_column)
         if key_type == "int" or (key_type is None and isinstance(key_dtype, IntegralType)):
             key = key.cast("long")
         elif not isinstance(key_dtype, StringType):
             key = key.cast("string")
         exprs = [key.alias("key")]
-        if request.user_level:
-            user_dtype = fields[str(request.user)]
-            user = F.col(str(request.user))
+        if fields.user_level:
+            user_dtype = schema[str(fields.user)]
+            user = F.col(str(fields.user))
             user = user.cast("long" if isinstance(user_dtype, IntegralType) else "string")
             exprs.append(user.alias("user"))
         return df.select(*exprs)
@@ -418,38 +569,6 @@ def _tentative_secret(rng: RandomSource) -> tuple[bytes, Callable[[], None]]:
             rng.__dict__.update(saved)
 
     return secret, undo
-
-
-def _ddl(df: Any, column: str) -> str:
-    return f"{column} {df.schema[column].dataType.simpleString()}"
-
-
-def _priority_batches(secret: bytes) -> Any:
-    """The ``mapInArrow`` function adding each pair's priority (shipped with the secret only)."""
-
-    def add(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        f = PairPriorities(secret)
-        for batch in batches:
-            users = batch.column("user").to_numpy(zero_copy_only=False)
-            keys = batch.column("key").to_numpy(zero_copy_only=False)
-            prio = (f(users, keys) - _SHIFT).view(np.int64)  # unsigned order as signed
-            yield pa.RecordBatch.from_arrays(
-                [batch.column("user"), batch.column("key"), batch.column("n"), pa.array(prio)],
-                names=["user", "key", "n", "priority"],
-            )
-
-    return add
-
-
-def arrow_keys(column: Any) -> Any:
-    """An Arrow key column as a NumPy array: int64 for integer keys, else an object array."""
-    import pyarrow as pa
-
-    if pa.types.is_integer(column.type):
-        return np.asarray(column.to_numpy(), dtype=np.int64)
-    return np.array(column.to_pylist(), dtype=object)
 
 
 def _collect(table: Any, *, with_units: bool) -> tuple[Any, Any, Any]:

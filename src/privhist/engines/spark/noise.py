@@ -31,7 +31,6 @@ import numpy as np
 from privhist.core.data import Counts
 from privhist.core.neighbouring import Neighbouring, Relation
 from privhist.core.random import RandomSource
-from privhist.core.release import Release
 from privhist.engines.keyed_noise import (
     COLUMNS,
     NOISE_BLOCKS,
@@ -40,6 +39,8 @@ from privhist.engines.keyed_noise import (
     finish,
     release_block,
 )
+from privhist.engines.spark.columns import arrow_keys
+from privhist.io.release import Release
 
 
 def _column_types(mechanism: Any, neighbouring: Neighbouring) -> dict[str, str]:
@@ -123,8 +124,6 @@ def release_table(
 ) -> Release:
     """Draw the noise secret from ``rng`` (on the driver), release ``table`` on the executors and
     collect the released rows in canonical key order."""
-    from privhist.engines.spark.engine import arrow_keys
-
     check_mechanism(mechanism, neighbouring, "release_table")
     secret = draw_secret(rng)
     frame, types = released_frame(table, neighbouring, mechanism, secret, rng.private)

@@ -40,76 +40,59 @@ from typing import Any, Final
 
 from privhist.core.errors import ValidationError
 from privhist.core.faults import checkpoint
-from privhist.core.release import Release
+from privhist.io.release import Release
 
 #: the metadata file inside a released dataset
 METADATA_FILE: Final[str] = "_privhist.json"
 
 
-class SparkDraw:
-    """The draw of a Spark release (call it inside the ledger transaction) with its own writer
-    for Parquet destinations (:meth:`publisher`).
+def parquet_publisher(
+    spark: Any, output: str | os.PathLike[str], format: str | None
+) -> Callable[[Release], Callable[[], Path] | None] | None:
+    """The Parquet writer of ``output``, or None for other formats (they are encoded on the
+    driver). It is called with the drawn release inside the transaction, encodes the
+    metadata in memory and returns the function that writes and publishes after the commit
+    (or None for a release that is not rows, e.g. ``compact``'s polynomial: the driver
+    writes its single file, which ``read_compact`` reads back). Refuses (before anything
+    is spent) a destination that exists."""
+    if format != "parquet":
+        return None
+    dest = Path(output)
+    if dest.exists() or dest.is_symlink():
+        raise ValidationError(
+            "output",
+            "histogram on the Spark engine",
+            "a Parquet destination that does not exist yet (Spark writes a dataset directory)",
+            str(dest),
+        )
 
-    Args:
-        spark: the Spark session.
-        draw: draws the release (on the executors or the driver).
-    """
+    def prepare(release: Release) -> Callable[[], Path] | None:
+        from privhist.io.integrity import seal_metadata
+        from privhist.io.writers import metadata_to_json
+        from privhist.mechanisms.registry import get_or_none
 
-    def __init__(self, spark: Any, draw: Callable[[], Release]) -> None:
-        self.spark = spark
-        self._draw = draw
-
-    def __call__(self) -> Release:
-        return self._draw()
-
-    def publisher(
-        self, output: str | os.PathLike[str], format: str | None
-    ) -> Callable[[Release], Callable[[], Path] | None] | None:
-        """The Parquet writer of ``output``, or None for other formats (they are encoded on the
-        driver). It is called with the drawn release inside the transaction, encodes the
-        metadata in memory and returns the function that writes and publishes after the commit
-        (or None for a release that is not rows, e.g. ``compact``'s polynomial: the driver
-        writes its single file, which ``load_compact`` reads back). Refuses (before anything
-        is spent) a destination that exists."""
-        if format != "parquet":
+        cls = get_or_none(str(release.metadata.get("mechanism")))
+        if cls is not None and cls.output_formats is not None:
             return None
-        dest = Path(output)
-        if dest.exists() or dest.is_symlink():
-            raise ValidationError(
-                "output",
-                "histogram on the Spark engine",
-                "a Parquet destination that does not exist yet (Spark writes a dataset directory)",
-                str(dest),
-            )
 
-        def prepare(release: Release) -> Callable[[], Path] | None:
-            from privhist.io.integrity import seal_metadata
-            from privhist.io.writers import metadata_to_json
-            from privhist.mechanisms.registry import get_or_none
+        meta = seal_metadata(metadata_to_json(release, "histogram"), None, row_count=len(release))
+        encoded = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        frame = _driver_frame(spark, release)
 
-            cls = get_or_none(str(release.metadata.get("mechanism")))
-            if getattr(cls, "output_formats", None) is not None:
-                return None
+        def publish() -> Path:
+            return write_dataset(frame, dest, encoded)
 
-            meta = seal_metadata(
-                metadata_to_json(release, "histogram"), None, row_count=len(release)
-            )
-            encoded = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
-            frame = self._driver_frame(release)
+        return publish
 
-            def publish() -> Path:
-                return write_dataset(frame, dest, encoded)
+    return prepare
 
-            return publish
 
-        return prepare
+def _driver_frame(spark: Any, release: Release) -> Any:
+    """The rows of a release drawn on the driver, as a Spark DataFrame in the release's
+    (canonical) order: one partition, written as one part file."""
+    from privhist.io.writers import release_to_frame
 
-    def _driver_frame(self, release: Release) -> Any:
-        """The rows of a release drawn on the driver, as a Spark DataFrame in the release's
-        (canonical) order: one partition, written as one part file."""
-        from privhist.io.writers import release_to_frame
-
-        return self.spark.createDataFrame(release_to_frame(release).to_pandas()).coalesce(1)
+    return spark.createDataFrame(release_to_frame(release).to_pandas()).coalesce(1)
 
 
 def write_dataset(frame: Any, dest: Path, metadata: bytes) -> Path:

@@ -41,8 +41,9 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import check_positive_int
 from privhist.core.weighted import WeightedCounts
-from privhist.engines.local.weighting import wanted_keys
+from privhist.engines.local.weighting import _check_bounds, wanted_keys
 from privhist.engines.priorities import PairPriorities
+from privhist.engines.spark.columns import arrow_keys, ddl, priority_batches
 
 #: the largest weight scale (as the local engine)
 MAX_SCALE = 2**24
@@ -59,12 +60,11 @@ class SparkWeightedSource:
     def __init__(self, pairs: Any, rng: RandomSource | None = None) -> None:
         from pyspark.sql import functions as F
 
-        self.pairs = (
-            pairs.select("user", "key")
-            .filter(F.col("user").isNotNull() & F.col("key").isNotNull())
-            .distinct()
-            .cache()
+        #: the records (one row per record; read again only for :meth:`records_histogram`)
+        self.records = pairs.select("user", "key").filter(
+            F.col("user").isNotNull() & F.col("key").isNotNull()
         )
+        self.pairs = self.records.distinct().cache()
         self.rng = rng or SecureRandom()
         # per max_keys: the held (user, key) pairs (cached), the users bounded, the pairs held
         self._held: dict[int, tuple[Any, int, int]] = {}
@@ -160,11 +160,7 @@ class SparkWeightedSource:
     def degree_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
         from pyspark.sql import functions as F
 
-        b = np.asarray(bounds, dtype=np.int64)
-        if b.ndim != 1 or b.size == 0 or (np.diff(b) <= 0).any() or int(b[0]) < 1:
-            raise ValidationError(
-                "bounds", "degree_histogram", "increasing positive integers", bounds
-            )
+        b = _check_bounds(bounds, "degree_histogram")
         sizes = (
             self.pairs.groupBy("user")
             .agg(F.count(F.lit(1)).alias("d"))
@@ -175,6 +171,26 @@ class SparkWeightedSource:
         degrees = np.asarray(sizes.column("d").to_numpy(), dtype=np.int64)
         users = np.asarray(sizes.column("users").to_numpy(), dtype=np.int64)
         bucket = np.searchsorted(b, degrees, side="left")
+        return np.bincount(bucket, weights=users, minlength=b.size + 1).astype(np.int64)
+
+    def records_histogram(self, bounds: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Users per bucket of the most records a user holds on one key (see
+        :meth:`privhist.core.weighted.WeightedSource.records_histogram`)."""
+        from pyspark.sql import functions as F
+
+        b = _check_bounds(bounds, "records_histogram")
+        most = (
+            self.records.groupBy("user", "key")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .groupBy("user")
+            .agg(F.max("n").alias("m"))
+            .groupBy("m")
+            .agg(F.count(F.lit(1)).alias("users"))
+            .toArrow()
+        )
+        m = np.asarray(most.column("m").to_numpy(), dtype=np.int64)
+        users = np.asarray(most.column("users").to_numpy(), dtype=np.int64)
+        bucket = np.searchsorted(b, m, side="left")
         return np.bincount(bucket, weights=users, minlength=b.size + 1).astype(np.int64)
 
     # -- steps ---------------------------------------------------------------------------------
@@ -206,8 +222,6 @@ class SparkWeightedSource:
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
-        from privhist.engines.spark.engine import _ddl, _priority_batches
-
         sized = pairs.withColumn("t", F.count(F.lit(1)).over(Window.partitionBy("user"))).cache()
         try:
             row = sized.agg(
@@ -232,8 +246,8 @@ class SparkWeightedSource:
                 "user", "key", F.lit(1).cast("long").alias("n")
             )
             ranked = big.mapInArrow(
-                _priority_batches(secret),
-                f"{_ddl(big, 'user')}, {_ddl(big, 'key')}, n long, priority long",
+                priority_batches(secret),
+                f"{ddl(big, 'user')}, {ddl(big, 'key')}, n long, priority long",
             )
             order = Window.partitionBy("user").orderBy("priority", "key")
             top = (
@@ -276,8 +290,6 @@ def _is_int(value: Any) -> bool:
 
 def _collect(table: Any, columns: tuple[str, ...]) -> tuple[Any, dict[str, npt.NDArray[np.int64]]]:
     """A per-key table on the driver, sorted by key."""
-    from privhist.engines.spark.engine import arrow_keys
-
     arrow = table.toArrow()
     keys = arrow_keys(arrow.column("key"))
     order = np.argsort(keys, kind="stable")

@@ -70,6 +70,7 @@ The package: :mod:`.settings` (the paper's sizes and the ``--quick`` ones), :mod
 
 from __future__ import annotations
 
+from privhist.engines.local.federated_data import read_msweb
 from privhist.experiments.federated_frequency.claims import (
     PAPER_T1,
     PAPER_T2,
@@ -111,7 +112,6 @@ from privhist.experiments.federated_frequency.settings import (
     paper_settings,
     quick_settings,
 )
-from privhist.io.federated_data import read_msweb
 
 __all__ = [
     "DATA",

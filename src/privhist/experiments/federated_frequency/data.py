@@ -7,11 +7,11 @@ import numpy as np
 
 from privhist.core.errors import InputDataError
 from privhist.core.random import SeededRandom
+from privhist.engines.local.federated_data import read_msweb, read_user_counts
 from privhist.experiments import _common
 from privhist.experiments.federated_frequency.settings import REAL_FILES, Settings
 from privhist.federated.kashin import TightFrame, frame_for, uniform01
 from privhist.federated.user_data import UserCounts, generate_heterogeneous, generate_iid
-from privhist.io.federated_data import read_msweb, read_user_counts
 
 
 def load(name: str, n: int, d: int, s: Settings) -> UserCounts:

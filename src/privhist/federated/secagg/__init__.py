@@ -8,8 +8,10 @@
   model;
 * :mod:`~privhist.federated.secagg.aggregator`: :class:`SecAggregator`, the in-process run.
 
-The networked runtime (:mod:`privhist.federated.secagg.runtime`) is imported on demand, since it
-needs ``grpcio``.
+The networked runtime (:mod:`privhist.federated.secagg.runtime`, the server;
+:mod:`privhist.federated.secagg.client`, a client process; :mod:`privhist.federated.secagg.
+credentials`, the deployment's CA and certificates) is imported on demand, since it needs
+``grpcio``. Its threat model: docs/federated/threat-model.md.
 """
 
 from privhist.federated.secagg.aggregator import (

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from privhist.core.errors import ProtocolAbort, ProtocolError, ValidationError
+from privhist.core.errors import ProtocolAbort, ProtocolError, UnsupportedError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
+from privhist.federated.secagg.crypto import Agreements
 from privhist.federated.secagg.protocol import (
     STAGES,
     RoundConfig,
@@ -87,6 +88,8 @@ def run_in_process(
     client_rng: Callable[[int], RandomSource],
     server_rng: RandomSource,
     dropouts: Mapping[str, Iterable[int]] | None = None,
+    *,
+    shared_agreements: bool = False,
 ) -> RoundOutcome:
     """One full round among in-process clients (see the module notes).
 
@@ -96,6 +99,10 @@ def run_in_process(
         client_rng: ``id -> RandomSource`` for that client's keys and seeds.
         server_rng: The server's source (the SecAgg+ graph).
         dropouts: ``{stage: ids}``: these clients send nothing from that stage on.
+        shared_agreements: Let the simulated clients share one memo of agreed keys, so each
+            pair's two X25519 agreements are computed once instead of at both ends (the
+            messages are the same bytes; ``client_cpu`` is then no longer each client's own
+            cost, so measurements keep the default).
     """
     drop = check_dropouts(dropouts, "run_in_process")
     gone: set[int] = set()
@@ -103,9 +110,10 @@ def run_in_process(
     out = RoundOutcome(server, {})
     sent = dict.fromkeys(config.clients, 0)
     recv = dict.fromkeys(config.clients, 0)
+    memo = Agreements() if shared_agreements else None
     c0 = time.process_time()
     for u in config.clients:
-        out.clients[u] = SecAggClient(u, config, vectors[u], client_rng(u))
+        out.clients[u] = SecAggClient(u, config, vectors[u], client_rng(u), memo)
     client_cpu = time.process_time() - c0
     server_cpu = 0.0
     outbox: dict[int, bytes] = {}
@@ -148,6 +156,77 @@ def run_in_process(
     return out
 
 
+#: the in-process simulation refuses full SecAgg rounds estimated above this many CPU seconds
+MAX_SECAGG_SECONDS = 60.0
+
+# CPU seconds of the simulation's unit operations on the reference machine (2 cores, x86-64,
+# Python 3.11, cryptography 50; benchmarks/bench_secagg.py --cost-model measures them)
+_KEYPAIR_S = 70e-6  # X25519 key pair from a seed
+_AGREE_S = 40e-6  # X25519 exchange + HKDF
+_PAIR_MISC_S = 40e-6  # per neighbour and client: AES-GCM both ways, commitments, encodings
+_HORNER_S = 0.15e-6  # one step of Horner's rule (dealing a share)
+_INTERPOLATE_S = 0.05e-6  # one small-integer product of an interpolation's weights
+_PRG_CALL_S = 10e-6  # one mask expansion, fixed part
+_PRG_ENTRY_S = 12e-9  # one mask entry (AES-CTR, rejection, modular addition)
+_CLIENT_MISC_S = 300e-6  # per client and round: messages, state
+# resident bytes
+_PAIR_BYTES = 1200  # per neighbour and client: ciphertexts, commitments, held shares, memo
+_CLIENT_BYTES = 12000  # per client: keys, state, encoded messages
+
+
+@dataclass(frozen=True)
+class RoundCost:
+    """The estimated cost of one simulated round (:func:`round_cost`).
+
+    Attributes:
+        variant, clients, dimension, neighbours, threshold: The round.
+        seconds: Estimated CPU seconds on the reference machine (all clients and the server).
+        bytes: Estimated peak memory of the round's state.
+    """
+
+    variant: str
+    clients: int
+    dimension: int
+    neighbours: int
+    threshold: int
+    seconds: float
+    bytes: int
+
+    def statement(self) -> str:
+        """One line for the user, before the round runs."""
+        graph = "complete graph" if self.variant == "secagg" else f"k = {self.neighbours}"
+        return (
+            f"{self.variant}: {self.clients} simulated clients, d = {self.dimension}, {graph}, "
+            f"t = {self.threshold}: about {self.seconds:.3g} CPU s and "
+            f"{self.bytes / 2**20:.0f} MiB per round (estimate)"
+        )
+
+
+def round_cost(variant: str, n: int, d: int, neighbours: int, threshold: int) -> RoundCost:
+    """Operation counts of one in-process round times unit costs (module constants).
+
+    Per round with ``s = k + 1`` (the closed neighbourhood; ``n`` for SecAgg): ``2n`` key
+    pairs; ``n k / 2`` pairs of agreements (shared by both ends in the simulation); ``n k``
+    encryptions and decryptions; ``2 n s t`` Horner steps to deal the shares and ``O(s^2)``
+    interpolation steps per rebuilt secret; ``n (k + 1)`` mask expansions of ``d`` entries.
+    Full SecAgg grows like ``n^3`` (the Shamir work), SecAgg+ like ``n log^2 n``.
+    """
+    k = n - 1 if neighbours == 0 or neighbours >= n - 1 else neighbours
+    s = k + 1
+    t = threshold
+    seconds = (
+        2 * n * _KEYPAIR_S
+        + n * k * _AGREE_S
+        + n * k * _PAIR_MISC_S
+        + 2 * n * s * t * _HORNER_S
+        + n * s * s * _INTERPOLATE_S
+        + n * (k + 2) * (_PRG_CALL_S + d * _PRG_ENTRY_S)
+        + n * _CLIENT_MISC_S
+    )
+    memory = n * k * _PAIR_BYTES + n * (_CLIENT_BYTES + 48 * d) + 2 * s * d * 8
+    return RoundCost(variant, n, d, k if neighbours else 0, t, seconds, memory)
+
+
 class SecAggregator(SecureAggregator):
     """The secure sum computed by running SecAgg (Bonawitz et al. 2017) or SecAgg+ (Bell et al.
     2020) among one simulated client per input vector.
@@ -163,6 +242,14 @@ class SecAggregator(SecureAggregator):
             sources are derived from it, one after the other.
         dropouts: ``{stage: client indices}`` to inject (for tests and simulations); the sum is
             then over the clients whose masked input arrived (:attr:`survivors`).
+        announce: Called with the round's estimated cost (:meth:`RoundCost.statement`) before
+            each round runs.
+        max_seconds: Full SecAgg rounds estimated above this many CPU seconds are refused
+            before they run (:class:`~privhist.core.errors.UnsupportedError`, which suggests
+            SecAgg+).
+
+    The clients of one simulated round share a memo of agreed keys
+    (:func:`run_in_process`'s ``shared_agreements``).
 
     >>> from privhist.core.random import SeededRandom
     >>> agg = SecAggregator(7, 2, rng=SeededRandom(1))
@@ -181,6 +268,8 @@ class SecAggregator(SecureAggregator):
         rng: RandomSource | None = None,
         dropouts: Mapping[str, Iterable[int]] | None = None,
         round_id: int = 0,
+        announce: Callable[[str], None] | None = None,
+        max_seconds: float = MAX_SECAGG_SECONDS,
     ) -> None:
         super().__init__(modulus, dimension)
         fn = type(self).__name__
@@ -192,6 +281,11 @@ class SecAggregator(SecureAggregator):
         self.rng = SecureRandom() if rng is None else rng
         self.dropouts = check_dropouts(dropouts, fn)
         self.round_id = round_id
+        self.announce = announce
+        if not (isinstance(max_seconds, int | float) and max_seconds > 0):
+            raise ValidationError("max_seconds", fn, "a number > 0", max_seconds)
+        self.max_seconds = float(max_seconds)
+        self.cost: RoundCost | None = None
         self.contributors = 0
         self.survivors: list[int] = []
         self.last: RoundOutcome | None = None
@@ -205,6 +299,21 @@ class SecAggregator(SecureAggregator):
         t = default_threshold(n, k) if self.threshold is None else self.threshold
         return RoundConfig(self.round_id, self.modulus, self.dimension, tuple(range(n)), t, k)
 
+    def plan(self, n: int) -> RoundCost:
+        """The estimated cost of a round among ``n`` clients; refuses (before anything runs) a
+        full SecAgg round estimated above ``max_seconds``."""
+        config = self.config_for(n)
+        cost = round_cost(self.variant, n, self.dimension, config.neighbours, config.threshold)
+        if self.variant == "secagg" and cost.seconds > self.max_seconds:
+            plus = SecAggregator(self.modulus, self.dimension, variant="secagg+").plan(n)
+            raise UnsupportedError(
+                f"secure sum 'secagg' among {n} simulated clients would take about "
+                f"{cost.seconds:.0f} CPU s per round (its work grows like n^3; the limit is "
+                f"{self.max_seconds:.0f} s): use 'secagg+' (k = {plus.neighbours}, about "
+                f"{plus.seconds:.3g} CPU s)"
+            )
+        return cost
+
     def aggregate(self, shares: Iterable[Any]) -> I64:
         rows = [self._check_batch(b) for b in shares]
         x = np.concatenate(rows) if rows else np.zeros((0, self.dimension), dtype=np.int64)
@@ -214,10 +323,23 @@ class SecAggregator(SecureAggregator):
                 f"{type(self).__name__}: secure aggregation needs at least 2 clients; got {n}"
             )
         config = self.config_for(n)
+        self.cost = self.plan(n)
+        if self.announce is not None:
+            self.announce(self.cost.statement())
         rng = self.rng
         outcome = run_in_process(
-            config, {i: x[i] for i in range(n)}, lambda _u: rng, rng, self.dropouts
+            config,
+            {i: x[i] for i in range(n)},
+            lambda _u: rng,
+            rng,
+            self.dropouts,
+            shared_agreements=True,
         )
+        # keep what describes the round (graph, survivors, culprits, costs), not its messages
+        outcome.clients.clear()
+        outcome.server.transcript.clear()
+        for received in outcome.server.received.values():
+            received.clear()
         self.last = outcome
         server = outcome.server
         if server.stage is not Stage.DONE:

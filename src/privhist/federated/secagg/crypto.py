@@ -17,6 +17,8 @@ Randomness for keys and seeds comes from a :class:`~privhist.core.random.RandomS
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import numpy.typing as npt
 from cryptography.exceptions import InvalidTag
@@ -41,6 +43,11 @@ MAX_MODULUS = 1 << 62
 
 _MASK_INFO = b"privhist/secagg/v1/mask"
 _ENC_INFO = b"privhist/secagg/v1/share-encryption"
+_COMMIT_INFO = b"privhist/secagg/v2/share-commitment"
+#: bytes of a share commitment (a truncated SHA-256: binding needs second preimages only)
+COMMIT_BYTES = 16
+#: a fixed private key used only to test advertised public keys for small order
+_PROBE = X25519PrivateKey.from_private_bytes(bytes(range(1, 33)))
 
 
 def random_bytes(rng: RandomSource, n: int) -> bytes:
@@ -49,16 +56,59 @@ def random_bytes(rng: RandomSource, n: int) -> bytes:
 
 
 class KeyPair:
-    """An X25519 key pair whose private part is drawn from a :class:`RandomSource`."""
+    """An X25519 key pair whose private part is drawn from a :class:`RandomSource`.
+
+    The private key object is built once (building it costs as much as one exchange)."""
 
     def __init__(self, rng: RandomSource) -> None:
         self.private_bytes = random_bytes(rng, SEED_BYTES)
-        self._key = X25519PrivateKey.from_private_bytes(self.private_bytes)
-        self.public_bytes = self._key.public_key().public_bytes_raw()
+        self.key = X25519PrivateKey.from_private_bytes(self.private_bytes)
+        self.public_bytes = self.key.public_key().public_bytes_raw()
 
     def agree(self, public: bytes, info: bytes, round_id: int) -> bytes:
         """``KA.agree`` followed by HKDF-SHA256 bound to ``info`` and the round."""
-        return agree(self.private_bytes, public, info, round_id)
+        return agree(self.key, public, info, round_id)
+
+
+class Agreements:
+    """A memo of agreed keys, keyed by the two public keys, the purpose and the round.
+
+    One client keeps its own (the key it derives with a neighbour to encrypt shares also
+    decrypts the neighbour's shares). An in-process simulation of honest clients may share one
+    among all of them: both ends of a pair derive the same key (``KA`` is symmetric), so it is
+    computed once per pair; the messages are the same bytes either way.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[bytes, bytes, bytes, int], bytes] = {}
+
+    def agree(self, own: KeyPair, public: bytes, info: bytes, round_id: int) -> bytes:
+        a, b = own.public_bytes, public
+        memo_key = (a, b, info, round_id) if a <= b else (b, a, info, round_id)
+        key = self._memo.get(memo_key)
+        if key is None:
+            key = self._memo[memo_key] = agree(own.key, public, info, round_id)
+        return key
+
+    def mask_key(self, own: KeyPair, public: bytes, round_id: int) -> bytes:
+        """:func:`mask_key` through the memo."""
+        return self.agree(own, public, _MASK_INFO, round_id)
+
+    def encryption_key(self, own: KeyPair, public: bytes, round_id: int) -> bytes:
+        """:func:`encryption_key` through the memo."""
+        return self.agree(own, public, _ENC_INFO, round_id)
+
+
+def usable_public_key(public: bytes) -> bool:
+    """Whether ``public`` is a 32-byte X25519 key of large order (a key of small order gives
+    every peer the all-zero secret, so a client advertising one is refused at once)."""
+    if not isinstance(public, bytes) or len(public) != SEED_BYTES:
+        return False
+    try:
+        _PROBE.exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError:
+        return False
+    return True
 
 
 def public_key(private: bytes) -> bytes:
@@ -73,17 +123,16 @@ def check_public_key(public: bytes, function: str) -> bytes:
     return public
 
 
-def agree(private: bytes, public: bytes, info: bytes, round_id: int) -> bytes:
+def agree(private: bytes | X25519PrivateKey, public: bytes, info: bytes, round_id: int) -> bytes:
     """The 32-byte key shared by the owner of ``private`` and the owner of ``public``.
 
     Raises :class:`ProtocolError` for a malformed or low-order public key (X25519 then yields
     the all-zero secret, which ``cryptography`` refuses).
     """
     check_public_key(public, "agree")
+    key = X25519PrivateKey.from_private_bytes(private) if isinstance(private, bytes) else private
     try:
-        secret = X25519PrivateKey.from_private_bytes(private).exchange(
-            X25519PublicKey.from_public_bytes(public)
-        )
+        secret = key.exchange(X25519PublicKey.from_public_bytes(public))
     except ValueError as exc:
         raise ProtocolError(f"agree: unusable public key ({exc})") from None
     return HKDF(
@@ -94,12 +143,12 @@ def agree(private: bytes, public: bytes, info: bytes, round_id: int) -> bytes:
     ).derive(secret)
 
 
-def mask_key(private: bytes, public: bytes, round_id: int) -> bytes:
+def mask_key(private: bytes | X25519PrivateKey, public: bytes, round_id: int) -> bytes:
     """The pairwise mask seed ``s_{u,v}`` (Bonawitz et al., Section 4, round 2)."""
     return agree(private, public, _MASK_INFO, round_id)
 
 
-def encryption_key(private: bytes, public: bytes, round_id: int) -> bytes:
+def encryption_key(private: bytes | X25519PrivateKey, public: bytes, round_id: int) -> bytes:
     """The key ``c_{u,v}`` that encrypts the shares ``u`` sends ``v`` (round 1)."""
     return agree(private, public, _ENC_INFO, round_id)
 
@@ -119,6 +168,27 @@ def decrypt(key: bytes, blob: bytes, associated: bytes) -> bytes:
         return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
     except InvalidTag:
         raise ProtocolError("decrypt: ciphertext failed authentication") from None
+
+
+def commitment(kind: bytes, round_id: int, dealer: int, holder: int, share: bytes) -> bytes:
+    """The commitment to one Shamir share that its dealer publishes to the server: a truncated
+    SHA-256 of the share bound to the round, the dealer, the holder and the secret (``b"k"``:
+    the key ``s^SK``, ``b"s"``: the seed ``b``).
+
+    A share is uniform in the field given fewer than ``t`` others, so its hash hides it; the
+    holder checks the share it decrypted against the hash before going on, so a holder who
+    later reveals another value is caught by the server (a second preimage of 128 bits)."""
+    data = b"".join(
+        (
+            _COMMIT_INFO,
+            kind,
+            round_id.to_bytes(8, "big"),
+            dealer.to_bytes(4, "big"),
+            holder.to_bytes(4, "big"),
+            share,
+        )
+    )
+    return hashlib.sha256(data).digest()[:COMMIT_BYTES]
 
 
 def check_modulus(modulus: int, function: str) -> int:
@@ -167,6 +237,8 @@ def prg_uniform(seed: bytes, modulus: int, size: int) -> I64:
     w = max(1, (q - 1).bit_length())
     mask = np.uint64((1 << w) - 1)
     stream = KeyStream(seed)
+    if q == 1 << w:  # a power of two: every word is kept
+        return (stream.words(n) & mask).astype(np.int64)
     out = np.empty(n, dtype=np.int64)
     filled = 0
     # expected draws n 2**w / q < 2 n; ask for a little more so one pass usually suffices

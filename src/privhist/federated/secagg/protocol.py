@@ -41,9 +41,25 @@ Threat model (what the tests check, and what they do not):
   its shares survive to round 4; otherwise the server aborts (``done`` with ``ok = false``) and
   :class:`~privhist.core.errors.ProtocolAbort` is raised. Clients refuse to reveal shares when
   fewer than ``t`` of their closed neighbourhood are in ``U_3`` / ``U_4``.
-* **Transport**: confidentiality and integrity of client-server links are the transport's job
-  (TLS in :mod:`privhist.federated.secagg.runtime`); shares are end-to-end encrypted and
-  authenticated client to client, bound to the round and both ids.
+* **Transport**: confidentiality and integrity of client-server links, and who a client is, are
+  the transport's job (mutual TLS in :mod:`privhist.federated.secagg.runtime`: the sender of a
+  message is the id in the client's verified certificate, passed to :meth:`SecAggServer.receive`);
+  shares are end-to-end encrypted and authenticated client to client, bound to the round and
+  both ids.
+* **Malicious clients** (beyond the papers' semi-honest model; docs/federated/threat-model.md):
+  every field a client controls is checked. Public keys of small order are refused. Each
+  Shamir share is committed to (a truncated SHA-256, :func:`~privhist.federated.secagg.crypto.
+  commitment`) in the dealer's ``shares`` message; the holder checks the share it decrypts
+  against it, and the server rebuilds every secret from all the shares it holds (more than
+  ``t`` whenever more than ``t`` holders survive), checking that they lie on one polynomial of
+  degree ``< t``. A revealed share that does not match its commitment names its holder, whose
+  share is left out (the secret is rebuilt from the others when ``t`` remain); shares that match
+  their commitments but disagree name the dealer, and the round aborts. A rebuilt key must match
+  the advertised ``s^PK``. What a malicious client can still do: send any masked input (shift
+  the sum by anything in ``Z_q^d``, its own input's range here), refuse or drop (abort the round
+  when too few remain), or deal bad shares (abort naming it).
+* **Minimum contributors**: the server aborts before any share is revealed when fewer than
+  ``max(t, min_contributors)`` masked inputs arrived, so no sum of fewer inputs is computed.
 """
 
 from __future__ import annotations
@@ -76,6 +92,8 @@ I64 = npt.NDArray[np.int64]
 #: the client stages, in order (a client "drops at" one of them: it sends nothing from there on)
 STAGES = ("advertise", "shares", "masked", "ack", "unmask")
 
+_KEY, _SEED = b"k", b"s"
+
 
 def default_neighbours(n: int) -> int:
     """SecAgg+'s default degree: the even number at least ``3 ceil(log2 n)`` (a degree of
@@ -101,6 +119,8 @@ class RoundConfig:
         clients: The eligible client ids (distinct, in ``[0, 2**20)``).
         threshold: ``t``: shares needed to reconstruct a secret.
         neighbours: ``k`` (even) for SecAgg+, or 0 for SecAgg (the complete graph).
+        min_contributors: The round aborts before unmasking unless at least this many masked
+            inputs arrived (and at least ``t``); 0 means ``t``.
     """
 
     round_id: int
@@ -109,14 +129,17 @@ class RoundConfig:
     clients: tuple[int, ...]
     threshold: int
     neighbours: int = 0
+    min_contributors: int = 0
 
     def __post_init__(self) -> None:
         fn = "RoundConfig"
         crypto.check_modulus(self.modulus, fn)
         if not isinstance(self.round_id, int) or not 0 <= self.round_id < 1 << 63:
             raise ValidationError("round_id", fn, "an integer in [0, 2**63)", self.round_id)
-        if not isinstance(self.dimension, int) or self.dimension < 1:
-            raise ValidationError("dimension", fn, "an integer >= 1", self.dimension)
+        if not isinstance(self.dimension, int) or not 1 <= self.dimension <= MAX_DIMENSION:
+            raise ValidationError(
+                "dimension", fn, f"an integer in [1, {MAX_DIMENSION}]", self.dimension
+            )
         ids = list(self.clients)
         if len(set(ids)) != len(ids) or any(not 0 <= i < MAX_CLIENTS for i in ids):
             raise ValidationError("clients", fn, "distinct ids in [0, 2**20)", ids[:10])
@@ -131,6 +154,14 @@ class RoundConfig:
             raise ValidationError(
                 "threshold", fn, f"an integer in [2, {size}] (closed neighbourhood)", self.threshold
             )
+        mc = self.min_contributors
+        if not isinstance(mc, int) or not 0 <= mc <= n:
+            raise ValidationError("min_contributors", fn, f"an integer in [0, {n}]", mc)
+
+    @property
+    def contributors_needed(self) -> int:
+        """Masked inputs the round needs before it unmasks: ``max(t, min_contributors)``."""
+        return max(self.threshold, self.min_contributors)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,12 +171,21 @@ class RoundConfig:
             "clients": list(self.clients),
             "threshold": self.threshold,
             "neighbours": self.neighbours,
+            "min_contributors": self.min_contributors,
         }
 
     @classmethod
     def from_dict(cls, obj: Any) -> RoundConfig:
         """Checked inverse of :meth:`to_dict` (malformed input raises :class:`ProtocolError`)."""
-        keys = {"round_id", "modulus", "dimension", "clients", "threshold", "neighbours"}
+        keys = {
+            "round_id",
+            "modulus",
+            "dimension",
+            "clients",
+            "threshold",
+            "neighbours",
+            "min_contributors",
+        }
         if not isinstance(obj, dict) or set(obj) != keys:
             raise ProtocolError(f"round config must have the fields {sorted(keys)}")
         if not isinstance(obj["clients"], list) or len(obj["clients"]) > MAX_CLIENTS:
@@ -161,6 +201,7 @@ class RoundConfig:
                 tuple(obj["clients"]),
                 obj["threshold"],
                 obj["neighbours"],
+                obj["min_contributors"],
             )
         except ValidationError as exc:
             raise ProtocolError(f"round config: {exc}") from None
@@ -170,6 +211,10 @@ class RoundConfig:
         n = len(self.clients)
         vec = 4 * (width(self.modulus) * self.dimension // 3 + 2)
         return vec + 400 * n + 4096
+
+
+#: largest vector length a round accepts (a masked vector of 2**24 entries is at most 171 MB)
+MAX_DIMENSION = 1 << 24
 
 
 def _sign(u: int, v: int) -> int:
@@ -194,6 +239,12 @@ def _associated(round_id: int, u: int, v: int) -> bytes:
     )
 
 
+def _commit(kind: bytes, round_id: int, dealer: int, holder: int, share: int) -> bytes:
+    return crypto.commitment(
+        kind, round_id, dealer, holder, share.to_bytes(shamir.SHARE_BYTES, "big")
+    )
+
+
 class SecAggClient:
     """One client's side of a round.
 
@@ -202,12 +253,22 @@ class SecAggClient:
         config: The round's public parameters.
         vector: Its input, ``d`` integers in ``[0, q)``.
         rng: Source of its keys, seeds, Shamir coefficients and nonces (``SecureRandom``).
+        agreements: Memo of agreed keys (:class:`~privhist.federated.secagg.crypto.Agreements`);
+            its own by default; an in-process simulation of honest clients may pass one shared
+            memo, which computes each pair's keys once.
 
     Drive it with :meth:`advertise` then :meth:`handle` on each server message; each returns the
     reply to send (``None`` once the round is over).
     """
 
-    def __init__(self, client_id: int, config: RoundConfig, vector: Any, rng: RandomSource) -> None:
+    def __init__(
+        self,
+        client_id: int,
+        config: RoundConfig,
+        vector: Any,
+        rng: RandomSource,
+        agreements: crypto.Agreements | None = None,
+    ) -> None:
         fn = "SecAggClient"
         if client_id not in config.clients:
             raise ValidationError("client_id", fn, "one of the round's clients", client_id)
@@ -222,6 +283,7 @@ class SecAggClient:
         self.config = config
         self._x = x.astype(np.int64)
         self._rng = rng
+        self._agree = crypto.Agreements() if agreements is None else agreements
         self._c = crypto.KeyPair(rng)
         self._s = crypto.KeyPair(rng)
         self._b = crypto.random_bytes(rng, crypto.SEED_BYTES)
@@ -271,8 +333,8 @@ class SecAggClient:
         }[msg.type]
         return handler(msg)
 
-    def _closed_count(self, ids: set[int]) -> int:
-        return len(ids & (set(self._keys) | {self.id}))
+    def _closed(self) -> set[int]:
+        return set(self._keys) | {self.id}
 
     def _on_roster(self, msg: Message) -> Message:
         t = self.config.threshold
@@ -290,30 +352,39 @@ class SecAggClient:
         key_sh = shamir.split(int.from_bytes(self._s.private_bytes, "big"), t, xs, self._rng)
         seed_sh = shamir.split(int.from_bytes(self._b, "big"), t, xs, self._rng)
         cts = []
+        commits = []
         rid = self.config.round_id
         for w, ks, bs in zip(closed, key_sh, seed_sh, strict=True):
+            commits.append(
+                (w, _commit(_KEY, rid, self.id, w, ks), _commit(_SEED, rid, self.id, w, bs))
+            )
             if w == self.id:
                 self._held[w] = (ks, bs)
                 continue
-            key = crypto.encryption_key(self._c.private_bytes, keys[w][0], rid)
+            key = self._agree.encryption_key(self._c, keys[w][0], rid)
             ct = crypto.encrypt(
                 key, _plaintext(self.id, w, ks, bs), _associated(rid, self.id, w), self._rng
             )
             cts.append((w, ct))
         self.stage = "forward"
-        return self._msg("shares", ciphertexts=cts)
+        return self._msg("shares", ciphertexts=cts, commitments=commits)
 
     def _on_forward(self, msg: Message) -> Message:
         rid, q, d = self.config.round_id, self.config.modulus, self.config.dimension
-        senders = {v for v, _ in msg.body["ciphertexts"]}
+        senders = {v for v, _, _, _ in msg.body["inbox"]}
         if not senders <= set(self._keys):
             raise ProtocolError(f"client {self.id}: forwarded shares from non-neighbours")
         if len(senders) + 1 < self.config.threshold:
             raise ProtocolError(f"client {self.id}: fewer than t clients shared keys")
         held: dict[int, tuple[int, int]] = {}
-        for v, ct in msg.body["ciphertexts"]:
-            key = crypto.encryption_key(self._c.private_bytes, self._keys[v][0], rid)
-            plain = crypto.decrypt(key, ct, _associated(rid, v, self.id))
+        for v, ct, kc, sc in msg.body["inbox"]:
+            key = self._agree.encryption_key(self._c, self._keys[v][0], rid)
+            try:
+                plain = crypto.decrypt(key, ct, _associated(rid, v, self.id))
+            except ProtocolError:
+                raise ProtocolError(
+                    f"client {self.id}: the shares of client {v} fail authentication"
+                ) from None
             if len(plain) != 8 + 2 * shamir.SHARE_BYTES:
                 raise ProtocolError(f"client {self.id}: share plaintext of wrong length")
             if (
@@ -325,23 +396,29 @@ class SecAggClient:
             bs = int.from_bytes(plain[8 + shamir.SHARE_BYTES :], "big")
             if ks >= shamir.PRIME or bs >= shamir.PRIME:
                 raise ProtocolError(f"client {self.id}: share outside the field")
+            if kc != _commit(_KEY, rid, v, self.id, ks) or sc != _commit(
+                _SEED, rid, v, self.id, bs
+            ):
+                raise ProtocolError(
+                    f"client {self.id}: the shares of client {v} do not match its commitments"
+                )
             held[v] = (ks, bs)
         self._held.update(held)
         self._u2 = senders | {self.id}
         y = (self._x + crypto.prg_uniform(self._b, q, d)) % q
         for v in sorted(senders):
-            seed = crypto.mask_key(self._s.private_bytes, self._keys[v][1], rid)
+            seed = self._agree.mask_key(self._s, self._keys[v][1], rid)
             mask = crypto.prg_uniform(seed, q, d)
             y = (y + mask) % q if _sign(self.id, v) > 0 else (y - mask) % q
         self.stage = "survivors"
         return self._msg("masked", y=pack_vector(y, q))
 
     def _on_survivors(self, msg: Message) -> Message:
-        u3 = set(msg.body["ids"])
-        mine = u3 & (set(self._keys) | {self.id})
-        if self.id not in u3 or not mine <= self._u2:
+        ids = msg.body["ids"]
+        u3 = set(ids)
+        if self.id not in u3 or not u3 <= self._u2:
             raise ProtocolError(f"client {self.id}: U3 is inconsistent with U2")
-        if len(mine) < self.config.threshold:
+        if len(u3) < self.config.threshold:
             raise ProtocolError(f"client {self.id}: fewer than t neighbours survived (U3)")
         self._u3 = u3
         self.stage = "unmask_req"
@@ -351,7 +428,7 @@ class SecAggClient:
         u4 = set(msg.body["ids"])
         if not u4 <= self._u3 or self.id not in u4:
             raise ProtocolError(f"client {self.id}: U4 is not a subset of U3")
-        if self._closed_count(u4) < self.config.threshold:
+        if len(u4) < self.config.threshold:
             raise ProtocolError(f"client {self.id}: fewer than t neighbours survived (U4)")
         key_shares, seed_shares = [], []
         for v in sorted(self._u2):
@@ -389,11 +466,13 @@ class SecAggServer:
 
     Every message is checked completely before it changes any state, so a rejected message
     (:class:`ProtocolError`) leaves the server as it was. ``transcript`` keeps every accepted
-    message (what an honest-but-curious server holds).
+    message (what an honest-but-curious server holds). ``culprits`` names the clients caught
+    sending a share that does not match its commitment, or dealing inconsistent shares.
 
     Args:
         config: The round's public parameters.
-        rng: Draws the SecAgg+ graph (``SecureRandom`` in real use).
+        rng: Draws the SecAgg+ graph and the consistency challenge (``SecureRandom`` in real
+            use).
     """
 
     def __init__(self, config: RoundConfig, rng: RandomSource) -> None:
@@ -405,35 +484,39 @@ class SecAggServer:
         self.survivors: dict[str, list[int]] = {}
         self.transcript: list[Message] = []
         self.reason = ""
+        self.culprits: dict[int, str] = {}
         self._result: I64 | None = None
         self._vectors: dict[int, I64] = {}
+        self._expect: set[int] = set(config.clients)
+        self._public_keys: set[bytes] = set()
+        self._commits: dict[int, dict[int, tuple[bytes, bytes]]] = {}
+        self._sent: dict[int, bytes] = {}
+        self._u2: set[int] = set()
+        self._u3: set[int] = set()
 
     # -- receiving -----------------------------------------------------------------------
 
     def _expected(self) -> set[int]:
         """Who may send in the current stage."""
-        s = self.stage
-        if s is Stage.ADVERTISE:
-            return set(self.config.clients)
-        if s is Stage.SHARES:
-            return set(self.received[Stage.ADVERTISE])
-        if s is Stage.MASKED:
-            return set(self.received[Stage.SHARES])
-        if s is Stage.ACK:
-            return set(self.received[Stage.MASKED])
-        if s is Stage.UNMASK:
-            return set(self.received[Stage.ACK])
-        return set()
+        return self._expect if self.stage in _NEXT else set()
 
     def pending(self) -> set[int]:
         """Clients the current stage still waits for."""
         if self.stage not in _NEXT:
             return set()
-        return self._expected() - set(self.received[self.stage])
+        return self._expect - self.received[self.stage].keys()
 
-    def receive(self, data: bytes | Message) -> None:
-        """Accept one client message or raise :class:`ProtocolError` (state unchanged)."""
+    def receive(self, data: bytes | Message, sender: int | None = None) -> None:
+        """Accept one client message or raise :class:`ProtocolError` (state unchanged).
+
+        ``sender``: the authenticated id of the client that sent it (the transport's); a message
+        whose ``sender`` field says otherwise is refused.
+        """
         msg = data if isinstance(data, Message) else decode(data, self.config.max_message_bytes())
+        if sender is not None and msg.sender != sender:
+            raise ProtocolError(
+                f"server: client {sender} sent a message in the name of client {msg.sender}"
+            )
         stage = self.stage
         if msg.round != self.config.round_id:
             raise ProtocolError(f"server: message of round {msg.round}, not {self.config.round_id}")
@@ -444,7 +527,7 @@ class SecAggServer:
         u = msg.sender
         if u in self.received[stage]:
             raise ProtocolError(f"server: duplicate '{msg.type}' from client {u}")
-        if u not in self._expected():
+        if u not in self._expect:
             raise ProtocolError(f"server: client {u} may not send '{msg.type}' now")
         getattr(self, f"_check_{stage.value}")(msg)
         self.received[stage][u] = msg
@@ -452,17 +535,23 @@ class SecAggServer:
 
     def _check_advertise(self, msg: Message) -> None:
         c, s = msg.body["c_pk"], msg.body["s_pk"]
-        seen = {m.body["c_pk"] for m in self.received[Stage.ADVERTISE].values()}
-        seen |= {m.body["s_pk"] for m in self.received[Stage.ADVERTISE].values()}
-        if c == s or c in seen or s in seen:
+        if c == s or c in self._public_keys or s in self._public_keys:
             raise ProtocolError(f"server: client {msg.sender} reuses a public key")
+        if not (crypto.usable_public_key(c) and crypto.usable_public_key(s)):
+            raise ProtocolError(f"server: client {msg.sender} advertised a key of small order")
+        self._public_keys.update((c, s))
 
     def _check_shares(self, msg: Message) -> None:
+        u = msg.sender
         to = {v for v, _ in msg.body["ciphertexts"]}
-        if to != set(self.graph[msg.sender]):
+        if to != self.graph[u]:
+            raise ProtocolError(f"server: client {u} must send one ciphertext to each neighbour")
+        commits = {w: (kc, sc) for w, kc, sc in msg.body["commitments"]}
+        if commits.keys() != self.graph[u] | {u}:
             raise ProtocolError(
-                f"server: client {msg.sender} must send one ciphertext to each neighbour"
+                f"server: client {u} must commit to one share per member of its neighbourhood"
             )
+        self._commits[u] = commits
 
     def _check_masked(self, msg: Message) -> None:
         self._vectors[msg.sender] = unpack_vector(
@@ -470,14 +559,14 @@ class SecAggServer:
         )
 
     def _check_ack(self, msg: Message) -> None:
-        if msg.body["digest"] != digest_ids(self.survivors["masked"]):
+        if msg.body["digest"] != self._sent[msg.sender]:
             raise ProtocolError(f"server: client {msg.sender} acknowledged another U3")
 
     def _check_unmask(self, msg: Message) -> None:
         u = msg.sender
-        u2 = set(self.survivors["shares"])
-        u3 = set(self.survivors["masked"])
-        closed = (set(self.graph[u]) | {u}) & u2
+        u2 = self._u2
+        u3 = self._u3
+        closed = (self.graph[u] | {u}) & u2
         want_keys, want_seeds = closed - u3, closed & u3
         got_keys = {v for v, _ in msg.body["key_shares"]}
         got_seeds = {v for v, _ in msg.body["seed_shares"]}
@@ -498,6 +587,12 @@ class SecAggServer:
         t = self.config.threshold
         if len(alive) < t:
             return self._abort(f"only {len(alive)} clients sent '{stage.value}' (t = {t})", alive)
+        need = self.config.contributors_needed
+        if stage is Stage.MASKED and len(alive) < need:
+            return self._abort(
+                f"only {len(alive)} masked inputs arrived; the round needs {need} contributors",
+                alive,
+            )
         out: dict[int, Message] = {}
         rid = self.config.round_id
         if stage is Stage.ADVERTISE:
@@ -510,19 +605,25 @@ class SecAggServer:
                 ]
                 out[u] = Message("roster", rid, SERVER, {"keys": rows})
         elif stage is Stage.SHARES:
-            inbox: dict[int, list[tuple[int, bytes]]] = {u: [] for u in alive}
+            self._u2 = set(alive)
+            inbox: dict[int, list[tuple[int, bytes, bytes, bytes]]] = {u: [] for u in alive}
             for v in alive:
+                commits = self._commits[v]
                 for w, ct in self.received[stage][v].body["ciphertexts"]:
                     if w in inbox:
-                        inbox[w].append((v, ct))
+                        inbox[w].append((v, ct, *commits[w]))
             for u in alive:
-                out[u] = Message("forward", rid, SERVER, {"ciphertexts": inbox[u]})
-        elif stage is Stage.MASKED:
+                out[u] = Message("forward", rid, SERVER, {"inbox": inbox[u]})
+        elif stage in (Stage.MASKED, Stage.ACK):
+            if stage is Stage.MASKED:
+                self._u3 = set(alive)
+            kind = "survivors" if stage is Stage.MASKED else "unmask_req"
+            members = set(alive)
             for u in alive:
-                out[u] = Message("survivors", rid, SERVER, {"ids": alive})
-        elif stage is Stage.ACK:
-            for u in alive:
-                out[u] = Message("unmask_req", rid, SERVER, {"ids": alive})
+                ids = sorted((self.graph[u] | {u}) & members)
+                if stage is Stage.MASKED:
+                    self._sent[u] = digest_ids(ids)
+                out[u] = Message(kind, rid, SERVER, {"ids": ids})
         else:
             try:
                 self._result = self._unmask()
@@ -531,54 +632,111 @@ class SecAggServer:
             for u in alive:
                 out[u] = Message("done", rid, SERVER, {"ok": True, "reason": ""})
         self.stage = _NEXT[stage]
+        self._expect = set(alive) if self.stage in _NEXT else set()
         return out
 
     def _abort(self, reason: str, alive: list[int]) -> dict[int, Message]:
         self.stage = Stage.ABORTED
         self.reason = reason
         self._vectors.clear()
+        self._expect = set()
         rid = self.config.round_id
         return {u: Message("done", rid, SERVER, {"ok": False, "reason": reason}) for u in alive}
 
+    def _rebuild(
+        self,
+        dealer: int,
+        kind: bytes,
+        points: list[tuple[int, int]],
+        challenge: int,
+        memo: dict[tuple[int, ...], shamir.Weights],
+    ) -> int:
+        """The secret ``dealer`` shared (its key or its seed) from the revealed ``(holder,
+        share)`` points, checked (class notes); raises :class:`ProtocolError` naming the
+        culprit when it cannot be rebuilt."""
+        t, rid = self.config.threshold, self.config.round_id
+        what = "key" if kind == _KEY else "seed"
+
+        def weights(pts: list[tuple[int, int]]) -> shamir.Weights:
+            xs = tuple(w + 1 for w, _ in pts)
+            found = memo.get(xs)
+            if found is None:
+                found = memo[xs] = shamir.Weights(xs)
+            return found
+
+        def ys(pts: list[tuple[int, int]]) -> list[int]:
+            return [y for _, y in pts]
+
+        if len(points) > t:
+            w8 = weights(points)
+            if w8.consistent(ys(points), t, challenge):
+                return w8.at_zero(ys(points))
+        # inconsistent, or no redundancy: check every share against the dealer's commitment
+        index = 0 if kind == _KEY else 1
+        commits = self._commits[dealer]
+        good = []
+        for w, y in points:
+            if _commit(kind, rid, dealer, w, y) == commits[w][index]:
+                good.append((w, y))
+            else:
+                self.culprits[w] = (
+                    f"revealed a share of client {dealer}'s {what} that does not match the "
+                    "dealer's commitment"
+                )
+        if len(good) < t:
+            kept = {w for w, _ in good}
+            bad = sorted(w for w, _ in points if w not in kept)
+            raise ProtocolError(
+                f"only {len(good)} valid shares of client {dealer}'s {what} (t = {t}); "
+                f"client(s) {bad} revealed shares that do not match their commitments"
+            )
+        w8 = weights(good)
+        if not w8.consistent(ys(good), t, challenge):
+            self.culprits[dealer] = f"dealt shares of its {what} that lie on no one polynomial"
+            raise ProtocolError(
+                f"client {dealer} dealt inconsistent shares of its {what} (its committed shares "
+                f"lie on no polynomial of degree < {t})"
+            )
+        return w8.at_zero(ys(good))
+
     def _unmask(self) -> I64:
-        q, d, t, rid = (
-            self.config.modulus,
-            self.config.dimension,
-            self.config.threshold,
-            self.config.round_id,
-        )
-        u2 = set(self.survivors["shares"])
+        q, d, rid = self.config.modulus, self.config.dimension, self.config.round_id
+        u2 = self._u2
         u3 = self.survivors["masked"]
         key_pts: dict[int, list[tuple[int, int]]] = {}
         seed_pts: dict[int, list[tuple[int, int]]] = {}
         for u, msg in sorted(self.received[Stage.UNMASK].items()):
             for v, y in msg.body["key_shares"]:
-                key_pts.setdefault(v, []).append((u + 1, y))
+                key_pts.setdefault(v, []).append((u, y))
             for v, y in msg.body["seed_shares"]:
-                seed_pts.setdefault(v, []).append((u + 1, y))
+                seed_pts.setdefault(v, []).append((u, y))
+        challenge = self._rng.randbelow(shamir.PRIME)
+        memo: dict[tuple[int, ...], shamir.Weights] = {}
         adv = self.received[Stage.ADVERTISE]
+        seeds: dict[int, bytes] = {}
+        keys: dict[int, bytes] = {}
+        for u in u3:  # rebuild every secret before any mask is expanded
+            b = self._rebuild(u, _SEED, seed_pts.get(u, []), challenge, memo)
+            if b >= 1 << 256:
+                self.culprits[u] = "dealt shares of a seed outside [0, 2**256)"
+                raise ProtocolError(f"client {u} dealt shares of a seed outside [0, 2**256)")
+            seeds[u] = b.to_bytes(32, "big")
+        for v in sorted(u2 - set(u3)):
+            sk_int = self._rebuild(v, _KEY, key_pts.get(v, []), challenge, memo)
+            sk = sk_int.to_bytes(32, "big") if sk_int < 1 << 256 else b""
+            if not sk or crypto.public_key(sk) != adv[v].body["s_pk"]:
+                self.culprits[v] = "dealt shares of a key that does not match its s_pk"
+                raise ProtocolError(
+                    f"client {v} dealt shares of a key that does not match its s_pk"
+                )
+            keys[v] = sk
         total = np.zeros(d, dtype=np.int64)
         for u in u3:
             total = (total + self._vectors[u]) % q
         for u in u3:
-            pts = seed_pts.get(u, [])
-            if len(pts) < t:
-                raise ProtocolError(f"only {len(pts)} shares of client {u}'s seed (t = {t})")
-            b = shamir.reconstruct(pts, t)
-            if b >= 1 << 256:
-                raise ProtocolError(f"client {u}'s seed does not reconstruct")
-            total = (total - crypto.prg_uniform(b.to_bytes(32, "big"), q, d)) % q
-        for v in sorted(u2 - set(u3)):
-            pts = key_pts.get(v, [])
-            if len(pts) < t:
-                raise ProtocolError(f"only {len(pts)} shares of client {v}'s key (t = {t})")
-            sk_int = shamir.reconstruct(pts, t)
-            if sk_int >= 1 << 256:
-                raise ProtocolError(f"client {v}'s key does not reconstruct")
-            sk = sk_int.to_bytes(32, "big")
-            if crypto.public_key(sk) != adv[v].body["s_pk"]:
-                raise ProtocolError(f"client {v}'s reconstructed key does not match its s_pk")
-            for u in sorted(set(self.graph[v]) & set(u3)):
+            total = (total - crypto.prg_uniform(seeds[u], q, d)) % q
+        for v, sk in keys.items():
+            for u in sorted(self.graph[v] & set(u3)):
                 mask = crypto.prg_uniform(crypto.mask_key(sk, adv[u].body["s_pk"], rid), q, d)
                 # u added sign(u, v) PRG(s_uv); remove it
                 total = (total - mask) % q if _sign(u, v) > 0 else (total + mask) % q

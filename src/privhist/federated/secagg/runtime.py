@@ -1,31 +1,47 @@
-"""The networked runtime: one server, N client processes, gRPC over TLS.
+"""The networked runtime: one server, N client processes, gRPC over mutual TLS.
 
 Transport: gRPC (``grpcio``) with three unary methods of the service
 ``privhist.federated.v1.SecAgg`` carrying raw bytes, no protoc code generation:
 
 * ``Join``: ``{"client": id}`` -> the task's name and public parameters;
 * ``NextRound``: ``{"client": id, "after": r}`` -> the next secure sum's protocol parameters
-  (blocks until the server opens it), ``{"finished": release}``, or ``{"excluded": true}``; the
-  first call (``after = -1``) also tells the server the client is ready, and the first round
-  opens when every client is ready (or ``join_timeout`` passed: the others are left out);
+  (blocks until the server opens it), ``{"finished": release}``, ``{"excluded": true}`` or
+  ``{"error": reason}``; the first call (``after = -1``) also tells the server the client is
+  ready, and the first round opens when every client is ready (or ``join_timeout`` passed: the
+  others are left out);
 * ``Exchange``: one protocol message (:mod:`privhist.federated.secagg.messages`) -> the server's
   next message for that client, returned when the stage closes.
+
+**Who is calling.** The server is started with a deployment's CA
+(:mod:`privhist.federated.secagg.credentials`) and requires a client certificate signed by it
+on every connection; a call's client id is the one in the verified certificate. A control
+request naming another id, or a protocol message whose ``sender`` is another client, is refused
+(``PERMISSION_DENIED``) and changes nothing. Without a CA the server only runs with
+``insecure=True`` (ids are then whatever clients claim; loopback demos only).
+
+**Bounded resources.** Every call counts against limits while it runs: at most
+``PER_CLIENT_CALLS`` per client id and per connection, and a global bound below the worker
+threads, so one client's flood (or one connection's) gets ``RESOURCE_EXHAUSTED`` at once while
+every other client keeps a thread; a ``NextRound`` for a round that cannot exist yet is refused
+instead of waiting; waits end when the caller cancels. Messages are bounded by the task's
+largest round (the gRPC limit) and JSON nesting by
+:data:`~privhist.federated.secagg.messages.MAX_DEPTH` (``INVALID_ARGUMENT``).
 
 The server side (:class:`Coordinator`) drives the transport-free
 :class:`~privhist.federated.secagg.protocol.SecAggServer`: a stage closes when every expected
 client has sent, or after ``stage_timeout`` seconds (the silent ones have dropped). A rejected
 message (malformed, replayed, out of order, ...) gets ``INVALID_ARGUMENT`` with a one-line reason
-and changes nothing. Every stage is written to the round log. Links use TLS; for tests and for
-``privhist federated run`` a self-signed certificate for 127.0.0.1 is generated with
-``cryptography`` (:func:`self_signed_certificate`).
+and changes nothing. Every stage is written to the round log, with the clients the round caught
+cheating. The threshold and the minimum number of contributors are fixed from the planned
+population before the first round, so fewer clients joining never lowers them.
 
 Dropouts can be injected per client (``drop_at``: the stage whose message it never sends, in
-the first round); the client process then exits.
+the first round); the client process then exits. The client side is
+:mod:`privhist.federated.secagg.client`.
 """
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import json
 import os
@@ -37,88 +53,109 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from privhist.core.errors import ProtocolAbort, ProtocolError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.federated.secagg.messages import SERVER, Message, decode
+from privhist.federated.secagg import credentials
+from privhist.federated.secagg.messages import (
+    MAX_CONTROL_BYTES,
+    SERVER,
+    SERVICE,
+    Message,
+    decode,
+    loads,
+)
 from privhist.federated.secagg.protocol import (
     STAGES,
     RoundConfig,
-    SecAggClient,
     SecAggServer,
     Stage,
 )
-from privhist.federated.secagg.tasks import (
-    RoundSpec,
-    Task,
-    make_task,
-    noise_source,
-    round_config,
-)
+from privhist.federated.secagg.tasks import RoundSpec, Task, make_task, round_config
 
-SERVICE = "privhist.federated.v1.SecAgg"
-#: the module ``run_local`` starts once per client (``privhist federated client``)
-CLIENT_MODULE = "privhist.cli.federated_client"
-#: bound on a JSON control message (Join, NextRound)
-MAX_CONTROL_BYTES = 1 << 16
-#: gRPC message size bound
-MAX_GRPC_BYTES = 256 << 20
+#: the module ``run_local`` starts once per client
+CLIENT_MODULE = "privhist.federated.secagg.client"
+#: calls one client id (or one connection) may have running at once; an honest client has one
+PER_CLIENT_CALLS = 2
+#: most clients one server takes (two worker threads each)
+MAX_SERVE_CLIENTS = 4096
+#: most client processes ``run_local`` starts on this machine
+MAX_LOCAL_CLIENTS = 256
 
 Log = Callable[[dict[str, Any]], None]
 
 
-def self_signed_certificate(host: str = "127.0.0.1") -> tuple[bytes, bytes]:
-    """A fresh P-256 key and a self-signed certificate for ``host`` (PEM key, PEM cert)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+class Denied(ProtocolError):
+    """A call by someone who may not make it (``PERMISSION_DENIED``)."""
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "privhist federated")])
-    now = datetime.datetime.now(datetime.UTC)
-    san: list[x509.GeneralName] = [x509.DNSName("localhost")]
+
+class Busy(ProtocolError):
+    """A call over a resource limit (``RESOURCE_EXHAUSTED``)."""
+
+
+def self_signed_certificate(host: str = "127.0.0.1") -> tuple[bytes, bytes]:
+    """A fresh key and a certificate for ``host`` signed by a throw-away CA (PEM key, PEM
+    certificate chain ending with the CA), for servers run with ``insecure=True``."""
+    authority = credentials.Authority(days=1)
+    pem = authority.server(host)
+    return pem.key, pem.cert + authority.cert_pem
+
+
+def check_host(host: str, function: str) -> str:
+    """An IP address or a DNS name (raises :class:`ValidationError` otherwise)."""
+    if not isinstance(host, str) or not 0 < len(host) <= 253:
+        raise ValidationError("host", function, "an IP address or a host name", host)
     try:
-        san.append(x509.IPAddress(ipaddress.ip_address(host)))
+        ipaddress.ip_address(host)
+        return host
     except ValueError:
-        san.append(x509.DNSName(host))
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(san), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
+        pass
+    labels = host.split(".")
+    digits = all(lab.isdigit() for lab in labels)
+    ok = all(
+        0 < len(lab) <= 63
+        and all(c.isalnum() or c == "-" for c in lab)
+        and lab[0] != "-"
+        and lab[-1] != "-"
+        for lab in labels
     )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return key_pem, cert.public_bytes(serialization.Encoding.PEM)
+    if digits or not ok:
+        raise ValidationError("host", function, "an IP address or a host name", host)
+    return host
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _control(data: bytes, fields: set[str]) -> dict[str, Any]:
     """A small JSON control request with exactly ``fields`` (integers)."""
     if len(data) > MAX_CONTROL_BYTES:
         raise ProtocolError("control message too large")
-    try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        raise ProtocolError("control message is not JSON") from None
+    obj = loads(data, "control message")
     if not isinstance(obj, dict) or set(obj) != fields:
         raise ProtocolError(f"control message must have the fields {sorted(fields)}")
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in obj.values()):
-        raise ProtocolError("control message fields must be integers")
+    if any(type(v) is not int or abs(v) >= 1 << 63 for v in obj.values()):
+        raise ProtocolError("control message fields must be 64-bit integers")
     return obj
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who made a call: the client id of its verified certificate (None without
+    authentication) and its connection."""
+
+    client: int | None
+    peer: str
 
 
 @dataclass
@@ -131,9 +168,10 @@ class StageRecord:
     received: int
     seconds: float
     timed_out: bool
+    culprits: dict[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "round": self.round,
             "stage": self.stage,
             "expected": self.expected,
@@ -141,6 +179,60 @@ class StageRecord:
             "seconds": round(self.seconds, 4),
             "timed_out": self.timed_out,
         }
+        if self.culprits:
+            out["culprits"] = {str(u): why for u, why in sorted(self.culprits.items())}
+        return out
+
+
+class _Limits:
+    """Running calls per client id, per connection and in all."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self._lock = threading.Lock()
+        self._running = 0
+        self._by_client: dict[int, int] = {}
+        self._by_peer: dict[str, int] = {}
+
+    def enter(self, caller: Caller) -> None:
+        with self._lock:
+            if self._running >= self.total:
+                raise Busy("the server is at its limit of running calls")
+            if self._by_peer.get(caller.peer, 0) >= PER_CLIENT_CALLS:
+                raise Busy(f"at most {PER_CLIENT_CALLS} running calls per connection")
+            if caller.client is not None and (
+                self._by_client.get(caller.client, 0) >= PER_CLIENT_CALLS
+            ):
+                raise Busy(f"at most {PER_CLIENT_CALLS} running calls per client")
+            self._running += 1
+            self._by_peer[caller.peer] = self._by_peer.get(caller.peer, 0) + 1
+            if caller.client is not None:
+                self._by_client[caller.client] = self._by_client.get(caller.client, 0) + 1
+
+    def leave(self, caller: Caller) -> None:
+        with self._lock:
+            self._running -= 1
+            left = self._by_peer[caller.peer] - 1
+            if left:
+                self._by_peer[caller.peer] = left
+            else:
+                del self._by_peer[caller.peer]
+            if caller.client is not None:
+                left = self._by_client[caller.client] - 1
+                if left:
+                    self._by_client[caller.client] = left
+                else:
+                    del self._by_client[caller.client]
+
+
+def message_bound(task: Task) -> int:
+    """A bound on any message of ``task``'s rounds (the gRPC receive limit)."""
+    ids = tuple(range(max(2, task.clients)))
+    bound = MAX_CONTROL_BYTES
+    for modulus, dimension in task.round_shapes():
+        config = RoundConfig(0, modulus, dimension, ids, 2)
+        bound = max(bound, config.max_message_bytes())
+    return bound
 
 
 class Coordinator:
@@ -151,9 +243,11 @@ class Coordinator:
         variant: ``"secagg"`` or ``"secagg+"``.
         stage_timeout: Seconds a stage waits for silent clients.
         join_timeout: Seconds to wait for all clients to join before the first round.
-        threshold, neighbours: Protocol parameters (defaults per round).
-        rng: The server's source (SecAgg+ graph, session id).
+        threshold, neighbours: Protocol parameters (defaults from the planned population).
+        rng: The server's source (SecAgg+ graph, session id, consistency challenges).
         log: Called with every round-log record (dict).
+        insecure: Accept calls without a client certificate, taking ids from the requests
+            (loopback demos only; module notes).
     """
 
     def __init__(
@@ -167,19 +261,39 @@ class Coordinator:
         neighbours: int | None = None,
         rng: RandomSource | None = None,
         log: Log | None = None,
+        insecure: bool = False,
     ) -> None:
-        if stage_timeout <= 0 or join_timeout <= 0:
-            raise ValidationError("stage_timeout", "Coordinator", "> 0", stage_timeout)
+        fn = "Coordinator"
+        for name, value in (("stage_timeout", stage_timeout), ("join_timeout", join_timeout)):
+            if not isinstance(value, int | float) or not 0 < value <= 86400:
+                raise ValidationError(name, fn, "a number of seconds in (0, 86400]", value)
+        if not 2 <= task.clients <= MAX_SERVE_CLIENTS:
+            raise ValidationError("clients", fn, f"in [2, {MAX_SERVE_CLIENTS}]", task.clients)
         self.task = task
         self.variant = variant
         self.stage_timeout = float(stage_timeout)
         self.join_timeout = float(join_timeout)
         self.threshold = threshold
         self.neighbours = neighbours
+        self.insecure = bool(insecure)
+        self.min_contributors = task.min_contributors()
+        # the round's parameters for the planned population: checked now, stated before it runs
+        self.plan = round_config(
+            RoundSpec(0, 2, 1),
+            list(range(task.clients)),
+            variant,
+            planned=task.clients,
+            threshold=threshold,
+            neighbours=neighbours,
+            min_contributors=self.min_contributors,
+        )
         self.rng = SecureRandom() if rng is None else rng
         self.session = int(self.rng.uniform_below(1 << 40, 1)[0])
         self.log: Log = log or (lambda _r: None)
         self.records: list[StageRecord] = []
+        self.workers = 2 * task.clients + 8
+        self.limits = _Limits(self.workers - 4)
+        self.max_message_bytes = message_bound(task)
         self._cond = threading.Condition()
         self._joined: set[int] = set()
         self._ready: set[int] = set()
@@ -194,13 +308,34 @@ class Coordinator:
         self._fetched_final: set[int] = set()
         self._alive: list[int] = list(range(task.clients))
 
+    # -- who is calling ----------------------------------------------------------------------
+
+    def caller(self, context: Any) -> Caller:
+        """The caller of a gRPC call: its certificate's client id (refused when it has none or
+        one outside the task), or, insecure, none."""
+        peer = str(context.peer())
+        if self.insecure:
+            return Caller(None, peer)
+        auth = context.auth_context() or {}
+        client = credentials.client_id_of(list(auth.get("x509_common_name", [])))
+        if client is None:
+            raise Denied("the connection has no client certificate of this deployment")
+        if client >= self.task.clients:
+            raise Denied(f"client {client} is not one of the task's {self.task.clients} clients")
+        return Caller(client, peer)
+
+    def _claimed(self, caller: Caller, claimed: int) -> int:
+        if not 0 <= claimed < self.task.clients:
+            raise ProtocolError(f"client id {claimed} outside [0, {self.task.clients})")
+        if caller.client is not None and claimed != caller.client:
+            raise Denied(f"client {caller.client} asked in the name of client {claimed}")
+        return claimed
+
     # -- handlers (gRPC threads) -----------------------------------------------------------
 
-    def join(self, data: bytes) -> bytes:
+    def join(self, data: bytes, caller: Caller, context: Any = None) -> bytes:
         req = _control(data, {"client"})
-        u = req["client"]
-        if not 0 <= u < self.task.clients:
-            raise ProtocolError(f"client id {u} outside [0, {self.task.clients})")
+        u = self._claimed(caller, req["client"])
         with self._cond:
             self._joined.add(u)
             self._cond.notify_all()
@@ -208,19 +343,33 @@ class Coordinator:
             {"task": self.task.name, "params": self.task.params, "variant": self.variant}
         ).encode()
 
-    def next_round(self, data: bytes) -> bytes:
+    def _wait(self, context: Any, deadline: float, done: Callable[[], bool], what: str) -> None:
+        """Wait (holding the condition) until ``done()``; gives up at ``deadline`` or when the
+        caller cancels."""
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ProtocolError(f"timed out waiting for {what}")
+            if context is not None and not context.is_active():
+                raise ProtocolError("the call was cancelled")
+            self._cond.wait(min(left, 1.0))
+
+    def next_round(self, data: bytes, caller: Caller, context: Any = None) -> bytes:
         req = _control(data, {"client", "after"})
-        u, after = req["client"], req["after"]
+        u, after = self._claimed(caller, req["client"]), req["after"]
         deadline = time.monotonic() + self.join_timeout + 60 * self.stage_timeout
         with self._cond:
+            if after < -1 or after > self._round:
+                raise ProtocolError(f"no round after {after} can be asked for now")
             if after == -1 and u in self._joined:  # the client has built its task: ready
                 self._ready.add(u)
                 self._cond.notify_all()
-            while self._round <= after and self.release is None and self.error is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ProtocolError("timed out waiting for the next round")
-                self._cond.wait(left)
+            self._wait(
+                context,
+                deadline,
+                lambda: self._round > after or self.release is not None or self.error is not None,
+                "the next round",
+            )
             if self.error is not None:
                 return json.dumps({"error": self.error}).encode()
             if self._round > after and self._server is not None:
@@ -231,21 +380,19 @@ class Coordinator:
             self._cond.notify_all()
             return json.dumps({"finished": self.release}).encode()
 
-    def exchange(self, data: bytes) -> bytes:
+    def exchange(self, data: bytes, caller: Caller, context: Any = None) -> bytes:
         with self._cond:
             server = self._server
             if server is None:
                 raise ProtocolError("no round is open")
             msg = decode(data, server.config.max_message_bytes())
+            if caller.client is not None and msg.sender != caller.client:
+                raise Denied(f"client {caller.client} sent a message in the name of {msg.sender}")
             stage_index = self._closed
-            server.receive(msg)
+            server.receive(msg, caller.client)
             self._cond.notify_all()
             deadline = time.monotonic() + 2 * self.stage_timeout + 5.0
-            while self._closed <= stage_index:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ProtocolError("timed out waiting for the stage to close")
-                self._cond.wait(left)
+            self._wait(context, deadline, lambda: self._closed > stage_index, "the stage to close")
             reply = self._replies[stage_index].get(msg.sender)
             if reply is None:  # the stage closed without this client (aborted round)
                 done = Message(
@@ -268,12 +415,12 @@ class Coordinator:
         try:
             while (spec := self.task.next_round()) is not None:
                 self._run_round(spec, step)
+            release = self.task.release()
         except (ProtocolError, ValidationError) as exc:
             with self._cond:
                 self.error = str(exc)
                 self._cond.notify_all()
             raise
-        release = self.task.release()
         with self._cond:
             self.release = release
             self._server = None
@@ -284,13 +431,22 @@ class Coordinator:
         return release
 
     def _run_round(self, spec: RoundSpec, step: Callable[[str], None]) -> None:
+        need = self.plan.contributors_needed
+        if len(self._alive) < need:
+            raise ProtocolAbort(
+                f"round {spec.index} refused: {len(self._alive)} clients are available; it "
+                f"needs {need} contributors (threshold t = {self.plan.threshold}, minimum "
+                f"contributors {self.min_contributors}, fixed for {self.task.clients} planned)"
+            )
         config = round_config(
             spec,
             self._alive,
             self.variant,
             session=self.session,
+            planned=self.task.clients,
             threshold=self.threshold,
             neighbours=self.neighbours,
+            min_contributors=self.min_contributors,
         )
         server = SecAggServer(config, self.rng)
         with self._cond:
@@ -313,7 +469,13 @@ class Coordinator:
                 self._closed += 1
                 self._cond.notify_all()
             rec = StageRecord(
-                spec.index, stage, expected, received, time.monotonic() - t0, timed_out
+                spec.index,
+                stage,
+                expected,
+                received,
+                time.monotonic() - t0,
+                timed_out,
+                dict(server.culprits),
             )
             self.records.append(rec)
             self.log(rec.to_dict())
@@ -324,118 +486,91 @@ class Coordinator:
         self._alive = server.survivors["unmask"]
 
 
-def _handler(fn: Callable[[bytes], bytes]) -> Callable[[bytes, Any], bytes]:
+_STATUS = {
+    Denied: grpc.StatusCode.PERMISSION_DENIED,
+    Busy: grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+
+
+def _handler(
+    coordinator: Coordinator, fn: Callable[[bytes, Caller, Any], bytes]
+) -> Callable[[bytes, Any], bytes]:
     def call(request: bytes, context: Any) -> bytes:
         try:
-            return fn(request)
+            caller = coordinator.caller(context)
+            coordinator.limits.enter(caller)
+            try:
+                return fn(request, caller, context)
+            finally:
+                coordinator.limits.leave(caller)
         except ProtocolError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc).splitlines()[0][:300])
+            code = _STATUS.get(type(exc), grpc.StatusCode.INVALID_ARGUMENT)
+            context.abort(code, str(exc).splitlines()[0][:300])
             raise  # unreachable: abort raises
 
     return call
 
 
 def start_server(
-    coordinator: Coordinator, host: str, port: int, key_pem: bytes, cert_pem: bytes
+    coordinator: Coordinator,
+    host: str,
+    port: int,
+    key_pem: bytes,
+    cert_pem: bytes,
+    ca_pem: bytes | None = None,
 ) -> tuple[grpc.Server, int]:
-    """Serve ``coordinator`` over TLS on ``host:port`` (port 0: any free port)."""
+    """Serve ``coordinator`` over TLS on ``host:port`` (port 0: any free port), requiring a
+    client certificate signed by ``ca_pem`` on every connection; without ``ca_pem`` only an
+    ``insecure`` coordinator on a loopback host is served."""
+    fn = "start_server"
+    check_host(host, fn)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValidationError("port", fn, "an integer in [0, 65535]", port)
+    if ca_pem is None and not coordinator.insecure:
+        raise ValidationError(
+            "ca", fn, "the deployment's CA (clients must be authenticated)", "none"
+        )
+    if coordinator.insecure and not is_loopback(host):
+        raise ValidationError("host", fn, "a loopback address when insecure", host)
+    try:
+        credentials.check_pair(key_pem, cert_pem, fn)
+    except ValueError as exc:
+        if isinstance(exc, ValidationError):
+            raise
+        raise ValidationError(
+            "--tls-key", fn, "a PEM key and its certificate", "unreadable"
+        ) from None
     handlers = {
-        name: grpc.unary_unary_rpc_method_handler(_handler(fn))
+        name: grpc.unary_unary_rpc_method_handler(_handler(coordinator, fn))
         for name, fn in (
             ("Join", coordinator.join),
             ("NextRound", coordinator.next_round),
             ("Exchange", coordinator.exchange),
         )
     }
+    size = coordinator.max_message_bytes
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=coordinator.task.clients + 8),
+        futures.ThreadPoolExecutor(max_workers=coordinator.workers),
         handlers=[grpc.method_handlers_generic_handler(SERVICE, handlers)],
         options=[
-            ("grpc.max_receive_message_length", MAX_GRPC_BYTES),
-            ("grpc.max_send_message_length", MAX_GRPC_BYTES),
+            ("grpc.max_receive_message_length", size),
+            ("grpc.max_send_message_length", max(size, 1 << 20)),
         ],
+        maximum_concurrent_rpcs=4 * coordinator.workers,
     )
-    creds = grpc.ssl_server_credentials([(key_pem, cert_pem)])
-    bound = server.add_secure_port(f"{host}:{port}", creds)
+    creds = grpc.ssl_server_credentials(
+        [(key_pem, cert_pem)],
+        root_certificates=ca_pem,
+        require_client_auth=ca_pem is not None,
+    )
+    try:
+        bound = server.add_secure_port(f"{host}:{port}", creds)
+    except RuntimeError:
+        bound = 0
     if bound == 0:
-        raise ValidationError("port", "start_server", "a free port", f"{host}:{port}")
+        raise ValidationError("port", fn, "a free port on a local address", f"{host}:{port}")
     server.start()
     return server, bound
-
-
-@dataclass
-class ClientResult:
-    """How a client process ended."""
-
-    client: int
-    status: str  # "finished", "dropped", "excluded", "aborted", "refused"
-    release: dict[str, Any] | None = None
-    rounds: int = 0
-    bytes_sent: int = 0
-    detail: str = ""
-
-
-def run_client(
-    target: str,
-    cert_pem: bytes,
-    client: int,
-    *,
-    seed: int | None = None,
-    drop_at: str | None = None,
-    timeout: float = 300.0,
-) -> ClientResult:
-    """One client: join, take part in every round it is asked to, return the release."""
-    if drop_at is not None and drop_at not in STAGES:
-        raise ValidationError("drop_at", "run_client", f"one of {list(STAGES)}", drop_at)
-    creds = grpc.ssl_channel_credentials(root_certificates=cert_pem)
-    opts = [
-        ("grpc.max_receive_message_length", MAX_GRPC_BYTES),
-        ("grpc.max_send_message_length", MAX_GRPC_BYTES),
-    ]
-    with grpc.secure_channel(target, creds, options=opts) as channel:
-
-        def call(method: str, payload: bytes) -> bytes:
-            stub = channel.unary_unary(f"/{SERVICE}/{method}")
-            try:
-                out: bytes = stub(payload, timeout=timeout, wait_for_ready=True)
-            except grpc.RpcError as exc:
-                raise ProtocolError(f"{method}: {exc.code().name}: {exc.details()}") from None
-            return out
-
-        info = json.loads(call("Join", json.dumps({"client": client}).encode()))
-        task = make_task(str(info["task"]), dict(info["params"]))
-        rng = noise_source(seed, client)
-        after, sent, rounds = -1, 0, 0
-        while True:
-            resp = json.loads(
-                call("NextRound", json.dumps({"client": client, "after": after}).encode())
-            )
-            if "finished" in resp:
-                return ClientResult(client, "finished", resp["finished"], rounds, sent)
-            if resp.get("excluded"):
-                return ClientResult(client, "excluded", None, rounds, sent)
-            if "error" in resp:
-                return ClientResult(client, "aborted", None, rounds, sent, str(resp["error"]))
-            spec = RoundSpec.from_dict(resp["spec"])
-            config = RoundConfig.from_dict(resp["config"])
-            after = spec.index
-            vector = task.client_vector(spec, client, rng)
-            proto = SecAggClient(client, config, vector, SecureRandom())
-            first = rounds == 0
-            rounds += 1
-            msg: Message | None = proto.advertise()
-            while msg is not None:
-                if first and drop_at == msg.type:
-                    return ClientResult(client, "dropped", None, rounds, sent, drop_at)
-                data = msg.encode()
-                sent += len(data)
-                reply = call("Exchange", data)
-                try:
-                    msg = proto.handle(reply)
-                except ProtocolError as exc:  # refuse to go on (e.g. too few neighbours left)
-                    return ClientResult(client, "refused", None, rounds, sent, str(exc))
-            if proto.aborted_reason is not None:
-                return ClientResult(client, "aborted", None, rounds, sent, proto.aborted_reason)
 
 
 @dataclass
@@ -453,6 +588,8 @@ def drop_schedule(clients: int, fraction: float, rng: RandomSource) -> dict[int,
     drawn uniformly among the five."""
     if not 0 <= fraction < 1:
         raise ValidationError("drop", "drop_schedule", "a fraction in [0, 1)", fraction)
+    if not 0 <= clients <= MAX_SERVE_CLIENTS:
+        raise ValidationError("clients", "drop_schedule", f"in [0, {MAX_SERVE_CLIENTS}]", clients)
     scale = 1 << 20
     cut = round(fraction * scale)
     out: dict[int, str] = {}
@@ -477,14 +614,19 @@ def run_local(
     progress: Callable[[str], None] | None = None,
     python: str | None = None,
 ) -> RunResult:
-    """Start a server here and one client *process* per client on 127.0.0.1 (TLS with a fresh
-    self-signed certificate); wait until the release and until every process has exited."""
+    """Start a server here and one client *process* per client on 127.0.0.1, each with its own
+    certificate from a fresh deployment CA (mutual TLS); wait until the release and until every
+    process has exited."""
+    fn = "run_local"
     task = make_task(task_name, dict(params))
+    if not 2 <= task.clients <= MAX_LOCAL_CLIENTS:
+        raise ValidationError(
+            "clients", fn, f"in [2, {MAX_LOCAL_CLIENTS}] (one process each)", task.clients
+        )
     drop = dict(drops or {})
     for u, s in drop.items():
         if s not in STAGES or not 0 <= u < task.clients:
-            raise ValidationError("drops", "run_local", "client ids -> stage names", f"{u}:{s}")
-    key_pem, cert_pem = self_signed_certificate("127.0.0.1")
+            raise ValidationError("drops", fn, "client ids -> stage names", f"{u}:{s}")
     coord = Coordinator(
         task,
         variant,
@@ -495,12 +637,18 @@ def run_local(
         log=log,
     )
     t0 = time.monotonic()
-    server, port = start_server(coord, "127.0.0.1", 0, key_pem, cert_pem)
     procs: dict[int, subprocess.Popen[bytes]] = {}
     results: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="privhist-federated-") as tmp:
-        cert_path = Path(tmp) / "server.pem"
-        cert_path.write_bytes(cert_pem)
+        dep = credentials.issue(tmp, task.clients, "127.0.0.1", days=1)
+        server, port = start_server(
+            coord,
+            "127.0.0.1",
+            0,
+            dep.server_key.read_bytes(),
+            dep.server_cert.read_bytes(),
+            dep.ca.read_bytes(),
+        )
         env = dict(os.environ)
         try:
             for u in range(task.clients):
@@ -510,8 +658,12 @@ def run_local(
                     CLIENT_MODULE,
                     "--server",
                     f"127.0.0.1:{port}",
+                    "--ca",
+                    str(dep.ca),
                     "--cert",
-                    str(cert_path),
+                    str(dep.client_cert(u)),
+                    "--key",
+                    str(dep.client_key(u)),
                     "--id",
                     str(u),
                     "--json",

@@ -12,6 +12,7 @@ Share ``i`` is the polynomial's value at ``x = i`` (``x >= 1``; clients use ``id
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from privhist.core.errors import ProtocolError, ValidationError
@@ -38,13 +39,41 @@ def split(secret: int, threshold: int, xs: Sequence[int], rng: RandomSource) -> 
         raise ValidationError("threshold", "shamir.split", f"in [1, {len(xs)}]", threshold)
     if len(set(xs)) != len(xs) or any(not 0 < x < PRIME for x in xs):
         raise ValidationError("xs", "shamir.split", "distinct points in [1, PRIME)", list(xs))
-    coeffs = [secret] + [rng.randbelow(PRIME) for _ in range(threshold - 1)]
+    coeffs = [secret, *field_elements(rng, threshold - 1)]
+    coeffs.reverse()
     out = []
-    for x in xs:
+    for x in xs:  # Horner's rule on Python integers, reduced once per point
         acc = 0
-        for c in reversed(coeffs):
-            acc = (acc * x + c) % PRIME
-        out.append(acc)
+        for c in coeffs:
+            acc = acc * x + c
+        out.append(acc % PRIME)
+    return out
+
+
+_WORDS = 5  # 320 bits per candidate, of which the low 257 are kept
+_LOW = (1 << 257) - 1
+
+
+def field_elements(rng: RandomSource, count: int) -> list[int]:
+    """``count`` independent exact uniform elements of the field: 257-bit candidates from
+    ``rng`` kept when below ``PRIME`` (each is kept with probability ``PRIME / 2**257 > 1/2``).
+
+    >>> from privhist.core.random import SeededRandom
+    >>> vals = field_elements(SeededRandom(0), 3)
+    >>> len(vals) == 3 and all(0 <= v < PRIME for v in vals)
+    True
+    """
+    out: list[int] = []
+    while len(out) < count:
+        need = count - len(out)
+        raw = rng.uint64(_WORDS * (2 * need + 2)).tobytes()
+        step = 8 * _WORDS
+        for i in range(0, len(raw), step):
+            value = int.from_bytes(raw[i : i + step], "little") & _LOW
+            if value < PRIME:
+                out.append(value)
+                if len(out) == count:
+                    break
     return out
 
 
@@ -62,17 +91,60 @@ def reconstruct(points: Sequence[tuple[int, int]], threshold: int) -> int:
         )
     if any(not 0 < x < PRIME or not 0 <= y < PRIME for x, y in pts):
         raise ProtocolError("shamir.reconstruct: a share lies outside the field")
-    return _interpolate_at(pts, 0)
+    weights = Weights(xs)
+    return weights.at_zero([y for _, y in pts])
 
 
-def _interpolate_at(pts: Sequence[tuple[int, int]], at: int) -> int:
-    """The value at ``at`` of the polynomial of degree ``len(pts) - 1`` through ``pts``."""
-    value = 0
-    for i, (xi, yi) in enumerate(pts):
-        num, den = 1, 1
-        for j, (xj, _) in enumerate(pts):
-            if i != j:
-                num = num * (xj - at) % PRIME
-                den = den * (xj - xi) % PRIME
-        value = (value + yi * num * pow(den, -1, PRIME)) % PRIME
-    return value
+class Weights:
+    """Interpolation weights of a fixed set of distinct points ``x_1 .. x_m`` (small positive
+    integers: client ids plus one).
+
+    With ``D_i = x_i prod_{j != i} (x_i - x_j)`` and ``u_i = 1 / D_i`` (one inversion for all,
+    Montgomery's batch trick):
+
+    * the interpolant's value at 0 is ``f(0) = (-1)^(m-1) (prod_j x_j) sum_i y_i u_i``
+      (Lagrange's formula, ``lambda_i = prod_{j != i} x_j / (x_j - x_i)``);
+    * the values ``y`` lie on one polynomial of degree ``< t`` iff
+      ``sum_i y_i x_i u_i g(x_i) = 0`` for every ``g`` of degree ``<= m - t - 1`` (the dual of
+      the Reed-Solomon code: ``sum_i F(x_i) / prod_{j != i}(x_i - x_j)`` is the coefficient of
+      ``x^(m-1)`` of the interpolant of ``F``, zero when ``deg F <= m - 2``). One check with
+      ``g(x) = (x - a)^(m-t-1)`` at a random ``a`` misses an inconsistent ``y`` with probability
+      at most ``(m - t - 1) / PRIME`` (the check is a non-zero polynomial in ``a`` of that degree).
+    """
+
+    def __init__(self, xs: Sequence[int]) -> None:
+        m = len(xs)
+        if m < 1 or len(set(xs)) != m or any(not 0 < x < PRIME for x in xs):
+            raise ProtocolError("shamir: interpolation needs distinct points in [1, PRIME)")
+        self.xs = list(xs)
+        dens = [x * math.prod([x - z for z in xs if z != x]) % PRIME for x in xs]
+        prefix = [0] * m
+        acc = 1
+        for i, den in enumerate(dens):
+            prefix[i] = acc
+            acc = acc * den % PRIME
+        inv = pow(acc, -1, PRIME)
+        us = [0] * m
+        for i in range(m - 1, -1, -1):
+            us[i] = inv * prefix[i] % PRIME
+            inv = inv * dens[i] % PRIME
+        self.us = us
+        scale = math.prod(xs) % PRIME
+        self.scale = scale if m % 2 else (PRIME - scale) % PRIME
+
+    def at_zero(self, ys: Sequence[int]) -> int:
+        """``f(0)`` of the interpolant of degree ``< m`` through ``(x_i, y_i)``."""
+        acc = sum(y * u for y, u in zip(ys, self.us, strict=True)) % PRIME
+        return acc * self.scale % PRIME
+
+    def consistent(self, ys: Sequence[int], threshold: int, challenge: int) -> bool:
+        """Whether ``ys`` lie on one polynomial of degree ``< threshold`` (class notes; the
+        ``challenge`` ``a`` must be drawn after the values are fixed)."""
+        m = len(self.xs)
+        if m <= threshold:
+            return True
+        e = m - threshold - 1
+        acc = 0
+        for x, y, u in zip(self.xs, ys, self.us, strict=True):
+            acc += y * u % PRIME * (x * pow(x - challenge, e, PRIME))
+        return acc % PRIME == 0

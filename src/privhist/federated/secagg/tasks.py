@@ -18,9 +18,11 @@ next (the server knows who finished, ``U_5``).
   :mod:`privhist.federated.ffe`): round 1 sums the DHT of each client's Kashin-norm (Algorithm 4)
   and the server sets the clip ``C_hat`` (Algorithm 5); round 2 sums each client's cPBM encoding
   ``(theta, m, C_hat)`` (Algorithms 1-3) and the server decodes ``x_hat``. ``(m, m')`` come from
-  :func:`~privhist.federated.ffe.calibrate_tffe` for the planned ``n``; with dropouts the
-  guarantee is recomputed (Proposition 4) for the clients that actually contributed, and
-  reported (fewer contributors means less total noise).
+  :func:`~privhist.federated.ffe.calibrate_tffe` for ``min_contributors`` clients (default:
+  every planned client), stated before the first round: the rounds abort when fewer contribute,
+  and the guarantee is recomputed (Proposition 4) for the clients that actually contributed; a
+  release whose guarantee would exceed the requested ``(epsilon, delta)`` is refused
+  (:func:`check_guarantee`), never published.
 * ``sum``: every client sends a uniformly random vector mod ``q`` (tests and benchmarks).
 
 Client data here is synthetic, drawn by each client from its own data seed (``data_seed``,
@@ -81,6 +83,47 @@ class RoundSpec:
         return cls(int(obj["index"]), int(obj["modulus"]), int(obj["dimension"]), obj["info"])
 
 
+class GuaranteeRefused(ProtocolAbort):
+    """A release whose realised privacy guarantee exceeds the requested one (never published)."""
+
+
+def check_guarantee(
+    requested: tuple[float, float], realised: tuple[float, float], what: str
+) -> None:
+    """Refuse (:class:`GuaranteeRefused`) a release whose realised ``(epsilon, delta)`` exceeds
+    the requested one in either coordinate; ``what`` says whose release and why it moved
+    (e.g. the contributors after dropouts). Call it before anything is published.
+
+    >>> check_guarantee((1.0, 1e-6), (0.9, 1e-6), "x")
+    >>> try:
+    ...     check_guarantee((16.0, 1e-3), (18.28, 1e-3), "tffe over 6 contributors")
+    ... except GuaranteeRefused as e:
+    ...     print(str(e)[:60])
+    release refused: tffe over 6 contributors would be (18.28, 0
+    """
+    (eps, delta), (r_eps, r_delta) = requested, realised
+    if r_eps > eps or r_delta > delta:
+        raise GuaranteeRefused(
+            f"release refused: {what} would be ({r_eps:.6g}, {r_delta:.3g})-DP, above the "
+            f"requested ({eps:.6g}, {delta:.3g})"
+        )
+
+
+#: most clients a task takes (client ids are below 2**20)
+MAX_TASK_CLIENTS = 1 << 20
+
+
+def _param(
+    params: Mapping[str, Any], name: str, lo: float, hi: float, fn: str, kind: type = int
+) -> Any:
+    value = params[name]
+    ok = not isinstance(value, bool) and isinstance(value, int | float if kind is float else int)
+    if not ok or not lo <= value <= hi:
+        what = "an integer" if kind is int else "a number"
+        raise ValidationError(name, fn, f"{what} in [{lo:g}, {hi:g}]", value)
+    return kind(value)
+
+
 class Task(ABC):
     """A federated computation over secure sums (module notes)."""
 
@@ -88,11 +131,24 @@ class Task(ABC):
 
     def __init__(self, params: dict[str, Any]) -> None:
         self.params = dict(params)
-        self.clients = int(self.params["clients"])
-        if self.clients < 2:
-            raise ValidationError("clients", type(self).__name__, "at least 2", self.clients)
+        fn = type(self).__name__
+        self.clients = _param(self.params, "clients", 2, MAX_TASK_CLIENTS, fn)
+        mc = self.params.get("min_contributors")
+        if mc is not None:
+            _param(self.params, "min_contributors", 2, self.clients, fn)
         self.sums: list[I64] = []
         self.contributors: list[int] = []
+
+    def min_contributors(self) -> int:
+        """Masked inputs every round needs before it unmasks (public, fixed before the first
+        round): the ``min_contributors`` parameter, by default a majority of the planned
+        clients."""
+        mc = self.params.get("min_contributors")
+        return self.clients // 2 + 1 if mc is None else int(mc)
+
+    @abstractmethod
+    def round_shapes(self) -> list[tuple[int, int]]:
+        """``(modulus, dimension)`` of every round, known before the first (message bounds)."""
 
     @abstractmethod
     def next_round(self) -> RoundSpec | None:
@@ -116,6 +172,15 @@ class SumTask(Task):
     """Every client sends a uniform vector mod ``modulus`` (drawn from its data seed)."""
 
     name = "sum"
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        super().__init__(params)
+        fn = type(self).__name__
+        _param(self.params, "modulus", 2, 1 << 62, fn)
+        _param(self.params, "dimension", 1, 1 << 20, fn)
+
+    def round_shapes(self) -> list[tuple[int, int]]:
+        return [(int(self.params["modulus"]), int(self.params["dimension"]))]
 
     def next_round(self) -> RoundSpec | None:
         if self.sums:
@@ -154,7 +219,10 @@ class SampleThresholdTask(Task):
             sampling_rate=None if rate is None else float(rate),
             threshold=p.get("threshold"),
         )
-        self.support = int(p["support"])
+        self.support = _param(p, "support", 1, 1 << 20, type(self).__name__)
+
+    def round_shapes(self) -> list[tuple[int, int]]:
+        return [(self.clients + 1, self.support)]
 
     def next_round(self) -> RoundSpec | None:
         if self.sums:
@@ -207,7 +275,8 @@ class TffeTask(Task):
         from privhist.federated.ocpbm import optimal_quantile
 
         p = self.params
-        self.d = int(p["dimension"])
+        fn = type(self).__name__
+        self.d = _param(p, "dimension", 1, 1024, fn)
         self.D = int(p.get("frame_dimension", 2 * self.d))
         self.frame = OrthogonalFrame(self.d, self.D, SeededRandom(int(p.get("frame_seed", 0))))
         self.theta = float(p.get("theta", 0.2))
@@ -216,10 +285,11 @@ class TffeTask(Task):
         if "m" in p and "m_quantile" in p:  # calibrated by the server, sent as public params
             self.m, self.m_quantile = int(p["m"]), int(p["m_quantile"])
         else:
+            # calibrated for the fewest contributors the rounds accept (module notes)
             cal = ffe.calibrate_tffe(
                 float(p["epsilon"]),
                 float(p["delta"]),
-                self.clients,
+                self.min_contributors(),
                 self.D,
                 bits=self.bits,
                 theta=self.theta,
@@ -232,6 +302,20 @@ class TffeTask(Task):
             self.upper, self.bits, self.theta, self.m_quantile, self.clients, "dht"
         )
         self.clip: float | None = None
+
+    def min_contributors(self) -> int:
+        """Every planned client unless ``min_contributors`` says fewer (the calibration's
+        ``n``)."""
+        mc = self.params.get("min_contributors")
+        return self.clients if mc is None else int(mc)
+
+    def round_shapes(self) -> list[tuple[int, int]]:
+        from privhist.federated.cpbm import secure_sum_modulus
+
+        return [
+            (secure_sum_modulus(self.clients, self.m_quantile), self.dht.dimension),
+            (secure_sum_modulus(self.clients, self.m), self.D),
+        ]
 
     def counts_of(self, client: int) -> npt.NDArray[np.float64]:
         """Client ``client``'s count vector (``max_items`` Zipf items over ``d`` keys)."""
@@ -282,6 +366,13 @@ class TffeTask(Task):
         x_hat = np.asarray(self.frame.synthesize(y_hat[None, :])[0])
         rdp = ffe.tffe_rdp(n_eff, self.theta, self.m, self.D, self.m_quantile, self.bits)
         delta = float(self.params["delta"])
+        planned = self.min_contributors()
+        check_guarantee(
+            (float(self.params["epsilon"]), delta),
+            (rdp.epsilon(delta), delta),
+            f"tffe over {n_eff} contributing clients (calibrated for at least {planned}; "
+            "state fewer with min_contributors to calibrate for dropouts)",
+        )
         return {
             "task": self.name,
             "estimate": [float(v) for v in x_hat.tolist()],
@@ -293,7 +384,8 @@ class TffeTask(Task):
             "delta": delta,
             "epsilon_planned": float(self.params["epsilon"]),
             "guarantee": f"({rdp.epsilon(delta):.6g}, {delta:.3g})-DP at user level over the "
-            f"{n_eff} contributing clients (Proposition 4; planned for {self.clients})",
+            f"{n_eff} contributing clients (Proposition 4; {self.clients} planned, calibrated "
+            f"for at least {planned})",
         }
 
 
@@ -325,17 +417,29 @@ def round_config(
     variant: str,
     *,
     session: int = 0,
+    planned: int | None = None,
     threshold: int | None = None,
     neighbours: int | None = None,
+    min_contributors: int = 0,
 ) -> RoundConfig:
-    """The protocol parameters of one task round among ``clients``."""
-    n = len(clients)
+    """The protocol parameters of one task round among ``clients``; the degree and threshold
+    come from the ``planned`` population (default: ``len(clients)``), so fewer clients never
+    lower them. Raises :class:`~privhist.core.errors.ProtocolAbort` when ``clients`` cannot meet
+    the threshold or ``min_contributors``."""
+    n = len(clients) if planned is None else planned
     if variant not in VARIANTS:
         raise ValidationError("variant", "round_config", f"one of {list(VARIANTS)}", variant)
     k = 0 if variant == "secagg" else (default_neighbours(n) if neighbours is None else neighbours)
     t = default_threshold(n, k) if threshold is None else threshold
+    need = max(t, min_contributors) if isinstance(t, int) else 0
+    if need > len(clients):
+        raise ProtocolAbort(
+            f"round {spec.index} refused: {len(clients)} clients are available; it needs {need}"
+        )
     rid = (session << 8) + spec.index
-    return RoundConfig(rid, spec.modulus, spec.dimension, tuple(sorted(clients)), t, k)
+    return RoundConfig(
+        rid, spec.modulus, spec.dimension, tuple(sorted(clients)), t, k, min_contributors
+    )
 
 
 def run_task_in_process(
@@ -354,7 +458,15 @@ def run_task_in_process(
     rngs = {u: noise_source(seed, u) for u in alive}
     first = True
     while (spec := task.next_round()) is not None:
-        config = round_config(spec, alive, variant, threshold=threshold, neighbours=neighbours)
+        config = round_config(
+            spec,
+            alive,
+            variant,
+            planned=task.clients,
+            threshold=threshold,
+            neighbours=neighbours,
+            min_contributors=task.min_contributors(),
+        )
         vectors = {u: task.client_vector(spec, u, rngs[u]) for u in alive}
         out = run_in_process(
             config, vectors, lambda _u: SecureRandom(), SecureRandom(), dropouts if first else None

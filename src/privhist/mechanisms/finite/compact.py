@@ -93,8 +93,8 @@ from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.core.release import Release
 from privhist.core.validation import Constraint
+from privhist.io.release import Release
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import ceil_log2, fraction_str, random_bits, uniform_int
 from privhist.mechanisms.finite.geometric import FastSample, _gallop

@@ -54,8 +54,8 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
-from privhist.core.release import Release
 from privhist.core.validation import Constraint
+from privhist.io.release import Release
 from privhist.mechanisms._domain import check_domain, counts_on_domain
 from privhist.mechanisms.base import KeyDistribution, Mechanism, Option
 from privhist.mechanisms.finite._exact import ceil_log2, fraction_str

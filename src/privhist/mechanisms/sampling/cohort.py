@@ -48,8 +48,8 @@ from mpmath import libmp
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Relation
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.release import Release
 from privhist.core.validation import check_epsilon, check_positive_int, float_up
+from privhist.io.release import Release
 from privhist.mechanisms.sampling import accuracy
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import Binomial, binomial, exp_rational_bounds

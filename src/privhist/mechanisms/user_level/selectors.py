@@ -79,16 +79,18 @@ import mpmath
 import numpy as np
 import numpy.typing as npt
 
-import privhist
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.events import ZcdpThresholdEvent
 from privhist.core.budget import Budget
 from privhist.core.constraints import naming_the_class
 from privhist.core.errors import ValidationError
+from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.release import Release
+from privhist.core.requests import Fields, Request, UserKeys
 from privhist.core.validation import Constraint, delta_constraint, float_up
+from privhist.core.version import LIBRARY
 from privhist.core.weighted import WeightedSource
+from privhist.io.release import Release
 from privhist.mechanisms.registry import register_weighted
 from privhist.mechanisms.user_level._counts import clipped_count_columns, count_statement
 from privhist.mechanisms.user_level._gauss import (
@@ -347,6 +349,22 @@ class WeightedSelector:
 
     # -- releasing --------------------------------------------------------------------------
 
+    @property
+    def neighbouring(self) -> Neighbouring:
+        """User-level neighbours: each user keeps at most ``max_keys`` keys (one unit of L2
+        weight over them; the count release, if any, counts at most ``count_max_keys``)."""
+        return Neighbouring.user(self.max_keys, 1)
+
+    def requests(self, fields: Fields) -> tuple[Request, ...]:
+        """Each user's keys, held where the data lives, asked again round by round
+        (:mod:`privhist.mechanisms.releasable`)."""
+        return (UserKeys(fields),)
+
+    def draw(self, answers: Any, rng: RandomSource) -> Release:
+        """The release from the engine's :class:`~privhist.core.requests.UserKeys` answer
+        (:meth:`release_weighted`)."""
+        return self.release_weighted(answers.of(UserKeys), rng)
+
     def release_weighted(self, source: WeightedSource, rng: RandomSource | None = None) -> Release:
         """Select keys from ``source`` (and count them when ``counts``). ``rng`` draws the noise
         (``SecureRandom()`` when None); the source draws its users' keep priorities."""
@@ -408,7 +426,7 @@ class WeightedSelector:
                 "statement": f"{self.guarantee()} under {nb} neighbours",
             },
             "confidence": self.confidence,
-            "library": f"privhist {privhist.__version__}",
+            "library": LIBRARY,
         }
         if rng is not None:
             meta["randomness"] = rng.to_dict()

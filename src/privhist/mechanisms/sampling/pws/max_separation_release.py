@@ -16,7 +16,7 @@ What runs, and what is proven for it (the same scheme as Algorithm 4's certified
 2. every entry rounded *down* to the grid ``2**-62`` (``E_(i,j) = floor(2**62 pi_(i,j))``), a
    row whose float sum lands a few units above ``Q_i`` losing them on its largest entry, so
    ``sum_j E_(i,j) <= Q_i`` (realisable by a sanitiser of the sample);
-3. the integer matrix is *certified* by :func:`.sanitize.verify_frequency_rows`: both
+3. the integer matrix is *certified* by :func:`.certify.verify_frequency_rows`: both
    hockey-stick divergences between rows ``i - 1`` and ``i`` (frequencies of neighbouring
    datasets; "not reported" included) at most ``delta``, in integer arithmetic with a rational
    ``r <= e^eps``. If the certificate fails, ``s`` grows fourfold and the matrix is rebuilt.
@@ -44,6 +44,7 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.mechanisms._grid import ONE
+from privhist.mechanisms.sampling.pws.certify import certify_float_rows
 from privhist.mechanisms.sampling.pws.max_separation import max_separation_pdfs
 
 I64 = npt.NDArray[np.int64]
@@ -103,8 +104,6 @@ def max_separation_rows(Q: I64, epsilon: float, delta: float) -> tuple[I64, floa
     >>> E.shape[1] - 1 == len(x) <= 3 * 4, bool(E[1:, 1:].sum(axis=1).max() <= 2**62)
     (True, True)
     """
-    from privhist.mechanisms.sampling.pws.sanitize import certify_float_rows
-
     m = Q.shape[0] - 1
     if m > MAX_SEPARATION_FREQUENCY:
         raise ValidationError(

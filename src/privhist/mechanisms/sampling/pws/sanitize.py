@@ -47,7 +47,6 @@ estimator at the frequency the MLE attributes to its token (all computed from ``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -59,6 +58,7 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.validation import check_delta, check_epsilon, check_positive_int
 from privhist.mechanisms._grid import ONE, ONE_BITS, LazyBernoulliTable
+from privhist.mechanisms.sampling.pws.certify import certify_float_rows, verify_frequency_rows
 from privhist.mechanisms.sampling.pws.estimators import estimator_stats, mle_estimator
 from privhist.mechanisms.sampling.pws.fine_rows import (
     certified_fine_rows,
@@ -80,7 +80,7 @@ from privhist.mechanisms.sampling.pws.max_separation_release import (
     max_separation_rows,
 )
 from privhist.mechanisms.sampling.pws.schemes import WeightedSample
-from privhist.noise import bernoulli_rational, exp_rational_bounds
+from privhist.noise import bernoulli_rational
 
 F64 = npt.NDArray[np.float64]
 #: largest max_frequency for the (m+1) x (m+1) frequency matrix (about 200 MB of doubles)
@@ -283,73 +283,6 @@ def _cached_sanitizer(Q: I64, eps: float, dl: float, rule: str) -> FrequencySani
     return _CACHE[key]
 
 
-def verify_frequency_rows(E: npt.ArrayLike, Q: npt.ArrayLike, epsilon: float, delta: float) -> bool:
-    """Certify an integer end-to-end matrix: ``E[i, j] >= 0`` for ``1 <= j``,
-    ``sum_j E[i, j] <= Q_i`` (realisable by a sanitiser of the sample), ``E[0] = 0``, and for
-    every ``1 <= i <= m`` both hockey-stick divergences between rows ``i - 1`` and ``i`` (outputs
-    "not reported" and every token) are at most ``delta``, computed exactly in integers with a
-    rational ``r <= e^epsilon`` in place of ``e^epsilon`` (which only enlarges them).
-
-    >>> import numpy as np
-    >>> E = np.array([[0, 0], [0, 2**60]])  # pi_1 = 1/4, one token
-    >>> Q = [0, 2**62]
-    >>> verify_frequency_rows(E, Q, 1.0, 0.25), verify_frequency_rows(E, Q, 1.0, 0.2)
-    (True, False)
-    """
-    Ea = np.asarray(E)
-    Qa = np.asarray(Q)
-    if Ea.ndim != 2 or Ea.shape[0] != Qa.shape[0] or Ea.shape[0] < 2:
-        return False
-    body = Ea[:, 1:] if Ea.shape[1] > 1 else np.zeros((Ea.shape[0], 0), dtype=np.int64)
-    if (body < 0).any() or body[0].any():
-        return False
-    sums = [int(x) for x in body.sum(axis=1, dtype=object).tolist()]
-    if any(s > int(qq) for s, qq in zip(sums, Qa.tolist(), strict=True)):
-        return False
-    r = exp_rational_bounds(Fraction(epsilon))[0]
-    d = Fraction(delta)
-    p, qd = r.numerator, r.denominator
-    cleared = _float_precheck(body, sums, float(r), d)
-    # sum max(0, qd a - p b) <= qd delta ONE  <=>  scaled by delta's denominator
-    dn, dd = d.numerator, d.denominator
-    budget = qd * dn * ONE
-    nz = body != 0
-    for i in range(1, Ea.shape[0]):
-        if cleared[i]:
-            continue
-        cols = np.nonzero(nz[i - 1] | nz[i])[0]
-        a = [ONE - sums[i - 1], *(int(x) for x in body[i - 1, cols].tolist())]
-        b = [ONE - sums[i], *(int(x) for x in body[i, cols].tolist())]
-        for x, y in ((a, b), (b, a)):
-            h = sum(max(0, qd * u - p * v) for u, v in zip(x, y, strict=True))
-            if h * dd > budget:
-                return False
-    return True
-
-
-def _float_precheck(body: Any, sums: list[int], e: float, d: Fraction) -> npt.NDArray[np.bool_]:
-    """Pairs ``(i - 1, i)`` whose two divergences a float computation shows to be below
-    ``delta`` with room for every rounding error: with ``n`` terms, each ``a - e b`` is computed
-    with relative error at most ``4 u`` (``u = 2**-53``; conversion of ``a``, ``b`` and ``e``, the
-    product, the difference), and any summation order adds at most ``(n - 1) u`` times the sum of
-    magnitudes, which is at most ``(1 + e) 2**62`` per row pair; the bound used is
-    ``(n + 4) u (1 + e) 2**62 * 1.01``. Everything else is checked exactly."""
-    n_rows, n_cols = body.shape
-    out = np.zeros(n_rows, dtype=bool)
-    if n_rows < 2:
-        return out
-    full = np.empty((n_rows, n_cols + 1))
-    full[:, 1:] = body.astype(np.float64)
-    full[:, 0] = [float(ONE - x) for x in sums]
-    a, b = full[:-1], full[1:]
-    up = np.maximum(a - e * b, 0.0).sum(axis=1)
-    down = np.maximum(b - e * a, 0.0).sum(axis=1)
-    err = (n_cols + 5) * 2.0**-53 * (1 + e) * float(ONE) * 1.01
-    lim = float(d) * float(ONE) * (1 - 2.0**-50)
-    out[1:] = (np.maximum(up, down) + err) <= lim
-    return out
-
-
 def _shift_rows(d: npt.NDArray[Any], m: int) -> npt.NDArray[Any]:
     """Rows ``0..m`` of the shift mechanism with pmf ``d`` (token ``i - K``, ``K ~ d``), of
     ``d``'s dtype (int64 on ``2**-62``, Python ints on a finer grid); column 0 left at 0."""
@@ -358,35 +291,6 @@ def _shift_rows(d: npt.NDArray[Any], m: int) -> npt.NDArray[Any]:
         k = np.arange(0, min(i, d.shape[0]))
         E[i, i - k] = d[k]
     return E
-
-
-def certify_float_rows(
-    build: Callable[[float], tuple[F64, Any]], Q: I64, eps: float, dl: float, start: float, fn: str
-) -> tuple[I64, float, Any]:
-    """The rows of a double-precision construction on the ``2**-62`` grid, certified.
-
-    ``build(delta')`` returns the float end-to-end matrix (column 0 unused) built with
-    ``delta' = delta - s`` and anything to pass along. Every entry is rounded down to the grid;
-    a row whose float sum lands a few units above ``Q_i`` loses them on its largest entry; the
-    integer matrix must pass :func:`verify_frequency_rows` at the full ``delta``, else ``s``
-    (from ``start``) grows fourfold. Returns ``(E, delta', extra)``."""
-    m = Q.shape[0] - 1
-    s = start
-    while s < dl / 2:
-        P, extra = build(dl - s)
-        E = np.zeros(P.shape, dtype=np.int64)
-        body = np.floor(np.clip(P[:, 1:], 0.0, 1.0) * float(ONE))
-        E[:, 1:] = np.minimum(body, float(ONE)).astype(np.int64)
-        E[0] = 0
-        excess = np.maximum(E[:, 1:].sum(axis=1) - Q, 0)
-        top = 1 + np.argmax(E[:, 1:], axis=1)
-        E[np.arange(m + 1), top] -= excess
-        if verify_frequency_rows(E, Q, eps, dl):
-            return E, dl - s, extra
-        s *= 4
-    raise ValidationError(  # pragma: no cover - not reached for delta >= 1e-12
-        "delta", fn, "a value admitting a certified matrix", dl
-    )
 
 
 def _integer_token_rows(Q: I64, eps: float, dl: float) -> tuple[I64, float]:

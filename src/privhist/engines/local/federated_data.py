@@ -18,7 +18,7 @@ from privhist.core.validation import check_positive_int
 from privhist.engines.local import count
 from privhist.federated.population import Population
 from privhist.federated.user_data import UserCounts, _aggregate, from_records
-from privhist.io.readers import scan, select_records
+from privhist.io.readers import FileFormat, scan, select_records
 
 __all__ = [
     "read_domain",
@@ -89,7 +89,7 @@ def read_user_counts(
     *,
     user: str | bool,
     key: str = "key",
-    format: str | None = None,
+    format: str | FileFormat | None = None,
     top_d: int | None = None,
     domain: Any = None,
 ) -> UserCounts:

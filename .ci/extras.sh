@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# CI: each optional extra of pyproject.toml, installed alone from the built wheel in a fresh
+# virtual environment, runs its feature once on a tiny input; so does the bare install. An extra
+# that misses a dependency of its feature fails here, as it would for a user. The commands run
+# from the environment's bin/ without activating it, as a user would run them.
+#
+# Usage: .ci/extras.sh [NAME ...]     (default: core plot federated spark bench)
+# Prints one line per extra and its seconds; exits non-zero on the first failure, with its log.
+# pip's cache makes the installs fast after the first run; the extras install two at a time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unset PYTHONPATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
+PY=${PYTHON:-python3}
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(core plot federated spark bench)
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+start=$SECONDS
+"$PY" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$work/dist" . \
+    > "$work/wheel.log" 2>&1 || { cat "$work/wheel.log"; exit 1; }
+wheel=$(echo "$work"/dist/privhist-*.whl)
+"$PY" - "$work/tiny.csv" <<'EOF'
+import sys
+
+with open(sys.argv[1], "w") as f:
+    f.write("page,user\n")
+    for i in range(3000):
+        f.write(f"{'home' if i % 3 else 'search'},{i % 700}\n")
+EOF
+
+# the tiny run of each extra's feature, in its environment's bin/ ($1) and a scratch folder ($2)
+run_core() {
+    "$1/privhist" budget init --dataset d --epsilon 2 --delta 1e-6 --ledger "$2/l.sqlite"
+    "$1/privhist" histogram "$work/tiny.csv" --key page --epsilon 1 --delta 1e-8 \
+        --ledger "$2/l.sqlite" --dataset d -o "$2/out.csv"
+    grep -q '^home,' "$2/out.csv"
+    "$1/privhist" budget show --ledger "$2/l.sqlite" | grep -q 'in 1 release'
+}
+run_plot() {
+    "$1/privhist" plan stability --epsilon 1 --delta 1e-8 --plot "$2/plan.png" > /dev/null
+    test -s "$2/plan.png"
+}
+run_federated() {
+    "$1/privhist" federated run --clients 5 --json > "$2/fed.json"
+    "$1/python" -c 'import json, sys; json.load(open(sys.argv[1]))' "$2/fed.json"
+}
+run_spark() {
+    "$1/privhist" histogram "$work/tiny.csv" --key page --user user --epsilon 1 --delta 1e-6 \
+        --engine spark -o "$2/out.csv" 2> "$2/stderr"
+    grep -q '^home,' "$2/out.csv"
+    # Spark's console progress bar is off: a few start-up lines, not one per task
+    if grep -q '\[Stage' "$2/stderr" || [ "$(wc -l < "$2/stderr")" -gt 40 ]; then
+        echo "spark wrote $(wc -l < "$2/stderr") lines to stderr:"; head -c 2000 "$2/stderr"
+        return 1
+    fi
+}
+run_bench() {
+    for peer in opendp pipelinedp-count; do
+        "$1/privhist" audit sample --peer "$peer" --epsilon 1 --delta 1e-6 --samples 2000 \
+            --no-progress
+    done
+}
+
+check() {
+    local name=$1 env="$work/venv-$1" dir="$work/run-$1" spec t0=$SECONDS
+    mkdir -p "$dir"
+    spec=$wheel
+    [ "$name" = core ] || spec="$wheel[$name]"
+    # not in an "||" list, so that "set -e" holds inside the subshell
+    set +e
+    (
+        set -e
+        "$PY" -m venv "$env"
+        # --no-compile: byte-compiling every installed module is most of an install's CPU time
+        "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$spec"
+        "run_$name" "$env/bin" "$dir"
+    ) > "$work/$name.log" 2>&1
+    local status=$?
+    set -e
+    echo "$status $((SECONDS - t0))" > "$work/$name.status"
+}
+
+for ((i = 0; i < ${#names[@]}; i += 2)); do
+    check "${names[i]}" &
+    if [ $((i + 1)) -lt ${#names[@]} ]; then check "${names[i + 1]}" & fi
+    wait
+done
+
+failed=0
+for name in "${names[@]}"; do
+    read -r status seconds < "$work/$name.status"
+    if [ "$status" = 0 ]; then
+        echo "extras: [$name] installs and runs its feature (${seconds} s)"
+    else
+        echo "extras: [$name] FAILED (${seconds} s); its log:"
+        tail -n 40 "$work/$name.log"
+        failed=1
+    fi
+done
+echo "extras: ${#names[@]} environments in $((SECONDS - start)) s"
+exit $failed

@@ -1,0 +1,777 @@
+"""Aggregations: counts, distinct users, sums, means, variances and quantiles per group.
+
+:class:`Aggregation` releases, for groups of one or more columns, the metrics of
+:mod:`privhist.metrics`, as one event charged once. Groups are chosen privately or given (public
+partitions); values are fixed-point integers at a stated resolution, clamped to their public
+bounds, and every noisy aggregate is an exact integer sum plus exact discrete noise.
+
+**Contribution bounding.** At user level each user keeps at most ``k = max_partitions`` of its
+groups and at most ``c = max_per_partition`` records in each (uniformly random choices,
+:mod:`privhist.engines.local.aggregate`); a value ``x`` of a metric with bounds
+``[lower, upper]`` counts as ``v = floor(x / r + 1/2)`` units of the resolution ``r``, clamped to
+``[L, H] = [ceil(lower / r), floor(upper / r)]``. At record level every record is its own unit
+(``k = c = 1``).
+
+**Noise components.** Per group, each metric adds noise to integer aggregates (its
+*components*); ``s`` is one user's largest change of a component in one group:
+
+=============  =========================================================  ===================
+metric         components (per group)                                     ``s`` (L2 per group)
+=============  =========================================================  ===================
+count          records kept                                               ``c``
+count_users    users kept                                                 ``1``
+sum            ``sum v``                                                  ``c max(|L|, |H|)``
+mean           values ``n``; ``sum (v - m)`` with ``m`` the range's middle  ``c``; ``c M``
+variance       as mean, and ``sum (v - m)**2``                             ``c M**2``
+quantiles      a tree of ``16**4`` buckets of ``[L, H]``: every node's count  ``c sqrt(4)``
+=============  =========================================================  ===================
+
+with ``M = max(H - m, m - L)``. A user changes at most ``k`` groups, so a component's L2
+sensitivity over all groups is ``sqrt(k) s`` (and its L1 sensitivity ``k s1``, ``s1`` the L1
+change in one group: ``c L`` for a tree of ``L`` levels).
+
+**Privacy.**
+
+* *Gaussian (delta > 0).* Each component gets discrete Gaussian noise ``N_Z(0, sigma2)`` with
+  ``sigma2 >= k s**2 / (2 rho_i)``: ``rho_i``-zCDP (Canonne, Kamath & Steinke 2020, Theorem 14 and
+  its multivariate form), and the components compose to ``sum rho_i = rho_m`` (Bun & Steinke 2016,
+  Lemma 2.3), adaptively, so bounds chosen privately first and keys selected first compose too.
+  With *private groups at user level* the groups are selected by cumulative-sips
+  (:class:`~privhist.mechanisms.user_level.cumulative.CumulativeSIPS`) over each user's groups
+  with ``spent_rho = rho_m``: its event (zCDP plus the threshold failure of groups only the added
+  user holds) certifies ``(epsilon, delta)`` for the whole. With *private groups at record level*
+  the groups are selected by optimal partition selection
+  (:class:`~privhist.mechanisms.optimal_selection.OptimalSelection`) at ``(epsilon_s, delta_s)``
+  and the metrics are ``rho_m``-zCDP with ``zcdp_delta(rho_m, epsilon_m) <= delta_m``: basic
+  composition gives ``(epsilon_s + epsilon_m, delta_s + delta_m)``. With *public groups*
+  ``rho_m`` is the largest with ``zcdp_delta(rho_m, epsilon) <= delta``.
+* *Laplace (delta = 0, public groups only).* Each component gets discrete Laplace noise of scale
+  ``k s1 / epsilon_i`` (``epsilon_i``-DP), and basic composition gives ``sum epsilon_i =
+  epsilon``.
+
+Metrics not asked for are not computed, and a group absent from the data is released only when it
+is public. Groups released privately are a function of the noisy selection only; the metrics of
+the released groups use the same user contributions bounded again among the released groups.
+
+**Budget split.** The metrics' budget is split equally among the metrics, and each metric's share
+among its components to minimise the variance of its estimate for values about half-way between
+the middle and an end of their range (``|mean - m| = M / 2``, data-independent): a mean's error
+``r sqrt(sigma_s**2 + (mean - m)**2 sigma_n**2) / n`` is smallest with ``rho_s : rho_n = 2 : 1``;
+a variance's three terms (squares, sum, count, weighing ``M**2``, ``M**2`` and ``0.83 M**2``) with
+``rho`` in the same ratios (Lagrange: ``rho_i`` proportional to each term's weight). With private
+groups half of the zCDP budget (user level; record level: half of epsilon and delta) goes to the
+selection. Bounds ``"auto"`` take 5% of the metrics' budget each from it. These shares are
+constants, not tuned to any data set.
+
+**Estimates.** ``count``, ``count_users`` and ``sum`` are the noisy aggregates (counts clamped at
+0), each with a confidence interval for the aggregate of the bounded, clamped data (not of the raw
+data); ``mean = m r + r (sum (v - m) + Z) / max(n + Z', 1)`` clamped to ``[lower, upper]``, as
+PipelineDP's normalised sum; ``variance`` from the noisy second moment about ``m`` minus the
+noisy first, clamped to ``[0, (upper - lower)**2 / 4]``; quantiles by descending the noisy tree
+(children's counts clamped at 0), interpolated inside the leaf.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from privhist.accounting.composition import ApproxDPEvent, PrivacyEvent, composed
+from privhist.core.budget import Budget
+from privhist.core.errors import ValidationError
+from privhist.core.groups import decode, encode
+from privhist.core.metrics import Metric, default_resolution
+from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import RandomSource
+from privhist.core.requests import (
+    Fields,
+    GroupAggregates,
+    GroupTable,
+    KeyCounts,
+    Request,
+    UserKeys,
+    ValueRange,
+    ValueSpec,
+)
+from privhist.core.version import LIBRARY
+from privhist.io.release import Release
+from privhist.mechanisms.releasable import Answers
+from privhist.mechanisms.user_level._gauss import (
+    calibrate,
+    calibrate_rho,
+    sigma2_for,
+    tail_upper,
+)
+from privhist.noise import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    discrete_gaussian,
+    discrete_laplace,
+    rational_at_least,
+)
+
+#: the quantile tree: ``BRANCHING**LEVELS`` buckets (as PipelineDP's default tree)
+TREE = (4, 16)
+#: share of the zCDP budget (user level) or of epsilon and delta (record level) spent choosing
+#: the groups when they are private
+SELECTION_SHARE = 0.5
+#: how a metric's budget is split among its components, to minimise the error of its estimate
+#: (module notes): a mean's count and centred sum 1 : 2, a variance's count, centred sum and
+#: centred squares 0.83 : 1 : 1
+WITHIN: dict[str, dict[str, Fraction]] = {
+    "mean": {"n": Fraction(1, 3), "sum": Fraction(2, 3)},
+    "variance": {
+        "n": Fraction(83, 283),
+        "sum": Fraction(100, 283),
+        "squares": Fraction(100, 283),
+    },
+}
+#: share of the metrics' budget spent on each bound chosen privately
+AUTO_SHARE = 0.05
+#: the quantiles of the units' largest and smallest values that an automatic bound is
+AUTO_QUANTILE = 0.99
+#: the grid automatic bounds are chosen from: 0 and +-2**j
+AUTO_GRID = tuple(sorted({0.0, *(s * 2.0**j for s in (-1.0, 1.0) for j in range(-10, 41))}))
+#: noisy counts of an automatic bound's histogram below this many standard deviations of the
+#: noise count as 0 (post-processing): the many empty buckets then add no noise to the quantile
+AUTO_CUTOFF = 3
+
+
+@dataclass(frozen=True)
+class Component:
+    """One noisy integer aggregate per group: its spec and metric, what it is (``records``,
+    ``users``, ``n``, ``sum``, ``squares``, ``tree``) and its per-group sensitivities."""
+
+    metric: str
+    what: str
+    spec: ValueSpec | None = None
+    l2: Fraction = Fraction(1)
+    l1: Fraction = Fraction(1)
+
+
+@dataclass
+class Aggregation:
+    """Metrics per group as one release (see the module notes).
+
+    Args:
+        metrics: ``{column name: metric}`` (:mod:`privhist.metrics`), in output order.
+        by: the group columns.
+        epsilon, delta: the guarantee of the whole release.
+        user_level: whether a user column is given (else every record is its own unit).
+        max_partitions, max_per_partition: ``k`` and ``c`` (user level).
+        partitions: the public groups (tuples of values, one per group column), or None for
+            groups chosen privately.
+        confidence: the confidence of the intervals.
+        max_keys: the cap of the user-level group selection (held subsets, cumulative-sips).
+    """
+
+    metrics: Mapping[str, Metric]
+    by: tuple[str, ...]
+    epsilon: float
+    delta: float
+    user_level: bool
+    max_partitions: int = 1
+    max_per_partition: int = 1
+    partitions: tuple[tuple[Any, ...], ...] | None = None
+    confidence: float = 0.95
+    max_keys: int | None = None
+    _selector: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        fn = "aggregate"
+        if not self.metrics:
+            raise ValidationError("metrics", fn, "at least one metric", {})
+        for name, metric in self.metrics.items():
+            if not isinstance(name, str) or not name or name in self.by:
+                raise ValidationError("metrics", fn, "names that are not group columns", name)
+            if not isinstance(metric, Metric):
+                raise ValidationError("metrics", fn, "metrics of privhist.metrics", metric)
+            if metric.kind == "count_users" and not self.user_level:
+                raise ValidationError("metrics", fn, "count_users() only with a user column", name)
+        if not self.user_level:
+            self.max_partitions = self.max_per_partition = 1
+        if self.partitions is None and self.delta <= 0:
+            raise ValidationError(
+                "delta", fn, "> 0 when the groups are chosen privately (or give partitions)", 0.0
+            )
+        self.noise = "gaussian" if self.delta > 0 else "laplace"
+        self._calibrate()
+
+    # -- calibration (from parameters only) ---------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return "aggregate"
+
+    @property
+    def neighbouring(self) -> Neighbouring:
+        if self.user_level:
+            return Neighbouring.user(self.max_partitions, self.max_per_partition)
+        return Neighbouring.add_remove()
+
+    def _calibrate(self) -> None:
+        eps, dl = float(self.epsilon), float(self.delta)
+        self.selection: dict[str, Any] = {}
+        if self.partitions is not None:
+            if self.noise == "gaussian":
+                self.rho_m = calibrate_rho(eps, dl)
+                self._event: PrivacyEvent = ApproxDPEvent(eps, dl)
+            else:
+                self.eps_m = eps
+                self._event = ApproxDPEvent(eps, 0.0)
+            return
+        if self.user_level:
+            from privhist.mechanisms.user_level.cumulative import CumulativeSIPS
+
+            rho, _ = calibrate(eps, dl, 0.5)
+            self.rho_m = rho * (1 - Fraction(SELECTION_SHARE))
+            kwargs = {} if self.max_keys is None else {"max_keys": self.max_keys}
+            self._selector = CumulativeSIPS(eps, dl, spent_rho=self.rho_m, **kwargs)
+            self._event = self._selector.event()
+            self.selection = {"mechanism": self._selector.name, **self._selector.parameters()}
+        else:
+            from privhist.mechanisms.optimal_selection import OptimalSelection
+
+            eps_s, dl_s = eps * SELECTION_SHARE, dl * SELECTION_SHARE
+            eps_m = float(Fraction(eps) - Fraction(eps_s))
+            dl_m = float(Fraction(dl) - Fraction(dl_s))
+            while Fraction(eps_s) + Fraction(eps_m) > Fraction(eps):
+                eps_m = math.nextafter(eps_m, 0.0)
+            while Fraction(dl_s) + Fraction(dl_m) > Fraction(dl):
+                dl_m = math.nextafter(dl_m, 0.0)
+            self._selector = OptimalSelection(eps_s, dl_s, keys_only=True)
+            self.rho_m = calibrate_rho(eps_m, dl_m)
+            self._event = composed([ApproxDPEvent(eps_s, dl_s), ApproxDPEvent(eps_m, dl_m)])
+            self.selection = {"mechanism": self._selector.name, **self._selector.parameters()}
+
+    def event(self) -> PrivacyEvent:
+        return self._event
+
+    def guarantee(self) -> Budget:
+        from privhist.accounting.accountant import guarantee_of
+
+        if self._selector is not None and self.user_level:
+            budget: Budget = self._selector.guarantee()
+            return budget
+        return guarantee_of(self._event, self.delta if self.delta > 0 else None, rules=("basic",))
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _fields(self, fields: Fields) -> Fields:
+        return fields
+
+    def requests(self, fields: Fields) -> tuple[Request, ...]:
+        if self.partitions is not None:
+            return (
+                (self._aggregates(fields, self._public_keys(), None),) if not self._auto() else ()
+            )
+        if self.user_level:
+            return (UserKeys(fields),)
+        return (KeyCounts(fields),)
+
+    def _auto(self) -> bool:
+        return any(m.auto for m in self.metrics.values())
+
+    def _public_keys(self) -> tuple[Any, ...]:
+        assert self.partitions is not None
+        if len(self.by) == 1:
+            return tuple(p[0] for p in self.partitions)
+        return tuple(encode(p) for p in self.partitions)
+
+    def _aggregates(
+        self, fields: Fields, groups: tuple[Any, ...] | None, bounds: Mapping[str, Any] | None
+    ) -> GroupAggregates:
+        return GroupAggregates(
+            fields,
+            max_partitions=self.max_partitions,
+            max_per_partition=self.max_per_partition,
+            groups=groups,
+            values=tuple(self._specs(bounds or {})),
+        )
+
+    # -- bounds and components ----------------------------------------------------------------
+
+    def _bounds(self, name: str, metric: Metric, chosen: Mapping[str, Any]) -> tuple[float, float]:
+        lo, hi = chosen.get(name, (metric.lower, metric.upper))
+        return float(lo), float(hi)
+
+    def _spec(self, name: str, metric: Metric, chosen: Mapping[str, Any]) -> ValueSpec:
+        lo, hi = self._bounds(name, metric, chosen)
+        units = 2**10 if metric.kind == "variance" else 2**16
+        r = metric.resolution or default_resolution(lo, hi, units)
+        low, high = math.ceil(lo / r - 1e-9), math.floor(hi / r + 1e-9)
+        if high <= low:
+            raise ValidationError(
+                "resolution", f"metrics.{metric.kind}", f"finer than the range {lo}..{hi}", r
+            )
+        center = (low + high) // 2
+        return ValueSpec(
+            name=name,
+            column=str(metric.column),
+            low=low,
+            high=high,
+            resolution=r,
+            center=center,
+            squares=metric.kind == "variance",
+            tree=TREE if metric.kind == "quantiles" else None,
+        )
+
+    def _specs(self, chosen: Mapping[str, Any]) -> list[ValueSpec]:
+        return [
+            self._spec(name, m, chosen)
+            for name, m in self.metrics.items()
+            if m.kind in ("sum", "mean", "variance", "quantiles")
+        ]
+
+    def components(self, chosen: Mapping[str, Any] | None = None) -> list[Component]:
+        """The noisy aggregates of the metrics, with their per-group sensitivities (the bounds
+        of ``"auto"`` metrics as ``chosen``; unknown ones as 1 until chosen)."""
+        c = self.max_per_partition
+        out: list[Component] = []
+        specs = {s.name: s for s in self._specs(chosen or {})} if not self._auto() or chosen else {}
+        for name, m in self.metrics.items():
+            if m.kind == "count":
+                out.append(Component(name, "records", None, Fraction(c), Fraction(c)))
+            elif m.kind == "count_users":
+                out.append(Component(name, "users", None, Fraction(1), Fraction(1)))
+            else:
+                spec = specs.get(name)
+                if m.kind == "sum":
+                    big = 1 if spec is None else max(abs(spec.low), abs(spec.high))
+                    out.append(Component(name, "sum", spec, Fraction(c * big), Fraction(c * big)))
+                elif m.kind in ("mean", "variance"):
+                    half = (
+                        1 if spec is None else max(spec.high - spec.center, spec.center - spec.low)
+                    )
+                    out.append(Component(name, "n", spec, Fraction(c), Fraction(c)))
+                    out.append(Component(name, "sum", spec, Fraction(c * half), Fraction(c * half)))
+                    if m.kind == "variance":
+                        sq = Fraction(c * half * half)
+                        out.append(Component(name, "squares", spec, sq, sq))
+                else:  # quantiles: a count per level in each group
+                    levels = TREE[0]
+                    out.append(
+                        Component(
+                            name, "tree", spec, Fraction(c) * _sqrt_up(levels), Fraction(c * levels)
+                        )
+                    )
+        return out
+
+    def _shares(self) -> tuple[Fraction, int]:
+        """The share of the metrics' budget each metric gets (equal), and the number of
+        automatic bounds (each takes :data:`AUTO_SHARE` first)."""
+        n_auto = sum((m.lower == "auto") + (m.upper == "auto") for m in self.metrics.values())
+        rest = 1 - Fraction(AUTO_SHARE) * n_auto
+        return rest / len(self.metrics), n_auto
+
+    def component_share(self, comp: Component) -> Fraction:
+        """A component's share of its metric's budget (:data:`WITHIN`)."""
+        kind = self.metrics[comp.metric].kind
+        return WITHIN.get(kind, {}).get(comp.what, Fraction(1))
+
+    # -- drawing ------------------------------------------------------------------------------
+
+    def draw(self, answers: Answers, rng: RandomSource) -> Release:
+        fields = answers.fields
+        share, n_auto = self._shares()
+        chosen = self._choose_bounds(answers, rng) if n_auto else {}
+        meta_selection: dict[str, Any] = {}
+        if self.partitions is not None:
+            groups: tuple[Any, ...] = self._public_keys()
+            request = self._aggregates(fields, groups, chosen)
+            table: GroupTable = answers.ask(request) if n_auto else answers.of(GroupAggregates)
+        else:
+            released = self._select(answers, rng)
+            meta_selection = {"released_groups": len(released)}
+            table = answers.ask(self._aggregates(fields, tuple(released.tolist()), chosen))
+        return self._release(table, chosen, share, rng, meta_selection)
+
+    def _select(self, answers: Answers, rng: RandomSource) -> npt.NDArray[Any]:
+        if self.user_level:
+            release = self._selector.release_weighted(answers.of(UserKeys), rng)
+        else:
+            release = self._selector.release(answers.of(KeyCounts), rng)
+        keys: npt.NDArray[Any] = release.keys
+        return keys
+
+    def _choose_bounds(self, answers: Answers, rng: RandomSource) -> dict[str, tuple[float, float]]:
+        """``"auto"`` bounds: the grid point below which (above which) lie the largest (smallest)
+        values of :data:`AUTO_QUANTILE` of the units, from noisy histograms of the units' largest
+        and smallest values (each unit in one bucket of each: sensitivity 1)."""
+        out: dict[str, tuple[float, float]] = {}
+        self.auto_noise: dict[str, Any] = {}
+        for name, m in self.metrics.items():
+            if not m.auto:
+                continue
+            fields = Fields(str(m.column), answers.fields.user, answers.fields.reading)
+            hi_hist, lo_hist = answers.ask(ValueRange(fields, AUTO_GRID))
+            lo, hi = m.lower, m.upper
+            if hi == "auto":
+                noisy = self._auto_noise(hi_hist, rng)
+                cum = np.cumsum(noisy)
+                total = max(int(cum[-1]), 1)
+                i = int(np.searchsorted(cum, AUTO_QUANTILE * total, side="left"))
+                hi = AUTO_GRID[min(i, len(AUTO_GRID) - 1)]
+            if lo == "auto":
+                noisy = self._auto_noise(lo_hist, rng)
+                cum = np.cumsum(noisy)
+                total = max(int(cum[-1]), 1)
+                i = int(np.searchsorted(cum, (1 - AUTO_QUANTILE) * total, side="left"))
+                lo = AUTO_GRID[max(min(i, len(AUTO_GRID) - 1) - 1, 0)]
+            lo_f, hi_f = float(lo), float(hi)  # type: ignore[arg-type]
+            if not lo_f < hi_f:
+                hi_f = lo_f + max(abs(lo_f), 1.0)
+            out[name] = (lo_f, hi_f)
+        return out
+
+    def _auto_noise(self, hist: npt.NDArray[Any], rng: RandomSource) -> npt.NDArray[np.int64]:
+        counts = np.asarray(hist, dtype=np.int64)
+        if self.noise == "gaussian":
+            s2 = sigma2_for(self.rho_m * Fraction(AUTO_SHARE), 1)
+            noisy = counts + discrete_gaussian(s2, rng, counts.shape[0])
+            std = math.sqrt(float(s2))
+        else:
+            scale = rational_at_least(1 / (Fraction(self.eps_m) * Fraction(AUTO_SHARE)))
+            noisy = counts + discrete_laplace(scale, rng, counts.shape[0])
+            std = math.sqrt(2) * float(scale)
+        out: npt.NDArray[np.int64] = np.where(noisy >= AUTO_CUTOFF * std, noisy, 0)
+        return out
+
+    def noise_parameters(
+        self, chosen: Mapping[str, Any] | None = None
+    ) -> list[tuple[Component, Fraction]]:
+        """Each component with its noise: ``sigma2`` (Gaussian) or the scale (Laplace)."""
+        share, _ = self._shares()
+        k = self.max_partitions
+        out = []
+        for comp in self.components(chosen):
+            part = share * self.component_share(comp)
+            if self.noise == "gaussian":
+                out.append((comp, _sigma2(self.rho_m * part, k * comp.l2 * comp.l2)))
+            else:
+                eps_i = Fraction(self.eps_m) * part
+                out.append((comp, rational_at_least(k * comp.l1 / eps_i)))
+        return out
+
+    def _noisy(self, values: npt.NDArray[Any], param: Fraction, rng: RandomSource) -> Any:
+        n = int(np.asarray(values).size)
+        if self.noise == "gaussian":
+            z = discrete_gaussian(param, rng, n)
+        else:
+            z = discrete_laplace(param, rng, n)
+        return np.asarray(values, dtype=np.int64).reshape(-1) + z
+
+    def _interval(self, param: Fraction) -> int:
+        """The half-width ``w`` of a ``confidence`` interval of the noise: ``Pr[|Z| > w] <= 1 -
+        confidence`` (exact below ``2**20`` of variance; above, from the rigorous tail bound
+        :func:`~privhist.mechanisms.user_level._gauss.tail_upper`, which can only widen it)."""
+        if self.noise == "laplace":
+            return int(DiscreteLaplace(param).interval(self.confidence)[1])
+        if param <= 2**20:
+            return int(DiscreteGaussian(param).interval(self.confidence)[1])
+        target = (1 - self.confidence) / 2
+        lo, hi = 0, int(10 * math.sqrt(float(param))) + 2  # tail_upper(., hi) is far below
+        while hi - lo > 1:  # the smallest w with Pr[Z >= w + 1] <= target
+            mid = (lo + hi) // 2
+            if tail_upper(param, mid + 1) <= target:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def _release(
+        self,
+        table: GroupTable,
+        chosen: Mapping[str, Any],
+        share: Fraction,
+        rng: RandomSource,
+        selection: dict[str, Any],
+    ) -> Release:
+        g = len(table)
+        columns: dict[str, npt.NDArray[Any]] = {}
+        noisy: dict[tuple[str, str], Any] = {}
+        described: list[dict[str, Any]] = []
+        for comp, param in self.noise_parameters(chosen):
+            if comp.what == "records":
+                raw = table.records
+            elif comp.what == "users":
+                raw = table.users
+            else:
+                assert comp.spec is not None
+                parts = table.values[comp.spec.name]
+                raw = parts[comp.what]
+                if comp.what == "sum" and self.metrics[comp.metric].kind in ("mean", "variance"):
+                    # the sum of centred values, exact from the true count
+                    raw = raw - comp.spec.center * parts["n"]
+            noisy[(comp.metric, comp.what)] = (
+                self._noisy(raw, param, rng).reshape(raw.shape) if g else raw,
+                param,
+            )
+            described.append(
+                {
+                    "metric": comp.metric,
+                    "aggregate": comp.what,
+                    "l2_sensitivity": float(comp.l2 * _sqrt_up(self.max_partitions)),
+                    "sigma2" if self.noise == "gaussian" else "scale": float(param),
+                }
+            )
+        specs = {s.name: s for s in self._specs(chosen)}
+        for name, m in self.metrics.items():
+            spec = specs.get(name)
+            if m.kind in ("count", "count_users"):
+                value, param = noisy[(name, "records" if m.kind == "count" else "users")]
+                w = self._interval(param)
+                columns[name] = np.maximum(value, 0)
+                columns[f"{name}_lower"] = np.maximum(value - w, 0)
+                columns[f"{name}_upper"] = np.maximum(value + w, 0)
+            elif m.kind == "sum":
+                assert spec is not None
+                value, param = noisy[(name, "sum")]
+                w = self._interval(param)
+                r = spec.resolution
+                columns[name] = value * r
+                columns[f"{name}_lower"] = (value - w) * r
+                columns[f"{name}_upper"] = (value + w) * r
+            elif m.kind in ("mean", "variance"):
+                assert spec is not None
+                n = np.maximum(noisy[(name, "n")][0], 1).astype(np.float64)
+                s = noisy[(name, "sum")][0].astype(np.float64)
+                lo, hi = spec.low * spec.resolution, spec.high * spec.resolution
+                mean_units = spec.center + s / n
+                if m.kind == "mean":
+                    columns[name] = np.clip(mean_units * spec.resolution, lo, hi)
+                else:
+                    q = noisy[(name, "squares")][0].astype(np.float64)
+                    var_units = q / n - (s / n) ** 2
+                    top = ((spec.high - spec.low) / 2) ** 2
+                    columns[name] = np.clip(var_units, 0, top) * spec.resolution**2
+            else:
+                assert spec is not None
+                tree = noisy[(name, "tree")][0].reshape(g, spec.nodes) if g else None
+                for q in m.levels:
+                    col = f"{name}_{q:g}"
+                    columns[col] = (
+                        np.array([_tree_quantile(tree[i], q, spec) for i in range(g)])
+                        if tree is not None
+                        else np.zeros(0)
+                    )
+        keys = _decoded_keys(table, self.by)
+        order = _order(keys)
+        release_keys = keys[order]
+        extra = {name: np.asarray(v)[order] for name, v in columns.items()}
+        meta = self._metadata(chosen, described, selection, rng, share)
+        diagnostics = {**table.facts, "groups": g}
+        return Release(keys=release_keys, metadata=meta, diagnostics=diagnostics, extra=extra)
+
+    def _metadata(
+        self,
+        chosen: Mapping[str, Any],
+        noise: list[dict[str, Any]],
+        selection: dict[str, Any],
+        rng: RandomSource,
+        share: Fraction,
+    ) -> dict[str, Any]:
+        g = self.guarantee()
+        nb = self.neighbouring.describe()
+        specs = {s.name: s for s in self._specs(chosen)}
+        metrics = {}
+        for name, m in self.metrics.items():
+            entry: dict[str, Any] = {"kind": m.kind}
+            if m.column is not None:
+                lo, hi = self._bounds(name, m, chosen)
+                spec = specs[name]
+                entry.update(
+                    column=m.column,
+                    lower=lo,
+                    upper=hi,
+                    bounds_chosen_privately=m.auto,
+                    resolution=spec.resolution,
+                    clamped_to_units=[spec.low, spec.high],
+                )
+                if m.levels:
+                    entry["levels"] = list(m.levels)
+                    entry["tree"] = {"levels": TREE[0], "branching": TREE[1]}
+            metrics[name] = entry
+        meta: dict[str, Any] = {
+            "mechanism": "aggregate",
+            "key_columns": list(self.by),
+            "groups": "public partitions" if self.partitions is not None else "chosen privately",
+            "metrics": metrics,
+            "noise": self.noise,
+            "components": noise,
+            "budget_split": (
+                f"equal shares of the metrics' budget ({float(share):.4g} each; a mean's "
+                "count and centred sum 1:2, a variance's count, centred sum and squares "
+                "0.83:1:1)"
+                + (f"; {AUTO_SHARE:g} per automatic bound" if chosen else "")
+                + (
+                    f"; {SELECTION_SHARE:g} of the budget chose the groups"
+                    if self.partitions is None
+                    else ""
+                )
+            ),
+            "contribution_bounding": (
+                f"each user keeps at most {self.max_partitions} group(s) and at most "
+                f"{self.max_per_partition} record(s) per group; values clamped to their bounds"
+                if self.user_level
+                else "each record is its own unit; values clamped to their bounds"
+            ),
+            "guarantee": {
+                "epsilon": g.epsilon,
+                "delta": g.delta,
+                "neighbouring": nb,
+                "statement": f"{g} under {nb} neighbours",
+            },
+            "confidence": self.confidence,
+            "library": LIBRARY,
+            "randomness": rng.to_dict(),
+        }
+        if self.selection:
+            meta["selection"] = {**self.selection, **selection}
+        if not rng.private:
+            meta["warning"] = "drawn from a seeded source: reproducible and NOT private"
+        return meta
+
+
+def _sigma2(rho: Fraction, sensitivity2: Fraction) -> Fraction:
+    """``sigma2 >= sensitivity2 / (2 rho)`` (:func:`sigma2_for`), an integer above ``2**30`` so
+    that the exact sampler takes it."""
+    s2 = sigma2_for(rho, sensitivity2)
+    return Fraction(math.ceil(s2)) if s2 > 2**30 else s2
+
+
+def _sqrt_up(n: int) -> Fraction:
+    """A rational at least ``sqrt(n)`` (exact for squares)."""
+    r = math.isqrt(n)
+    if r * r == n:
+        return Fraction(r)
+    return rational_at_least(Fraction(math.sqrt(n)) * (1 + Fraction(1, 2**40)), 2**20)
+
+
+def _tree_quantile(counts: npt.NDArray[Any], q: float, spec: ValueSpec) -> float:
+    """The ``q`` quantile from one group's noisy tree (module notes), in the column's units.
+
+    From the top, the target is a fraction ``f`` of the current node's mass (the sum of its
+    children's counts, each clamped at 0): the child where the cumulative mass reaches it is
+    entered, with the remaining fraction of that child; in a leaf the value is interpolated.
+    """
+    levels, b = spec.tree or TREE
+    leaf_width = (spec.high - spec.low + 1) / b**levels
+    c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    f, index, offset = q, 0, 0
+    for level in range(1, levels + 1):
+        start = offset + index * b
+        children = c[start : start + b]
+        mass = float(children.sum())
+        below = b ** (levels - level)  # leaves under each child
+        if mass <= 0:  # nothing below: the middle of the current node
+            return float((spec.low + (index * b + b / 2) * below * leaf_width) * spec.resolution)
+        cum = np.cumsum(children)
+        target = f * mass
+        j = min(int(np.searchsorted(cum, target, side="left")), b - 1)
+        before = float(cum[j - 1]) if j else 0.0
+        f = min(max((target - before) / float(children[j]), 0.0), 1.0) if children[j] > 0 else 0.5
+        index = index * b + j
+        offset += b**level
+    return float((spec.low + (index + f) * leaf_width) * spec.resolution)
+
+
+def _decoded_keys(table: GroupTable, by: tuple[str, ...]) -> npt.NDArray[Any]:
+    if len(by) == 1:
+        return np.asarray(table.keys)
+    out = np.empty(len(table), dtype=object)
+    for i, k in enumerate(table.keys.tolist()):
+        out[i] = decode(str(k), table.by_types)
+    return out
+
+
+def _order(keys: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """The canonical order: by the group's values (data-independent given the released set)."""
+    return np.asarray(sorted(range(keys.shape[0]), key=lambda i: keys[i]), dtype=np.int64)
+
+
+def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) -> dict[str, Any]:
+    """The expected error of each metric before any data is read: per metric, the noise's
+    standard deviation in the column's units and, for a group of each of ``sizes`` records (users
+    at user level), the standard deviation of its estimate (mean and variance: worst case over the
+    group's values, by the delta method; quantiles: the rank error, a share of the group, of the
+    tree's descent); with private groups, the count at which a group is released with probability
+    1/2 and 0.99. Bounds ``"auto"`` are planned at the bounds given beside them, or as a unit
+    range when both are automatic."""
+    g = aggregation.guarantee()
+    chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
+    std: dict[tuple[str, str], float] = {}
+    for comp, param in aggregation.noise_parameters(chosen):
+        if aggregation.noise == "gaussian":
+            std[(comp.metric, comp.what)] = float(DiscreteGaussian(param).var()) ** 0.5
+        else:
+            std[(comp.metric, comp.what)] = float(DiscreteLaplace(param).var()) ** 0.5
+    specs = {s.name: s for s in aggregation._specs(chosen)}
+    metrics: dict[str, Any] = {}
+    for name, m in aggregation.metrics.items():
+        entry: dict[str, Any] = {"kind": m.kind}
+        if m.kind in ("count", "count_users"):
+            sd = std[(name, "records" if m.kind == "count" else "users")]
+            entry["noise_std"] = sd
+            entry["relative_error_std"] = {n: sd / n for n in sizes}
+        else:
+            spec = specs[name]
+            r = spec.resolution
+            if m.kind == "sum":
+                sd = std[(name, "sum")] * r
+                entry["noise_std"] = sd
+            elif m.kind in ("mean", "variance"):
+                half = max(spec.high - spec.center, spec.center - spec.low)
+                s_sum, s_n = std[(name, "sum")], std[(name, "n")]
+                entry["mean_error_std"] = {
+                    n: r * math.sqrt(s_sum**2 + (half * s_n) ** 2) / n for n in sizes
+                }
+                if m.kind == "variance":
+                    s_sq = std[(name, "squares")]
+                    entry["variance_error_std"] = {
+                        n: r * r * math.sqrt(s_sq**2 + (half * half * s_n) ** 2) / n for n in sizes
+                    }
+            else:
+                levels, b = TREE
+                sd = std[(name, "tree")] * math.sqrt(levels * (b - 1) / 2)
+                entry["rank_error_std"] = {n: sd / n for n in sizes}
+            entry["resolution"] = r
+        metrics[name] = entry
+    report: dict[str, Any] = {
+        "release": "aggregate",
+        "guarantee": {"epsilon": g.epsilon, "delta": g.delta},
+        "neighbouring": aggregation.neighbouring.describe(),
+        "noise": aggregation.noise,
+        "groups": "public" if aggregation.partitions is not None else "chosen privately",
+        "metrics": metrics,
+    }
+    sel = aggregation._selector
+    if sel is not None:
+        top = 2_000
+        if aggregation.user_level:
+            curve = sel.ever_released(np.arange(top + 1) * sel.scale)
+        else:
+            curve = sel.reporting_probability(top)
+        for level, label in (
+            (0.5, "released_with_probability_one_half_at"),
+            (0.99, "released_with_probability_0.99_at"),
+        ):
+            hit = np.flatnonzero(np.asarray(curve) >= level)
+            report[label] = int(hit[0]) if hit.size else None
+    return report
+
+
+def _planned_bounds(metric: Metric) -> tuple[float, float]:
+    """Bounds to plan an ``"auto"`` metric at: the given one and one unit beyond it."""
+    lo, hi = metric.lower, metric.upper
+    if isinstance(lo, int | float) and not isinstance(lo, str):
+        return float(lo), float(lo) + 1.0
+    if isinstance(hi, int | float) and not isinstance(hi, str):
+        return float(hi) - 1.0, float(hi)
+    return 0.0, 1.0

@@ -1,0 +1,323 @@
+"""Aggregations on the local engine: group keys over several columns, contribution bounding per
+group, and clamped fixed-point sums, counts and trees per group
+(:class:`~privhist.core.requests.GroupAggregates`), and the range of a column's values
+(:class:`~privhist.core.requests.ValueRange`).
+
+Bounding (user-level data): each user keeps a uniformly random subset of at most ``k`` of its
+groups (the ``k`` of smallest pseudorandom priority of the (user, group) pair, under the secret
+of :mod:`privhist.engines.priorities`), and in each kept group a uniformly random subset of at
+most ``c`` of its records (the ``c`` of smallest priority of (user, record), a record named by its
+group, its fixed-point values and its rank among the user's identical records, which are
+interchangeable). The secret is drawn from the release's source only when some user is bounded,
+as every count of this package does; the choices depend on the records and the secret only, not
+on their order or partitioning, so every engine makes the same ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.groups import SEPARATOR
+from privhist.core.random import RandomSource
+from privhist.core.requests import Fields, GroupAggregates, GroupTable, ValueRange, ValueSpec
+from privhist.engines.priorities import LazyPriorities
+
+#: separates the parts of a record's name in its priority
+_RECORD = "\x1e"
+
+
+def group_frame(
+    source: Any, fields: Fields, values: Sequence[str], function: str, read: Any
+) -> tuple[pl.LazyFrame, tuple[str, ...]]:
+    """The records as a lazy table with ``key`` (the group: one column as it is, several as one
+    text key, :mod:`privhist.core.groups`), ``user`` (user-level data) and the raw value columns
+    ``v0, v1, ...``; and the type of each group column. ``read(columns)`` gives the source's
+    columns (a file scan or a table)."""
+    by = fields.by or (fields.key_column,)
+    user = str(fields.user) if fields.user_level else None
+    wanted = [*by, *([user] if user is not None else []), *values]
+    lf: pl.LazyFrame = read(wanted)
+    schema = lf.collect_schema()
+    for c in by:
+        if schema[c].is_nested():
+            raise InputDataError(
+                f"parameter 'by' of {function} must name scalar columns; got {c!r}"
+            )
+    types = tuple("int" if schema[c].is_integer() else "str" for c in by)
+    if len(by) == 1:
+        (c,) = by
+        key = pl.col(c).cast(pl.Int64 if types[0] == "int" else pl.String)
+    else:
+        parts = [
+            pl.col(c)
+            .cast(pl.String)
+            .str.replace_all("\\", "\\\\", literal=True)
+            .str.replace_all(SEPARATOR, "\\s", literal=True)
+            for c in by
+        ]
+        key = pl.concat_str(parts, separator=SEPARATOR)  # null if any part is null
+    exprs = [key.alias("key")]
+    if user is not None:
+        u = pl.col(user)
+        exprs.append(u.cast(pl.Int64 if schema[user].is_integer() else pl.String).alias("user"))
+    exprs += [pl.col(c).alias(f"v{i}") for i, c in enumerate(values)]
+    return lf.select(exprs), types
+
+
+def parsed(column: pl.Expr) -> pl.Expr:
+    """A value column's cells as numbers: each read as text and parsed on its own (null when
+    empty, not a number, or not finite)."""
+    x = column.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
+    return pl.when(x.is_finite()).then(x)
+
+
+def with_units(
+    df: pl.DataFrame, specs: Sequence[ValueSpec], columns: Sequence[str]
+) -> pl.DataFrame:
+    """``df`` (with parsed value columns ``x0, x1, ...`` for ``columns``) with each spec's clamped
+    fixed-point units ``s0, s1, ...``: ``floor(x / resolution + 1/2)`` computed by NumPy's true
+    IEEE division (every engine converts with this function, so all agree to the unit; Polars'
+    division by a constant multiplies by its reciprocal, which can differ by one unit at a half).
+    """
+    index = {c: i for i, c in enumerate(columns)}
+    added = []
+    for j, spec in enumerate(specs):
+        x = df[f"x{index[spec.column]}"].to_numpy().astype(np.float64)
+        valid = ~np.isnan(x)
+        v = np.floor(np.where(valid, x, 0.0) / spec.resolution + 0.5)
+        v = np.clip(v, spec.low, spec.high).astype(np.int64)
+        added.append(pl.Series(f"s{j}", v, dtype=pl.Int64).scatter(np.flatnonzero(~valid), None))
+    return df.with_columns(added).drop([f"x{i}" for i in range(len(columns))])
+
+
+def aggregates(
+    lf: pl.LazyFrame,
+    types: tuple[str, ...],
+    request: GroupAggregates,
+    rng: RandomSource,
+    collect: Any,
+) -> GroupTable:
+    """Answer ``request`` from :func:`group_frame`'s table (see the module notes)."""
+    specs = request.values
+    columns = sorted({s.column for s in specs})
+    index = {c: i for i, c in enumerate(columns)}
+    user_level = request.fields.user_level
+    exprs = [pl.col("key")] + ([pl.col("user")] if user_level else [])
+    exprs += [parsed(pl.col(f"v{index[c]}")).alias(f"x{index[c]}") for c in columns]
+    df: pl.DataFrame = with_units(collect(lf.select(exprs)), specs, columns)
+    facts: dict[str, Any] = {"records": df.height, "null_groups": int(df["key"].null_count())}
+    keep = pl.col("key").is_not_null()
+    if user_level:
+        facts["null_users"] = int(df["user"].null_count())
+        keep = keep & pl.col("user").is_not_null()
+    df = df.filter(keep)
+    groups = None
+    if request.groups is not None:
+        groups = _group_array(request.groups, df["key"].dtype)
+        inside = df["key"].is_in(pl.Series(groups.tolist(), dtype=df["key"].dtype).implode())
+        facts["records_outside_groups"] = int((~inside).sum())
+        df = df.filter(inside)
+    if user_level:
+        df, bounded = bound(df, request, len(specs), LazyPriorities(rng))
+        facts["users"] = int(df["user"].n_unique()) if df.height else 0
+        facts.update(bounded)
+    facts["records_kept"] = df.height
+    rows = partial_rows(df, specs, user_level)
+    return table_from_rows(rows, specs, types, groups, facts)
+
+
+def _group_array(groups: Sequence[Any], dtype: pl.DataType) -> npt.NDArray[Any]:
+    if dtype.is_integer():
+        return np.array(sorted({int(g) for g in groups}), dtype=np.int64)
+    return np.array(sorted({str(g) for g in groups}), dtype=object)
+
+
+def bound(
+    df: pl.DataFrame,
+    request: GroupAggregates,
+    n_specs: int,
+    prio: Callable[[Any, Any], npt.NDArray[np.uint64]],
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The records of each user bounded to ``k`` groups and ``c`` records per group (module
+    notes), with the numbers of users and of (user, group) pairs bounded; ``prio`` gives the
+    priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`)."""
+    k = request.max_partitions or 1
+    c = request.max_per_partition or 1
+    facts = {"users_bounded": 0, "pairs_bounded": 0}
+    pairs = df.group_by("user", "key").len().sort("user", "key")
+    degree = pairs.group_by("user").len().rename({"len": "degree"})
+    pairs = pairs.join(degree, on="user")
+    over = pairs.filter(pl.col("degree") > k)
+    if over.height:
+        facts["users_bounded"] = int(over["user"].n_unique())
+        p = prio(over["user"].to_numpy(), _keys(over["key"]))
+        ranked = over.with_columns(pl.Series("p", p)).with_columns(
+            pl.col("p").rank("ordinal").over("user").alias("_r")  # smallest priority first
+        )
+        dropped = ranked.filter(pl.col("_r") > k).select("user", "key")
+        df = df.join(dropped, on=["user", "key"], how="anti")
+        pairs = pairs.join(dropped, on=["user", "key"], how="anti")
+    full = pairs.filter(pl.col("len") > c).select("user", "key")
+    if full.height:
+        facts["pairs_bounded"] = full.height
+        cols = [f"s{j}" for j in range(n_specs)]
+        rest = df.join(full, on=["user", "key"], how="anti")
+        big = df.join(full, on=["user", "key"], how="semi")
+        content = pl.concat_str(
+            [pl.col("key").cast(pl.String)]
+            + [pl.col(x).cast(pl.String).fill_null("-") for x in cols],
+            separator=_RECORD,
+        )
+        big = big.with_columns(content.alias("_c"))
+        big = big.with_columns(
+            (
+                pl.col("_c") + _RECORD + pl.int_range(pl.len()).over("user", "_c").cast(pl.String)
+            ).alias("_c")
+        )
+        p = prio(big["user"].to_numpy(), big["_c"].to_numpy().astype(object))
+        big = (
+            big.with_columns(pl.Series("p", p))
+            .sort("user", "key", "p", "_c")
+            .with_columns(pl.int_range(pl.len()).over("user", "key").alias("_r"))
+            .filter(pl.col("_r") < c)
+            .drop("p", "_c", "_r")
+        )
+        df = pl.concat([rest, big], how="vertical_relaxed")
+    return df, facts
+
+
+def _keys(series: pl.Series) -> npt.NDArray[Any]:
+    if series.dtype.is_integer():
+        return series.to_numpy().astype(np.int64)
+    return series.to_numpy().astype(object)
+
+
+def partial_rows(df: pl.DataFrame, specs: Sequence[ValueSpec], user_level: bool) -> pl.DataFrame:
+    """The aggregates of bounded records in long form: one row ``(key, name, index, value)`` per
+    group and aggregate (``records``, ``users``, and per spec ``j``: ``n{j}``, ``sum{j}``,
+    ``sq{j}``, ``tree{j}`` with the node as ``index``). Rows of disjoint sets of users (a Spark
+    partition of records shuffled by user) add up to the rows of their union."""
+    parts: list[pl.LazyFrame] = []
+    lf = df.lazy()
+    key = pl.col("key")
+    base = [pl.len().cast(pl.Int64).alias("records")]
+    base.append(
+        (pl.col("user").n_unique() if user_level else pl.len()).cast(pl.Int64).alias("users")
+    )
+    for j, spec in enumerate(specs):
+        v = pl.col(f"s{j}")
+        base.append(v.count().cast(pl.Int64).alias(f"n{j}"))
+        base.append(v.sum().cast(pl.Int64).alias(f"sum{j}"))
+        if spec.squares:
+            base.append(((v - spec.center) ** 2).sum().cast(pl.Int64).alias(f"sq{j}"))
+    wide = lf.group_by(key).agg(base)
+    names = [n for n in wide.collect_schema().names() if n != "key"]
+    parts.append(
+        wide.unpivot(index="key", on=names, variable_name="name", value_name="value")
+        .with_columns(pl.lit(0, pl.Int64).alias("index"))
+        .select("key", "name", "index", pl.col("value").cast(pl.Int64))
+    )
+    for j, spec in enumerate(specs):
+        if spec.tree is None:
+            continue
+        levels, b = spec.tree
+        v = pl.col(f"s{j}")
+        leaves = b**levels
+        leaf = ((v - spec.low) * leaves) // (spec.high - spec.low + 1)
+        offset = 0
+        nodes = []
+        for level in range(1, levels + 1):
+            nodes.append(offset + leaf // b ** (levels - level))
+            offset += b**level
+        tree = (
+            lf.filter(v.is_not_null())
+            .select(key, pl.concat_list(nodes).alias("index"))
+            .explode("index")
+            .group_by("key", "index")
+            .agg(pl.len().cast(pl.Int64).alias("value"))
+            .select(
+                "key",
+                pl.lit(f"tree{j}").alias("name"),
+                pl.col("index").cast(pl.Int64),
+                "value",
+            )
+        )
+        parts.append(tree)
+    return pl.concat(parts, how="vertical_relaxed").collect()
+
+
+def table_from_rows(
+    rows: pl.DataFrame,
+    specs: Sequence[ValueSpec],
+    types: tuple[str, ...],
+    groups: npt.NDArray[Any] | None,
+    facts: dict[str, Any],
+) -> GroupTable:
+    """The :class:`GroupTable` of summed long rows (:func:`partial_rows`): every group present,
+    or exactly ``groups`` (absent ones with zeros), in sorted order."""
+    present = np.unique(_keys(rows["key"])) if rows.height else np.zeros(0, dtype=object)
+    out_keys = present if groups is None else groups
+    if groups is None and rows.height and rows["key"].dtype.is_integer():
+        out_keys = present.astype(np.int64)
+    g = int(out_keys.shape[0])
+    summed = rows.group_by("key", "name", "index").agg(pl.col("value").sum())
+    pos = np.searchsorted(out_keys, _keys(summed["key"])) if g else np.zeros(0, np.int64)
+    names = summed["name"].to_numpy()
+    index = summed["index"].to_numpy().astype(np.int64)
+    value = summed["value"].to_numpy().astype(np.int64)
+
+    def column(name: str, width: int = 0) -> npt.NDArray[np.int64]:
+        mask = names == name
+        out: npt.NDArray[np.int64] = np.zeros((g, width) if width else g, dtype=np.int64)
+        if width:
+            out[pos[mask], index[mask]] = value[mask]
+        else:
+            out[pos[mask]] = value[mask]
+        return out
+
+    values: dict[str, dict[str, npt.NDArray[Any]]] = {}
+    for j, spec in enumerate(specs):
+        entry = {"n": column(f"n{j}"), "sum": column(f"sum{j}")}
+        if spec.squares:
+            entry["squares"] = column(f"sq{j}")
+        if spec.tree is not None:
+            entry["tree"] = column(f"tree{j}", spec.nodes)
+        values[spec.name] = entry
+    return GroupTable(out_keys, column("records"), column("users"), values, types, facts)
+
+
+def value_range(lf: pl.LazyFrame, request: ValueRange, collect: Any) -> tuple[Any, Any]:
+    """Units per bucket of ``request.grid`` of their largest and of their smallest value (a
+    unit: a user, or a record for record-level data)."""
+    grid = np.asarray(request.grid, dtype=np.float64)
+    if grid.ndim != 1 or grid.size == 0 or (np.diff(grid) <= 0).any():
+        raise ValidationError("grid", "ValueRange", "increasing numbers", request.grid)
+    x = pl.col("v0").cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
+    frame = lf.select(
+        [
+            *([pl.col("user")] if request.fields.user_level else []),
+            pl.when(x.is_finite()).then(x).alias("x"),
+        ]
+    ).filter(pl.col("x").is_not_null())
+    if request.fields.user_level:
+        frame = (
+            frame.filter(pl.col("user").is_not_null())
+            .group_by("user")
+            .agg(pl.col("x").max().alias("hi"), pl.col("x").min().alias("lo"))
+        )
+    else:
+        frame = frame.select(pl.col("x").alias("hi"), pl.col("x").alias("lo"))
+    df: pl.DataFrame = collect(frame)
+    hi = np.searchsorted(grid, df["hi"].to_numpy(), side="left")
+    lo = np.searchsorted(grid, df["lo"].to_numpy(), side="left")
+    n = grid.size + 1
+    return (
+        np.bincount(hi, minlength=n).astype(np.int64),
+        np.bincount(lo, minlength=n).astype(np.int64),
+    )

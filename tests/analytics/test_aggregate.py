@@ -1,0 +1,423 @@
+"""Aggregations (:mod:`privhist.analytics.aggregate`, ``Session.aggregate``): exact DP on small
+neighbouring inputs in both directions ("group absent" an output where groups are private),
+the noise a release draws against the noise its guarantee was computed for, public partitions and
+products, groups over several columns, automatic bounds inside the spend, and what the release
+holds."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import mpmath
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+from tests.stats import assert_fits, assert_rejects, chi2_integer
+
+from privhist import Release, Session
+from privhist import metrics as m
+from privhist.analytics.aggregate import AUTO_SHARE, Aggregation
+from privhist.core.errors import ValidationError
+from privhist.mechanisms.user_level._gauss import calibrate
+from privhist.noise import DiscreteGaussian, DiscreteLaplace
+
+mpmath.mp.dps = 40
+
+
+def _pmf(noise: str, param: Fraction) -> Any:
+    dist = DiscreteGaussian(param) if noise == "gaussian" else DiscreteLaplace(param)
+    return dist.pmf_mp
+
+
+def _radius(noise: str, param: Fraction) -> int:
+    """A box half-width holding all but about 1e-15 of the noise (the rest is added to the
+    divergence as a bound)."""
+    sd = math.sqrt(float(param)) if noise == "gaussian" else float(param) * math.sqrt(2)
+    return int(8 * sd) + 4 if noise == "gaussian" else int(25 * float(param)) + 4
+
+
+def _product_delta(
+    pmfs: list[Any], radii: list[int], shifts: list[int], eps: float, present: tuple[Any, Any]
+) -> Any:
+    """``sum_z max(0, a P(z) - e^eps b Q(z))`` over a box, P the product of ``pmfs`` and Q the
+    same shifted by ``shifts`` (``present = (a, b)`` weights both), plus the mass of ``a P``
+    outside the box (so the value is an upper bound; the box holds all but a tiny tail)."""
+    a, b = present
+    e = mpmath.exp(eps)
+    grids = [range(-r, r + 1) for r in radii]
+    tables = [{z: f(z) for z in g} for f, g in zip(pmfs, grids, strict=True)]
+    shifted = [{z: f(z - s) for z in g} for f, g, s in zip(pmfs, grids, shifts, strict=True)]
+    total = mpmath.mpf(0)
+    mass = mpmath.mpf(0)
+    for z in itertools.product(*grids):
+        p = a * mpmath.fprod(t[v] for t, v in zip(tables, z, strict=True))
+        q = b * mpmath.fprod(t[v] for t, v in zip(shifted, z, strict=True))
+        mass += p
+        total += max(mpmath.mpf(0), p - e * q)
+    return total + max(mpmath.mpf(0), a - mass)
+
+
+def _public(noise: str, user_level: bool) -> Aggregation:
+    # record level: a count and a mean (3 noisy aggregates); user level: records and users
+    metrics: dict[str, Any] = {"n": m.count()}
+    if user_level:
+        metrics["people"] = m.count_users()
+    else:
+        metrics["avg"] = m.mean("x", 0, 2, resolution=1)
+    return Aggregation(
+        metrics,
+        ("g",),
+        6.0,
+        1e-3 if noise == "gaussian" else 0.0,
+        user_level,
+        partitions=(("a",), ("b",)),
+    )
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+@pytest.mark.parametrize("user_level", [False, True])
+def test_public_groups_are_dp_both_ways(noise: str, user_level: bool) -> None:
+    """The group the added unit (one record, or one user with one record) changes: every
+    component of its noise, jointly, at the release's (epsilon, delta), both directions; and
+    a power check: 0.85 epsilon (Laplace: any less) is exceeded."""
+    agg = _public(noise, user_level)
+    assert agg.noise == noise
+    params = agg.noise_parameters()
+    pmfs = [_pmf(noise, p) for _, p in params]
+    radii = [_radius(noise, p) for _, p in params]
+    # one record of value 2 (units [0, 2], centre 1): count +1, values +1, centred sum +1,
+    # users +1
+    shifts = []
+    for comp, _ in params:
+        shifts.append({"records": 1, "n": 1, "sum": 1, "users": 1}[comp.what])
+    g = agg.guarantee()
+    assert g.epsilon <= 6.0 and g.delta <= agg.delta
+    for direction in (1, -1):
+        s = [direction * x for x in shifts]
+        if noise == "laplace":
+            # pure DP: the largest ratio of the two laws over a box reaching past every shift
+            # (beyond it the ratio of each factor is constant) is at most e^epsilon
+            ratio = _max_ratio(pmfs, radii, s)
+            assert ratio <= mpmath.exp(g.epsilon) * (1 + mpmath.mpf(10) ** -30), (direction, ratio)
+            assert ratio > mpmath.exp(0.85 * g.epsilon), (direction, ratio)
+            continue
+        d = _product_delta(pmfs, radii, s, g.epsilon, (1, 1))
+        assert d <= g.delta + mpmath.mpf(10) ** -30, (direction, d)
+        weak = _product_delta(pmfs, radii, s, 0.85 * g.epsilon, (1, 1))
+        assert weak > g.delta, (direction, weak)
+
+
+def _max_ratio(pmfs: list[Any], radii: list[int], shifts: list[int]) -> Any:
+    """``max_z P(z) / Q(z)`` for independent factors: the product of each factor's largest ratio
+    (each over its box)."""
+    out = mpmath.mpf(1)
+    for f, r, sh in zip(pmfs, radii, shifts, strict=True):
+        out *= max(f(z) / f(z - sh) for z in range(-r, r + 1))
+    return out
+
+
+def test_record_level_private_groups_are_dp_with_the_group_absent() -> None:
+    """Groups chosen by optimal partition selection, then the metrics of the released groups:
+    for the group of the added record, with 0 and with 3 other records, the joint law of
+    (absent, or present with its noisy count and centred sum) at the release's guarantee, both
+    ways, "group absent" an output."""
+    agg = Aggregation(
+        {"n": m.count(), "avg": m.mean("x", 0, 2, resolution=1)}, ("g",), 6.0, 1e-3, False
+    )
+    sel = agg._selector
+    params = agg.noise_parameters()
+    pmfs = [_pmf("gaussian", p) for _, p in params]
+    radii = [_radius("gaussian", p) for _, p in params]
+    g = agg.guarantee()
+    assert g.epsilon <= 6.0 and g.delta <= 1e-3
+
+    def deltas(others: int, eps: float) -> tuple[Any, Any]:
+        # the added record's group has count `others` without it, others + 1 with it
+        # the keys-only selection: "released" or not, exactly (OptimalSelection.key_distribution)
+        pi_d = sel.key_distribution(others, others).probabilities["released"]
+        pi_d1 = sel.key_distribution(others + 1, others + 1).probabilities["released"]
+        miss_d, miss_d1 = 1 - pi_d, 1 - pi_d1
+        shifts = [{"records": 1, "n": 1, "sum": 1}[c.what] for c, _ in params]
+        e = mpmath.exp(eps)
+        # D + r against D, then D against D + r
+        up = max(0, miss_d1 - e * miss_d) + _product_delta(pmfs, radii, shifts, eps, (pi_d1, pi_d))
+        down = max(0, miss_d - e * miss_d1) + _product_delta(
+            pmfs, radii, [-x for x in shifts], eps, (pi_d, pi_d1)
+        )
+        return up, down
+
+    for others in (0, 3, 40):
+        for d in deltas(others, g.epsilon):
+            assert d <= g.delta + mpmath.mpf(10) ** -30, (others, d)
+    # power: a group only the added record is in shows nearly all of the selection's delta (the
+    # optimal rule spends it there), and a third of epsilon is exceeded
+    assert deltas(0, g.epsilon)[0] >= 0.99 * sel.delta
+    assert max(max(deltas(o, g.epsilon / 3)) for o in (0, 3, 40)) > g.delta
+
+
+def test_user_level_private_groups_account_for_every_component() -> None:
+    """cumulative-sips chooses the groups with ``spent_rho`` = the metrics' zCDP budget; the
+    metrics' noise (recomputed here from the per-group sensitivities, k and each sigma2) and
+    the automatic bounds spend no more than that, so the selector's certified delta covers the
+    whole release."""
+    metrics = {
+        "n": m.count(),
+        "people": m.count_users(),
+        "spend": m.sum("x", -10, 30),
+        "avg": m.mean("x", "auto", 30),
+        "var": m.variance("x", 0, 30),
+        "q": m.quantiles("x", [0.5, 0.9], 0, 30),
+    }
+    agg = Aggregation(metrics, ("g", "h"), 1.0, 1e-6, True, max_partitions=3, max_per_partition=2)
+    rho_total, _ = calibrate(1.0, 1e-6, 0.5)
+    assert agg.rho_m == rho_total / 2
+    chosen = {"avg": (-4.0, 30.0)}
+    k, c = 3, 2
+    used = Fraction(0)
+    for comp, s2 in agg.noise_parameters(chosen):
+        spec = comp.spec
+        if comp.what in ("records", "n"):
+            sens = Fraction(c)
+        elif comp.what == "users":
+            sens = Fraction(1)
+        elif comp.what == "sum" and comp.metric == "spend":
+            sens = Fraction(c * max(abs(spec.low), abs(spec.high)))
+        elif comp.what == "sum":
+            sens = Fraction(c * max(spec.high - spec.center, spec.center - spec.low))
+        elif comp.what == "squares":
+            half = max(spec.high - spec.center, spec.center - spec.low)
+            sens = Fraction(c * half * half)
+        else:  # the tree: a count per level
+            sens = Fraction(c) * Fraction(math.sqrt(4))
+        used += k * sens**2 / (2 * s2)
+    used += Fraction(AUTO_SHARE) * agg.rho_m  # one automatic bound
+    assert used <= agg.rho_m
+    assert agg._selector.spent_rho == agg.rho_m
+    assert agg._selector.certified_delta() <= 1e-6
+    assert agg.guarantee().epsilon <= 1.0 and agg.guarantee().delta <= 1e-6
+
+
+def test_the_release_draws_the_noise_it_accounts_for() -> None:
+    """The noisy counts of 3,000 public groups of 50 records each (one release: independent noise
+    per group) follow the discrete Gaussian of the variance the guarantee was computed from
+    (alpha 1e-6); a 20% smaller variance is rejected (power)."""
+    groups = [f"g{i}" for i in range(3000)]
+    frame = pl.DataFrame({"g": [x for x in groups for _ in range(50)]})
+    agg = Aggregation(
+        {"n": m.count()}, ("g",), 1.0, 1e-6, False, partitions=tuple((x,) for x in groups)
+    )
+    ((_, s2),) = agg.noise_parameters()
+    release = Session().aggregate(
+        frame,
+        by="g",
+        metrics={"n": m.count()},
+        epsilon=1.0,
+        delta=1e-6,
+        partitions=groups,
+        seed=11,
+    )
+    draws = np.asarray(release.extra["n"], dtype=np.int64) - 50
+    assert release.metadata["components"][0]["sigma2"] == float(s2)
+    assert (draws > -50).all()  # the clamp at 0 never bites here
+    lo, hi = int(draws.min()) - 1, int(draws.max()) + 1
+    assert_fits(chi2_integer(draws, DiscreteGaussian(s2), lo, hi))
+    assert_rejects(chi2_integer(draws, DiscreteGaussian(s2 * Fraction(8, 10)), lo, hi))
+
+
+def test_product_partitions_give_every_group_a_row() -> None:
+    frame = pl.DataFrame(
+        {
+            "sex": ["F", "M", "F", "X"] * 500,
+            "age": [20, 30, 40, 50] * 500,
+            "deg": [1, 2, 1, 3] * 500,
+        }
+    )
+    r = Session().aggregate(
+        frame,
+        by=["sex", "deg"],
+        metrics={"n": m.count(), "mean_age": m.mean("age", 0, 100)},
+        partitions=m.product({"sex": ["F", "M"], "deg": [1, 2, 3]}),
+        epsilon=2.0,
+        seed=1,
+    )
+    assert isinstance(r, Release)
+    t = r.to_pandas()
+    assert t[["sex", "deg"]].values.tolist() == [
+        ["F", 1],
+        ["F", 2],
+        ["F", 3],
+        ["M", 1],
+        ["M", 2],
+        ["M", 3],
+    ]
+    assert list(t.columns) == ["sex", "deg", "n", "n_lower", "n_upper", "mean_age"]
+    assert r.diagnostics["records_outside_groups"] == 500  # the X rows
+    assert abs(t["n"][0] - 1000) < 20 and abs(t["mean_age"][0] - 30) < 1
+    assert r.metadata["noise"] == "laplace" and r.metadata["guarantee"]["delta"] == 0
+
+
+def test_public_partitions_as_keys_and_as_a_table() -> None:
+    frame = pl.DataFrame({"c": ["fr", "de"] * 100, "d": [1, 2] * 100, "v": [3.0, 5.0] * 100})
+    for parts in ([("fr", 1), ("de", 2)], pl.DataFrame({"d": [1, 2], "c": ["fr", "de"]})):
+        r = Session().aggregate(
+            frame,
+            by=["c", "d"],
+            metrics={"s": m.sum("v", 0, 10)},
+            partitions=parts,
+            epsilon=5.0,
+            seed=2,
+        )
+        assert r.to_pandas()[["c", "d"]].values.tolist() == [["de", 2], ["fr", 1]]
+
+
+def test_private_groups_release_only_large_groups(tmp_path: Path) -> None:
+    g = np.random.default_rng(1)
+    n = 40_000
+    frame = pl.DataFrame(
+        {
+            "user": g.integers(0, 8000, n),
+            "country": g.choice(["fr", "de", "it"], n),
+            "device": g.choice(["ios", "android"], n),
+            "spend": g.gamma(2.0, 10.0, n),
+        }
+    )
+    frame = pl.concat(
+        [
+            frame,
+            pl.DataFrame(
+                {"user": [99_999], "country": ["rare"], "device": ["ios"], "spend": [1.0]}
+            ),
+        ],
+        how="vertical_relaxed",
+    )
+    for user in (None, "user"):
+        r = (
+            Session().aggregate(
+                frame,
+                by=["country", "device"],
+                user=user,
+                max_partitions=2,
+                max_per_partition=3,
+                metrics={
+                    "n": m.count(),
+                    "spend": m.sum("spend", 0, 100),
+                    "med": m.quantiles("spend", [0.5], 0, 100),
+                },
+                epsilon=1.0,
+                delta=1e-6,
+                seed=3,
+            )
+            if user
+            else Session().aggregate(
+                frame,
+                by=["country", "device"],
+                metrics={
+                    "n": m.count(),
+                    "spend": m.sum("spend", 0, 100),
+                    "med": m.quantiles("spend", [0.5], 0, 100),
+                },
+                epsilon=1.0,
+                delta=1e-6,
+                seed=3,
+            )
+        )
+        t = r.to_pandas()
+        assert len(t) == 6 and "rare" not in t["country"].tolist()
+        truth = frame.filter(pl.col("country") == "fr").filter(pl.col("device") == "ios")
+        row = t[(t["country"] == "fr") & (t["device"] == "ios")].iloc[0]
+        assert abs(row["med_0.5"] - float(truth["spend"].median())) < 3
+        assert r.metadata["selection"]["mechanism"] in ("cumulative-sips", "optimal-selection")
+
+
+def test_auto_bounds_are_chosen_inside_the_spend() -> None:
+    g = np.random.default_rng(2)
+    frame = pl.DataFrame({"g": g.choice(["a", "b"], 20_000), "x": g.uniform(0, 90, 20_000)})
+    s = Session.in_memory(__import__("privhist").Budget(1.0, 1e-6))
+    r = s.aggregate(
+        frame, by="g", metrics={"avg": m.mean("x", "auto", "auto")}, epsilon=1.0, delta=1e-6
+    )
+    chosen = r.metadata["metrics"]["avg"]
+    assert (
+        chosen["bounds_chosen_privately"]
+        and chosen["lower"] <= 1.0
+        and chosen["upper"]
+        in (
+            64.0,
+            128.0,
+        )
+    )
+    assert abs(r.to_pandas()["avg"] - 45).max() < 3
+    st = s.status()
+    assert st is not None and len(st.spends) == 1 and st.remaining.epsilon == 0
+
+
+def test_bad_calls_are_refused_before_reading() -> None:
+    missing = "never-read.csv"
+    s = Session()
+    cases = [
+        ({"by": [], "metrics": {"n": m.count()}}, "by"),
+        ({"by": "g", "metrics": {}}, "metrics"),
+        ({"by": "g", "metrics": {"n": m.count_users()}}, "metrics"),
+        ({"by": "g", "metrics": {"g": m.count()}}, "metrics"),
+        ({"by": "g", "metrics": {"n": m.count()}, "delta": 0.0}, "delta"),
+        ({"by": "g", "metrics": {"n": m.count()}, "max_partitions": 2}, "max_partitions"),
+        ({"by": "g", "metrics": {"n": m.count()}, "partitions": [("a", 1)]}, "partitions"),
+        ({"by": "g", "metrics": {"n": m.count()}, "user": "g"}, "user"),
+    ]
+    for kwargs, param in cases:
+        base: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, **kwargs}
+        with pytest.raises(ValidationError) as info:
+            s.aggregate(missing, **base)
+        assert info.value.parameter == param, str(info.value)
+    with pytest.raises(ValidationError):
+        m.sum("x", 10, 5)
+    with pytest.raises(ValidationError):
+        m.quantiles("x", [1.5], 0, 1)
+
+
+def test_a_dry_run_reads_nothing() -> None:
+    plan = Session().aggregate(
+        "never-read.csv",
+        by=["a", "b"],
+        metrics={"n": m.count()},
+        epsilon=1,
+        delta=1e-6,
+        dry_run=True,
+    )
+    assert plan.cost.epsilon <= 1 and plan.release == "aggregate"
+    assert "chosen privately" in str(plan)
+
+
+def test_laplace_count_interval_covers() -> None:
+    frame = pl.DataFrame({"g": ["a"] * 300})
+    inside = 0
+    for seed in range(200):
+        r = Session().aggregate(
+            frame, by="g", metrics={"n": m.count()}, partitions=["a"], epsilon=0.5, seed=seed
+        )
+        inside += int(r.extra["n_lower"][0] <= 300 <= r.extra["n_upper"][0])
+    # 95% intervals: at least 180 of 200 (binomial lower tail at 1e-6 is far below)
+    assert inside >= 180 and stats.binom.cdf(inside, 200, 0.95) > 1e-6
+
+
+def test_gaussian_interval_above_exact_range_is_the_tail_bound_quantile() -> None:
+    # Above 2**20 of variance the half-width comes from the rigorous tail bound: the smallest w
+    # whose bound on Pr[Z >= w + 1] is within (1 - confidence) / 2, and near the normal quantile.
+    import math
+    from fractions import Fraction
+
+    from privhist.analytics.aggregate import Aggregation
+    from privhist.mechanisms.user_level._gauss import tail_upper
+
+    agg = object.__new__(Aggregation)
+    agg.noise, agg.confidence = "gaussian", 0.95
+    for sigma2 in (Fraction(2**20 + 1), Fraction(10**10), Fraction(150606834175)):
+        w = agg._interval(sigma2)
+        assert tail_upper(sigma2, w + 1) <= 0.025 < tail_upper(sigma2, w)
+        sigma = math.sqrt(float(sigma2))
+        assert abs(w - 1.959964 * sigma) <= 2 + 1e-6 * sigma

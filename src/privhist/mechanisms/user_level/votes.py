@@ -103,14 +103,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-import privhist
 from privhist.accounting.composition import ApproxDPEvent
 from privhist.core.budget import Budget
 from privhist.core.constraints import naming_the_class
@@ -118,8 +116,11 @@ from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
-from privhist.core.release import Release
+from privhist.core.requests import Fields, Request, UserKeys, UserVotes
 from privhist.core.validation import Constraint, delta_constraint, float_up
+from privhist.core.version import LIBRARY
+from privhist.core.weighted import VoteCounts, WeightedSource
+from privhist.io.release import Release
 from privhist.mechanisms.optimal_selection import OptimalSelection
 from privhist.mechanisms.user_level._counts import clipped_count_columns, count_statement
 from privhist.mechanisms.user_level.cumulative import gaussian_profile_upper
@@ -134,22 +135,6 @@ COUNT_DELTA_SHARE = Fraction(1, 2)
 DEFAULT_VOTE_COUNT_MAX_KEYS = 20
 #: denominator bound of the rational count variance
 _SIGMA2_DENOMINATOR = 2**20
-
-
-@dataclass(frozen=True)
-class VoteCounts:
-    """The keys that received a vote (sorted) and their vote counts, with facts about the input
-    (``info``: non-private, for diagnostics)."""
-
-    keys: npt.NDArray[Any]
-    votes: npt.NDArray[np.int64]
-    #: users who cast no vote below ``Gamma`` (every key they hold had ``Gamma`` votes at their
-    #: turn); adding or removing a user changes it by at most one (module notes, item 2)
-    non_voters: int = 0
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return int(self.keys.shape[0])
 
 
 @runtime_checkable
@@ -486,6 +471,7 @@ class VoteSelection:
 
     # -- guarantee --------------------------------------------------------------------------
 
+    @property
     def neighbouring(self) -> Neighbouring:
         """Add or remove one user with any number of keys (and, with counts, counted on at most
         ``count_max_keys`` released keys)."""
@@ -551,6 +537,18 @@ class VoteSelection:
 
     # -- releasing --------------------------------------------------------------------------
 
+    def requests(self, fields: Fields) -> tuple[Request, ...]:
+        """The votes cast under this mechanism's caps (:class:`~privhist.core.requests.
+        UserVotes`) and, with counts, the users' keys for the count step
+        (:class:`~privhist.core.requests.UserKeys`; :mod:`privhist.mechanisms.releasable`)."""
+        votes = UserVotes(fields, self.cap, self.top_cap)
+        return (votes, UserKeys(fields)) if self.counts else (votes,)
+
+    def draw(self, answers: Any, rng: RandomSource) -> Release:
+        """The release from the engine's answers (:meth:`release_votes`)."""
+        source = answers.of(UserKeys) if self.counts else None
+        return self.release_votes(answers.of(UserVotes), source, rng)
+
     def release(self, source: VoteSource, rng: RandomSource | None = None) -> Release:
         """Select keys from ``source`` (and count them when ``counts``); ``rng`` draws the
         release (``SecureRandom()`` when None), the source its salt and users' priorities."""
@@ -560,10 +558,14 @@ class VoteSelection:
         return self.release_votes(source.vote_counts(self.cap, self.top_cap), source, rng)
 
     def release_votes(
-        self, votes: VoteCounts, source: VoteSource | None, rng: RandomSource | None = None
+        self,
+        votes: VoteCounts,
+        source: VoteSource | WeightedSource | None,
+        rng: RandomSource | None = None,
     ) -> Release:
-        """The release from vote counts already cast with this mechanism's cap (``source``
-        answers the count step's unit counts; None when keys only)."""
+        """The release from vote counts already cast with this mechanism's caps (``source``
+        answers the count step's unit counts: a :class:`VoteSource` or a
+        :class:`~privhist.core.weighted.WeightedSource`; None when keys only)."""
         fn = type(self).__name__
         if rng is None:
             rng = SecureRandom()
@@ -581,8 +583,10 @@ class VoteSelection:
         columns: dict[str, Any] = {}
         meta = self.metadata(rng)
         if self.count_sigma2 is not None:
-            if not isinstance(source, VoteSource):
-                raise ValidationError("source", fn, "a VoteSource for the counts", source)
+            if not isinstance(source, VoteSource | WeightedSource):
+                raise ValidationError(
+                    "source", fn, "a VoteSource or WeightedSource for the counts", source
+                )
             counted = source.unit_counts(keys, self.count_max_keys)
             noisy = counted.counts + discrete_gaussian(self.count_sigma2, rng, len(counted))
             columns = clipped_count_columns(noisy, self.count_sigma2, self.confidence)
@@ -606,7 +610,7 @@ class VoteSelection:
                 "statement": f"{g} under {nb} neighbours",
             },
             "confidence": self.confidence,
-            "library": f"privhist {privhist.__version__}",
+            "library": LIBRARY,
         }
         if rng is not None:
             meta["randomness"] = rng.to_dict()

@@ -382,3 +382,12 @@ WEIGHTED: dict[str, Selector] = {
         _SELECTOR_CONSTRAINTS,
     ),
 }
+
+#: the user-level key selectors that are not weighted, by name, with their docstring's first line
+#: (:class:`~privhist.mechanisms.user_level.votes.VoteSelection`; the command line reaches
+#: ``epsilon``, ``delta``, ``confidence`` and ``counts`` as the negation of ``--keys-only``)
+VOTES: dict[str, str] = {
+    "vote-selection": (
+        "One vote per user, cast in turn for the user's first key below a cap in a public random"
+    ),
+}

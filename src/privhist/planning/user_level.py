@@ -22,7 +22,11 @@ import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Neighbouring
+from privhist.core.random import RandomSource
+from privhist.core.requests import Fields, Request, UserKeys, UserVotes
 from privhist.core.validation import check_positive_int
+from privhist.core.weighted import VoteCounts, WeightedSource
+from privhist.io.release import Release
 from privhist.mechanisms.user_level import GaussianThresholdHistogram, WeightedSelector
 
 
@@ -120,6 +124,9 @@ VOTE_COUNT_CAPS = (5, 10, 20)
 EXPLAIN_DEGREES = (1, 5, 20, 100)
 #: the caps cumulative-sips may take in the default plan: the DP quantile, at least 5
 DEFAULT_PLAN_CAPS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
+#: the largest cap :func:`choose` ranks the selectors at (building a selector costs time linear in
+#: its cap); the Session leaves larger caps to the per-key planner
+MAX_RANKED_CAP = DEFAULT_PLAN_CAPS[-1]
 #: the weighted selectors ranked at a given cap, and the per-key mechanisms ranked beside them
 _SELECTORS = ("cumulative-sips", "dp-sips", "wgm")
 _PER_KEY = ("optimal-selection", "gaussian-threshold", "stability")
@@ -282,6 +289,14 @@ class UserLevelPlan:
         vote = next(iter(self.candidates["vote-selection"].values()))
         return vote.cap, vote.top_cap
 
+    @property
+    def name(self) -> str:
+        """The release's name in the ledger: the mechanism of a fixed plan, else
+        ``user-level-default``."""
+        fixed = self.fixed
+        return fixed.name if fixed is not None else "user-level-default"
+
+    @property
     def neighbouring(self) -> Neighbouring:
         """The relation a ledger records: adding or removing one user, stated with the largest
         number of keys any candidate counts a user on (weighted selectors' ``max_keys`` and
@@ -293,7 +308,7 @@ class UserLevelPlan:
             if isinstance(m, WeightedSelector):
                 k = max(k, m.max_keys, m.count_max_keys if m.counts else 1)
             elif isinstance(m, VoteSelection):
-                k = max(k, m.neighbouring().max_partitions_contributed)
+                k = max(k, m.neighbouring.max_partitions_contributed)
             else:
                 k = max(k, m.neighbouring.max_partitions_contributed)
         return Neighbouring.user(k, 1)
@@ -429,6 +444,28 @@ class UserLevelPlan:
             return Decision("vote-selection", by_cap[k_c], reasons)
         return Decision(self.selector_name, selector, reasons)
 
+    def requests(self, fields: Fields) -> tuple[Request, ...]:
+        """What the plan asks of the data (:mod:`privhist.mechanisms.releasable`): a fixed plan
+        its mechanism's requests; the default plan the users' keys (the degree histogram, the
+        selectors' rounds, the counts) and, with vote selection among its candidates, the votes
+        cast once under the candidates' caps (:attr:`vote_caps`)."""
+        fixed = self.fixed
+        if fixed is not None:
+            out: tuple[Request, ...] = fixed.mechanism.requests(fields)
+            return out
+        caps = self.vote_caps
+        keys = UserKeys(fields)
+        return (keys,) if caps is None else (keys, UserVotes(fields, *caps))
+
+    def draw(self, answers: Any, rng: RandomSource) -> Release:
+        """Decide (:meth:`decide`) and release from the engine's answers; the release's metadata
+        gains ``choice`` (the decision and its reasons) and ``plan_guarantee``."""
+        fixed = self.fixed
+        if fixed is not None:
+            return self._stated(fixed, fixed.mechanism.draw(answers, rng))
+        votes = None if self.vote_caps is None else self._votes(answers.of(UserVotes))
+        return self._released(answers.of(UserKeys), votes, rng)
+
     def release(self, source: Any, vote_source: Any, rng: Any) -> Any:
         """Decide and release on one machine: ``source`` a
         :class:`~privhist.core.weighted.WeightedSource` (degree histogram, held sums, unit
@@ -436,33 +473,67 @@ class UserLevelPlan:
         the same data (it casts the votes once: the decision's statistic and, when vote
         selection is chosen, its release use the same votes). The release's metadata gains
         ``choice`` (the decision and its reasons)."""
-        from privhist.mechanisms.user_level.caps import CAP_CANDIDATES
-
-        votes = None
-        if self.needs_degree_histogram:
-            hist = source.degree_histogram(CAP_CANDIDATES)
-            if self.vote_caps is not None:
-                votes = vote_source.vote_counts(*self.vote_caps)
-            decision = self.decide(hist, None if votes is None else votes.non_voters, rng)
-        else:
-            decision = self.fixed  # type: ignore[assignment]
-        assert decision is not None
-        if decision.name == "vote-selection":
-            if votes is None:
-                release = decision.mechanism.release(vote_source, rng)
-            else:
-                release = decision.mechanism.release_votes(votes, vote_source, rng)
-        elif isinstance(decision.mechanism, WeightedSelector):
-            release = decision.mechanism.release_weighted(source, rng)
-        else:
+        fixed = self.fixed
+        if fixed is not None:
+            if fixed.name == "vote-selection":
+                return self._stated(fixed, fixed.mechanism.release(vote_source, rng))
+            if isinstance(fixed.mechanism, WeightedSelector):
+                return self._stated(fixed, fixed.mechanism.release_weighted(source, rng))
             raise ValidationError(
                 "mechanism",
                 "UserLevelPlan.release",
                 "a selector (per-key mechanisms release from counts)",
-                decision.name,
+                fixed.name,
             )
-        release.metadata["choice"] = {"mechanism": decision.name, **decision.reasons}
-        release.metadata["plan_guarantee"] = {
+        caps = self.vote_caps
+        votes = None if caps is None else self._votes(vote_source.vote_counts(*caps))
+        return self._released(source, votes, rng)
+
+    def _votes(self, votes: Any) -> VoteCounts:
+        if not isinstance(votes, VoteCounts):
+            raise ValidationError("votes", "UserLevelPlan", "VoteCounts", type(votes).__name__)
+        return votes
+
+    def _released(
+        self, source: WeightedSource, votes: VoteCounts | None, rng: RandomSource
+    ) -> Release:
+        """The default plan's release: the decision from the degree histogram and the votes'
+        non-voters, then the chosen mechanism on the same source and votes."""
+        from privhist.mechanisms.user_level.caps import CAP_CANDIDATES
+
+        if not isinstance(source, WeightedSource):
+            raise ValidationError(
+                "source", "UserLevelPlan", "a WeightedSource", type(source).__name__
+            )
+        hist = source.degree_histogram(CAP_CANDIDATES)
+        decision = self.decide(hist, None if votes is None else votes.non_voters, rng)
+        mech = decision.mechanism
+        if decision.name == "vote-selection":
+            # the candidates share one selection budget, so one pair of caps (vote_caps)
+            assert votes is not None and (mech.cap, mech.top_cap) == self.vote_caps
+            release: Release = mech.release_votes(votes, source, rng)
+        else:
+            release = mech.release_weighted(source, rng)
+        return self._stated(decision, release)
+
+    def _stated(self, decision: Decision, release: Release) -> Release:
+        """The release's metadata states the whole plan: its guarantee (the spend; the chosen
+        mechanism's own part moves to ``mechanism_guarantee``), the relation the ledger records
+        (as per-key releases state theirs), and the choice with its reasons."""
+        meta = release.metadata
+        nb = self.neighbouring
+        g = self.guarantee()
+        if "guarantee" in meta:
+            meta["mechanism_guarantee"] = meta["guarantee"]
+        meta["guarantee"] = {
+            "epsilon": g.epsilon,
+            "delta": g.delta,
+            "neighbouring": nb.describe(),
+            "statement": f"{g} under {nb.describe()} neighbours",
+        }
+        meta.setdefault("neighbouring", nb.to_dict())
+        meta["choice"] = {"mechanism": decision.name, **decision.reasons}
+        meta["plan_guarantee"] = {
             "epsilon": self.epsilon,
             "delta": self.delta,
             "composition": "basic" if self.needs_degree_histogram else "single release",
@@ -596,6 +667,7 @@ def choose(
     max_partitions: int | str | None = None,
     mechanism: str = "default",
     confidence: float = 0.95,
+    votes: bool = True,
 ) -> UserLevelPlan:
     """Plan a user-level release from its budget and public bounds only (no data).
 
@@ -608,6 +680,9 @@ def choose(
         mechanism: ``"default"`` or a name (``vote-selection``, a weighted selector, or a
             per-key mechanism).
         confidence: of count intervals.
+        votes: whether the engine can cast vote selection's votes
+            (:class:`~privhist.core.requests.UserVotes`); without, vote selection is left out of
+            the choice and the default plan is cumulative-sips at the DP quantile cap.
 
     Returns:
         A :class:`UserLevelPlan`:
@@ -641,6 +716,10 @@ def choose(
         if max_partitions is None or max_partitions == "auto"
         else check_positive_int(max_partitions, fn, "max_partitions")
     )
+    if cap is not None and cap > MAX_RANKED_CAP:
+        raise ValidationError(
+            "max_partitions", fn, f"at most {MAX_RANKED_CAP} (the largest ranked cap)", cap
+        )
     auto_selector = max_partitions == "auto" and mechanism in weighted_registry()
     if mechanism != "default" and not auto_selector:
         built = _Built(eps, dlt, keys_only, confidence, count_caps=cap is not None)
@@ -667,7 +746,8 @@ def choose(
     if cap is not None:
         built = _Built(eps, dlt, keys_only, confidence, count_caps=True)
         rows = rank_user_level(eps, dlt, keys_only=keys_only, degree=cap, max_keys=cap, built=built)
-        best = next(r for r in rows if r["mechanism_name"] in _CHOSEN)
+        chosen = _CHOSEN if votes else _SELECTORS
+        best = next(r for r in rows if r["mechanism_name"] in chosen)
         return UserLevelPlan(
             eps,
             dlt,
@@ -676,7 +756,7 @@ def choose(
             histogram_epsilon=0.0,
             ranking=_public_rows(rows),
             rule=(
-                f"{best['mechanism_name']}: among the key selectors ({', '.join(_CHOSEN)}), the "
+                f"{best['mechanism_name']}: among the key selectors ({', '.join(chosen)}), the "
                 "fewest users needed for a key to be released with probability 1/2 when each "
                 f"holds max_partitions = {cap} keys; the per-key mechanisms are ranked for "
                 "information (the yardstick leaves out that selectors move weight away from "
@@ -695,7 +775,7 @@ def choose(
     if any(m is None for m in sips.values()):
         raise ValidationError("epsilon", fn, f"large enough for {name} at every cap", epsilon)
     candidates: dict[str, Any] = {name: sips}
-    if mechanism == "default":
+    if mechanism == "default" and votes:
         # keyed by the count cap k_c (0 when keys only): min(the cap, 20) (UserLevelPlan.decide)
         candidates["vote-selection"] = {
             k: built.get("vote-selection", None, k or None)
@@ -709,6 +789,8 @@ def choose(
         )
     else:
         rule = f"{name} at the 0.975-quantile cap of a DP histogram of users' numbers of keys"
+        if not votes:
+            rule += " (the engine cannot cast vote selection's votes)"
     rows = []
     for d in EXPLAIN_DEGREES:
         ranked = rank_user_level(eps_r, dlt, keys_only=keys_only, degree=d, built=built)

@@ -3,10 +3,11 @@ published selectors.
 
 Runs, per data set and (epsilon, delta):
 
-* **privhist's default** (``privhist.planning.user_level.choose``: a DP histogram of users'
-  numbers of keys, then vote selection or cumulative-sips at a DP cap), keys only and with
-  counts, and its user-level mechanisms by name (vote selection, cumulative-sips, DP-SIPS, WGM,
-  Gaussian thresholding, the per-key ``stability`` and ``optimal-selection``);
+* **privhist's default** (``Session.histogram`` with no mechanism and no cap: the user-level
+  plan of ``privhist.planning.user_level.choose``, two DP statistics, then vote selection or
+  cumulative-sips at a DP cap), keys only and with counts, and its user-level mechanisms by
+  name (vote selection, cumulative-sips, DP-SIPS, WGM, Gaussian thresholding, the per-key
+  ``stability`` and ``optimal-selection``);
 * **the published selectors** as float-noise references (``selector_references.py``: WGM,
   DP-SIPS, policy Laplace, policy Gaussian, policy greedy), each at its best cap of a sweep
   over ``REF_CAPS`` (``--ref-runs`` runs per cap);
@@ -53,6 +54,7 @@ import numpy as np
 import polars as pl
 
 import privhist.mechanisms  # noqa: F401
+from privhist import Release, Session
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import SeededRandom
 from privhist.engines.local import count
@@ -65,7 +67,6 @@ from privhist.mechanisms.user_level import (
     WeightedGaussianSelection,
 )
 from privhist.mechanisms.user_level.votes import PairsVoteSource, VoteSelection
-from privhist.planning.user_level import choose
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from selector_references import REFERENCES, UserSets
@@ -206,13 +207,21 @@ CHOICES: dict[tuple[str, float, float, bool], list[str]] = {}
 
 
 def ph_default(eps: float, delta: float, keys_only: bool) -> Callable[[Truth, int], Outcome]:
-    """privhist's default user-level release (:func:`privhist.planning.user_level.choose`)."""
-    plan = choose(eps, delta, keys_only=keys_only)
+    """privhist's default user-level release: ``Session.histogram`` with no mechanism and no cap
+    (the user-level plan, :func:`privhist.planning.user_level.choose`)."""
 
     def run(truth: Truth, seed: int) -> Outcome:
         t = time.perf_counter()
-        src = LocalWeightedSource(truth.pairs, SeededRandom(seed))
-        rel = plan.release(src, _vote_source(truth, seed + 2), SeededRandom(seed + 1))
+        rel = Session().histogram(
+            truth.pairs,
+            key="key",
+            user="user",
+            epsilon=eps,
+            delta=delta,
+            keys_only=keys_only,
+            seed=seed,
+        )
+        assert isinstance(rel, Release)
         choice = rel.metadata["choice"]
         label = choice["mechanism"] + (
             f" cap {choice['cap']}" if choice["mechanism"] != "vote-selection" else ""

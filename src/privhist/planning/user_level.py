@@ -685,15 +685,13 @@ def choose(
             the choice and the default plan is cumulative-sips at the DP quantile cap.
 
     Returns:
-        A :class:`UserLevelPlan`:
-
-        * a named mechanism with an integer cap or none: a fixed plan of it;
-        * ``"default"`` with an integer cap: the best of :func:`rank_user_level` for holders of
-          ``max_partitions`` keys (the most a user holds, as the caller stated);
-        * ``"default"`` with no cap or ``"auto"``: the default plan (a DP degree histogram,
-          then :meth:`UserLevelPlan.decide` between vote selection and cumulative-sips);
-        * a weighted selector with ``"auto"``: that selector at the histogram's 0.975-quantile
-          cap.
+        A :class:`UserLevelPlan`. A named mechanism with an integer cap or none gives a fixed
+        plan of it. ``"default"`` with an integer cap gives the best of
+        :func:`rank_user_level` for holders of ``max_partitions`` keys (the most a user holds,
+        as the caller stated). ``"default"`` with no cap or ``"auto"`` gives the default plan
+        (a DP degree histogram, then :meth:`UserLevelPlan.decide` between vote selection and
+        cumulative-sips). A weighted selector with ``"auto"`` gives that selector at the
+        histogram's 0.975-quantile cap.
 
     Example:
         >>> plan = choose(1.0, 1e-8, keys_only=True)

@@ -1,31 +1,42 @@
-"""User-level key selection and counts on real basket/visit data, against the peers.
+"""User-level key selection and counts on real basket/visit data, against the peers and the
+published selectors.
 
-Runs privhist's user-level mechanisms (weighted selectors WGM and DP-SIPS, Gaussian thresholding,
-and today's per-key mechanisms ``stability`` and ``optimal-selection`` at their best caps),
-PipelineDP 0.3.1 (post-aggregation thresholding on privacy-id counts, Laplace and Gaussian) and
-OpenDP 0.16 (``make_gaussian_threshold`` on counts bounded here to k keys per user, calibrated
-with its own privacy map) on the same data and budget, and prints, per dataset and (epsilon,
-delta): keys released, top-100 and top-1000 recall (against the true distinct-user counts), mean
-absolute error of released counts (against the true distinct-user counts, unbounded) and the
-ceiling: the sum over keys of the optimal (epsilon, delta) release probability of a key held by
-its number of users (Desfontaines et al. 2022, the per-key optimum of ``optimal-selection``; no
-user-level mechanism can release more keys in expectation than its per-key bound allows when
-each user holds one key, and the issue uses it as the ceiling).
+Runs, per data set and (epsilon, delta):
 
-Data (never copied into the repository; a missing file is skipped):
-``retail.dat`` (FIMI, one basket = one user) and ``anonymous-msweb.data`` (UCI: ``C`` lines open
-a user, ``V,area,1`` lines are the areas it visited), under ``--data`` (default
-``/work/shared/data``).
+* **privhist's default** (``Session.histogram`` with no mechanism and no cap: the user-level
+  plan of ``privhist.planning.user_level.choose``, two DP statistics, then vote selection or
+  cumulative-sips at a DP cap), keys only and with counts, and its user-level mechanisms by
+  name (vote selection, cumulative-sips, DP-SIPS, WGM, Gaussian thresholding, the per-key
+  ``stability`` and ``optimal-selection``);
+* **the published selectors** as float-noise references (``selector_references.py``: WGM,
+  DP-SIPS, policy Laplace, policy Gaussian, policy greedy), each at its best cap of a sweep
+  over ``REF_CAPS`` (``--ref-runs`` runs per cap);
+* **the peers**: PipelineDP 0.3.1 (post-aggregation thresholding on privacy-id counts, Laplace
+  k = 1 and Gaussian k = 10) and OpenDP 0.16 (``make_gaussian_threshold`` on counts bounded here
+  to k = 10 keys per user, calibrated with its own privacy map);
+* **the per-key ceiling**: the sum over keys of the optimal (epsilon, delta) release probability
+  of a key held by its number of users (Desfontaines et al. 2022): no user-level mechanism can
+  release more keys in expectation, since a key's release probability, followed from zero
+  holders one added user at a time, obeys the per-key constraints.
+
+It prints keys released, top-100 and top-1000 recall (against the true distinct-user counts),
+mean absolute error of released counts (against the true distinct-user counts, unbounded), and a
+**goals** table: the default keys only against ``min(1.1 x best reference, 0.97 x ceiling)``,
+with counts against ``0.9 x`` the best reference and its count MAE against half of PipelineDP's
+Gaussian thresholding (k = 10), and top-100 recall where 100 keys are released.
+
+Data (never copied into the repository; a missing file is skipped), under ``--data`` (default
+``/work/shared/data``): ``retail.dat`` (FIMI, one basket = one user), ``anonymous-msweb.data``
+and its held-out users ``anonymous-msweb.test`` (UCI: ``C`` lines open a user, ``V,area,1``
+lines are the areas it visited), and **retail households**: the baskets of ``retail.dat`` merged
+five consecutive lines at a time into one user (17,633 users holding 46 keys on average, median
+44: the dense data set, users like listening histories rather than single baskets).
 
 Also sweeps the cap (``Delta0`` for the selectors, ``k`` for Gaussian thresholding and
-stability) at (1, 1e-8) on both datasets and on msweb's held-out users
-(``anonymous-msweb.test``), and plots keys released against the cap (``--plot PATH``; needs
-matplotlib).
+stability) at (1, 1e-8) on every data set (``--sweep``), and plots keys released against the cap
+(``--plot PATH``; needs matplotlib).
 
-The peers run at their best caps (PipelineDP Laplace k = 1, Gaussian k = 10; OpenDP k = 10);
-``--all-peer-caps`` adds PipelineDP Laplace k = 10 and Gaussian k = 1.
-
-Usage: ``python benchmarks/bench_user_level.py [--runs 5] [--quick] [--plot out.png]``.
+Usage: ``python benchmarks/bench_user_level.py [--runs 3] [--quick] [--datasets msweb,retail]``.
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ import numpy as np
 import polars as pl
 
 import privhist.mechanisms  # noqa: F401
+from privhist import Release, Session
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import SeededRandom
 from privhist.engines.local import count
@@ -54,9 +66,15 @@ from privhist.mechanisms.user_level import (
     GaussianThresholdHistogram,
     WeightedGaussianSelection,
 )
+from privhist.mechanisms.user_level.votes import PairsVoteSource, VoteSelection
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from selector_references import REFERENCES, UserSets
 
 BUDGETS = [(1.0, 1e-8), (1.0, 1e-5), (3.0, math.exp(-10))]
 CAPS = [1, 2, 5, 10, 20, 50, 100]
+#: the caps of the references' sweep (their best is reported)
+REF_CAPS = [2, 5, 10, 20, 50, 100, 200]
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -77,15 +95,24 @@ def load_msweb(path: str) -> pl.DataFrame:
     return visits.select("user", pl.col("val").cast(pl.Int64).alias("key")).unique()
 
 
+def load_households(path: str, size: int = 5) -> pl.DataFrame:
+    """``retail.dat`` with ``size`` consecutive baskets merged into one user (the dense set)."""
+    pairs = load_retail(path)
+    return pairs.with_columns(user=(pl.col("user") - 1) // size).unique()
+
+
 @dataclass
 class Truth:
     pairs: pl.DataFrame
     users: dict[Any, int]  # key -> distinct users
     top100: set[Any]
     top1000: set[Any]
+    name: str = ""
+    _sets: UserSets | None = None
 
     @classmethod
-    def of(cls, pairs: pl.DataFrame) -> Truth:
+    def of(cls, pairs: pl.DataFrame, name: str = "") -> Truth:
+        pairs = pairs.select("user", "key").unique()
         per_key = pairs.group_by("key").len().sort(["len", "key"], descending=[True, False])
         keys = per_key["key"].to_list()
         return cls(
@@ -93,7 +120,13 @@ class Truth:
             dict(zip(keys, per_key["len"].to_list(), strict=True)),
             set(keys[:100]),
             set(keys[:1000]),
+            name,
         )
+
+    def user_sets(self) -> UserSets:
+        if self._sets is None:
+            self._sets = UserSets.of(self.pairs)
+        return self._sets
 
 
 @dataclass
@@ -149,6 +182,70 @@ def ph_selector(mech: Any) -> Callable[[Truth, int], Outcome]:
         rel = mech.release_weighted(src, SeededRandom(seed + 1))
         vals = rel.values.tolist() if rel.values is not None else None
         return score(truth, rel.keys.tolist(), vals, time.perf_counter() - t)
+
+    return run
+
+
+def _vote_source(truth: Truth, seed: int) -> PairsVoteSource:
+    return PairsVoteSource(
+        truth.pairs["user"].to_numpy(), truth.pairs["key"].to_numpy(), SeededRandom(seed)
+    )
+
+
+def ph_votes(mech: VoteSelection) -> Callable[[Truth, int], Outcome]:
+    def run(truth: Truth, seed: int) -> Outcome:
+        t = time.perf_counter()
+        rel = mech.release(_vote_source(truth, seed), SeededRandom(seed + 1))
+        vals = rel.values.tolist() if rel.values is not None else None
+        return score(truth, rel.keys.tolist(), vals, time.perf_counter() - t)
+
+    return run
+
+
+#: what the default chose in the runs of this process, by (data set label, budget, keys only)
+CHOICES: dict[tuple[str, float, float, bool], list[str]] = {}
+
+
+def ph_default(eps: float, delta: float, keys_only: bool) -> Callable[[Truth, int], Outcome]:
+    """privhist's default user-level release: ``Session.histogram`` with no mechanism and no cap
+    (the user-level plan, :func:`privhist.planning.user_level.choose`)."""
+
+    def run(truth: Truth, seed: int) -> Outcome:
+        t = time.perf_counter()
+        rel = Session().histogram(
+            truth.pairs,
+            key="key",
+            user="user",
+            epsilon=eps,
+            delta=delta,
+            keys_only=keys_only,
+            seed=seed,
+        )
+        assert isinstance(rel, Release)
+        choice = rel.metadata["choice"]
+        label = choice["mechanism"] + (
+            f" cap {choice['cap']}" if choice["mechanism"] != "vote-selection" else ""
+        )
+        CHOICES.setdefault((truth.name, eps, delta, keys_only), []).append(label)
+        vals = rel.values.tolist() if rel.values is not None else None
+        return score(truth, rel.keys.tolist(), vals, time.perf_counter() - t)
+
+    return run
+
+
+def reference(
+    name: str, eps: float, delta: float, cap: int | None
+) -> Callable[[Truth, int], Outcome]:
+    """A float-noise reference of a published selector (``selector_references.py``)."""
+    fn, capped = REFERENCES[name]
+
+    def run(truth: Truth, seed: int) -> Outcome:
+        t = time.perf_counter()
+        us = truth.user_sets()
+        rng = np.random.default_rng(seed)
+        idx = fn(us, eps, delta, cap, rng) if capped else fn(us, eps, delta, rng)
+        keys = [us.labels[i] for i in idx.tolist()]
+        return score(truth, keys, None, time.perf_counter() - t)
 
     return run
 
@@ -260,48 +357,55 @@ def ceiling(truth: Truth, eps: float, delta: float) -> float:
     return float(sum(rp[n] for n in truth.users.values()))
 
 
+DEFAULT_KEYS = "privhist default, keys only"
+DEFAULT_COUNTS = "privhist default, with counts"
+PIPELINEDP_GAUSSIAN = "PipelineDP Gaussian k=10"
+
+
 def mechanisms(
-    eps: float, delta: float, peers: bool, all_peer_caps: bool = False
+    eps: float, delta: float, peers: bool, all_peer_caps: bool = False, named: bool = True
 ) -> list[tuple[str, Callable[[Truth, int], Outcome]]]:
     u = Neighbouring.user
     out: list[tuple[str, Callable[[Truth, int], Outcome]]] = [
-        (
-            "privhist optimal-selection keys-only k=1",
-            ph_counts_mechanism(OptimalSelection(eps, delta, u(1, 1), keys_only=True), 1, False),
-        ),
-        (
-            "privhist stability k=1",
-            ph_counts_mechanism(StabilityHistogram(eps, delta, u(1, 1)), 1, True),
-        ),
-        (
-            "privhist stability k=10",
-            ph_counts_mechanism(StabilityHistogram(eps, delta, u(10, 1)), 10, True),
-        ),
-        (
-            "privhist gaussian-threshold k=10",
-            ph_counts_mechanism(GaussianThresholdHistogram(eps, delta, u(10, 1)), 10, True),
-        ),
-        ("privhist wgm (default D0=20)", ph_selector(WeightedGaussianSelection(eps, delta))),
-        ("privhist wgm D0=50", ph_selector(WeightedGaussianSelection(eps, delta, max_keys=50))),
-        ("privhist dp-sips (default D0=20)", ph_selector(DPSIPS(eps, delta))),
-        ("privhist dp-sips D0=50", ph_selector(DPSIPS(eps, delta, max_keys=50))),
-        ("privhist dp-sips +counts (defaults)", ph_selector(DPSIPS(eps, delta, counts=True))),
-        ("privhist cumulative-sips (defaults)", ph_selector(CumulativeSIPS(eps, delta))),
-        (
-            "privhist cumulative-sips +counts (defaults)",
-            ph_selector(CumulativeSIPS(eps, delta, counts=True)),
-        ),
+        (DEFAULT_KEYS, ph_default(eps, delta, True)),
+        (DEFAULT_COUNTS, ph_default(eps, delta, False)),
     ]
+    if named:
+        out += [
+            ("privhist vote-selection", ph_votes(VoteSelection(eps, delta))),
+            ("privhist vote-selection +counts", ph_votes(VoteSelection(eps, delta, counts=True))),
+            ("privhist cumulative-sips D0=20", ph_selector(CumulativeSIPS(eps, delta))),
+            (
+                "privhist cumulative-sips D0=20 +counts",
+                ph_selector(CumulativeSIPS(eps, delta, counts=True)),
+            ),
+            ("privhist dp-sips D0=20", ph_selector(DPSIPS(eps, delta))),
+            ("privhist wgm D0=20", ph_selector(WeightedGaussianSelection(eps, delta))),
+            (
+                "privhist gaussian-threshold k=10",
+                ph_counts_mechanism(GaussianThresholdHistogram(eps, delta, u(10, 1)), 10, True),
+            ),
+            (
+                "privhist optimal-selection keys-only k=1",
+                ph_counts_mechanism(
+                    OptimalSelection(eps, delta, u(1, 1), keys_only=True), 1, False
+                ),
+            ),
+            (
+                "privhist stability k=1",
+                ph_counts_mechanism(StabilityHistogram(eps, delta, u(1, 1)), 1, True),
+            ),
+        ]
     if peers:
-        # each peer at its best cap on both datasets (Laplace k = 1, Gaussian k = 10; measured
-        # with --all-peer-caps); the other caps cost most of the run time (PipelineDP's local
-        # backend is pure Python)
+        # each peer at its best cap on retail and msweb (Laplace k = 1, Gaussian k = 10;
+        # measured with --all-peer-caps); the other caps cost most of the run time (PipelineDP's
+        # local backend is pure Python)
         out.append(("PipelineDP Laplace k=1", pipelinedp(eps, delta, 1, False)))
         if all_peer_caps:
             out.append(("PipelineDP Laplace k=10", pipelinedp(eps, delta, 10, False)))
             out.append(("PipelineDP Gaussian k=1", pipelinedp(eps, delta, 1, True)))
         out += [
-            ("PipelineDP Gaussian k=10", pipelinedp(eps, delta, 10, True)),
+            (PIPELINEDP_GAUSSIAN, pipelinedp(eps, delta, 10, True)),
             ("OpenDP gaussian_threshold k=10", opendp_gaussian(eps, delta, 10)),
         ]
     return out
@@ -309,6 +413,40 @@ def mechanisms(
 
 def fmt(x: float, digits: int = 1) -> str:
     return "-" if math.isnan(x) else f"{x:,.{digits}f}"
+
+
+@dataclass
+class Row:
+    keys: float
+    top100: float
+    top1000: float
+    mae: float
+    seconds: float
+
+    @classmethod
+    def mean(cls, res: list[Outcome]) -> Row:
+        maes = [r.mae for r in res if not math.isnan(r.mae)]
+        return cls(
+            float(np.mean([r.keys for r in res])),
+            float(np.mean([r.top100 for r in res])),
+            float(np.mean([r.top1000 for r in res])),
+            float(np.mean(maes)) if maes else math.nan,
+            float(np.mean([r.seconds for r in res])),
+        )
+
+
+def references(
+    truth: Truth, eps: float, delta: float, runs: int
+) -> dict[str, tuple[Row, int | None]]:
+    """Every reference at its best cap of :data:`REF_CAPS` (mean keys over ``runs`` runs)."""
+    best: dict[str, tuple[Row, int | None]] = {}
+    for name, (_fn, capped) in REFERENCES.items():
+        for cap in REF_CAPS if capped else [None]:
+            fn = reference(name, eps, delta, cap)
+            row = Row.mean([fn(truth, 7919 * i + 3) for i in range(runs)])
+            if name not in best or row.keys > best[name][0].keys:
+                best[name] = (row, cap)
+    return best
 
 
 def table(
@@ -319,21 +457,72 @@ def table(
     runs: int,
     peers: bool,
     all_peer_caps: bool = False,
-) -> None:
+    ref_runs: int = 2,
+    named: bool = True,
+) -> dict[str, Any]:
+    """One data set at one budget: prints the table, returns the figures the goals need."""
+    ceil = ceiling(truth, eps, delta)
     print(f"\n### {name}, (epsilon, delta) = ({eps:g}, {delta:.3g}), mean of {runs} runs")
     print(
         f"users {truth.pairs['user'].n_unique():,}, keys {len(truth.users):,}, "
-        f"(user, key) pairs {truth.pairs.height:,}; ceiling {ceiling(truth, eps, delta):,.0f} keys"
+        f"(user, key) pairs {truth.pairs.height:,}; per-key ceiling {ceil:,.1f} keys"
     )
     print("| mechanism | keys | top-100 recall | top-1000 recall | MAE of counts | s/run |")
     print("|---|---|---|---|---|---|")
-    for label, fn in mechanisms(eps, delta, peers, all_peer_caps):
-        res = [fn(truth, 1000 * i + 17) for i in range(runs)]
+    rows: dict[str, Row] = {}
+    for label, fn in mechanisms(eps, delta, peers, all_peer_caps, named):
+        r = Row.mean([fn(truth, 1000 * i + 17) for i in range(runs)])
+        rows[label] = r
         print(
-            f"| {label} | {fmt(np.mean([r.keys for r in res]))} | "
-            f"{np.mean([r.top100 for r in res]):.3f} | {np.mean([r.top1000 for r in res]):.3f} | "
-            f"{fmt(float(np.mean([r.mae for r in res])), 2)} | "
-            f"{np.mean([r.seconds for r in res]):.2f} |",
+            f"| {label} | {fmt(r.keys)} | {r.top100:.3f} | {r.top1000:.3f} | "
+            f"{fmt(r.mae, 2)} | {r.seconds:.2f} |",
+            flush=True,
+        )
+    refs = references(truth, eps, delta, ref_runs) if ref_runs > 0 else {}
+    for ref, (r, cap) in refs.items():
+        where = "" if cap is None else f" (best cap {cap})"
+        print(
+            f"| reference: {ref}{where} | {fmt(r.keys)} | {r.top100:.3f} | {r.top1000:.3f} | - "
+            f"| {r.seconds:.2f} |",
+            flush=True,
+        )
+    for keys_only in (True, False):
+        seen = CHOICES.get((truth.name, eps, delta, keys_only), [])
+        if seen:
+            tally = {c: seen.count(c) for c in sorted(set(seen))}
+            what = "keys only" if keys_only else "with counts"
+            print(f"default ({what}) chose: {tally}")
+    return {"ceiling": ceil, "rows": rows, "refs": refs}
+
+
+def goals(results: dict[tuple[str, float, float], dict[str, Any]]) -> None:
+    """The goals of the user-level default, per data set and budget (module notes)."""
+    print("\n### goals at default flags")
+    print(
+        "| data set | budget | keys only | goal | with counts | goal | MAE | goal (PipelineDP/2) "
+        "| top-100 recall |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (name, eps, delta), res in results.items():
+        rows, refs = res["rows"], res["refs"]
+        best_ref = max((r.keys for r, _ in refs.values()), default=math.nan)
+        goal_keys = min(1.1 * best_ref, 0.97 * res["ceiling"])
+        k, c = rows[DEFAULT_KEYS], rows[DEFAULT_COUNTS]
+        pdp = rows.get(PIPELINEDP_GAUSSIAN)
+        goal_mae = pdp.mae / 2 if pdp is not None else math.nan
+
+        def mark(ok: bool) -> str:
+            return "met" if ok else "NOT met"
+
+        # each release whose keys number at least 100
+        recalls = [r.top100 for r in (k, c) if r.keys >= 100]
+        recall = min(recalls) if recalls else math.nan
+        print(
+            f"| {name} | ({eps:g}, {delta:.3g}) | {fmt(k.keys)} | {fmt(goal_keys)} "
+            f"{mark(k.keys >= goal_keys)} | {fmt(c.keys)} | {fmt(0.9 * best_ref)} "
+            f"{mark(c.keys >= 0.9 * best_ref)} | {fmt(c.mae, 2)} | {fmt(goal_mae, 2)} "
+            f"{mark(c.mae <= goal_mae) if not math.isnan(goal_mae) else ''} | "
+            f"{fmt(recall, 3)}{'' if math.isnan(recall) else ' ' + mark(recall >= 0.98)} |",
             flush=True,
         )
 
@@ -425,18 +614,33 @@ def throughput(records: int, rounds: int) -> None:
     compare(systems, rounds=rounds, title=f"throughput, {records:,} user-level records")
 
 
+LOADERS: dict[str, tuple[str, str, Callable[[str], pl.DataFrame]]] = {
+    "retail": ("retail.dat", "retail.dat", load_retail),
+    "msweb": ("anonymous-msweb.data", "anonymous-msweb.data", load_msweb),
+    "msweb.test": ("anonymous-msweb.test", "anonymous-msweb.test", load_msweb),
+    "households": ("retail households (5 baskets)", "retail.dat", load_households),
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--data", default="/work/shared/data")
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--ref-runs", type=int, default=2, help="runs per cap of the references")
     ap.add_argument("--sweep-runs", type=int, default=2)
+    ap.add_argument(
+        "--datasets", default=",".join(LOADERS), help=f"comma-separated, of {', '.join(LOADERS)}"
+    )
+    ap.add_argument("--budgets", default="all", help="'all' or indices into BUDGETS, e.g. 0,2")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--no-named", action="store_true", help="only the default and the peers")
     ap.add_argument(
         "--all-peer-caps",
         action="store_true",
         help="also PipelineDP Laplace k=10 and Gaussian k=1 (slow; never better than k=1 / k=10)",
     )
     ap.add_argument("--quick", action="store_true", help="one budget, 2 runs, no sweep")
+    ap.add_argument("--sweep", action="store_true", help="also the cap sweep (and plot)")
     ap.add_argument("--sweep-only", action="store_true", help="only the cap sweep (and plot)")
     ap.add_argument(
         "--throughput", type=int, default=0, help="only time N synthetic records (e.g. 10**7)"
@@ -448,29 +652,44 @@ def main() -> None:
         throughput(args.throughput, args.rounds)
         return
     datasets = []
-    for name, file, loader in (
-        ("retail.dat", "retail.dat", load_retail),
-        ("anonymous-msweb.data", "anonymous-msweb.data", load_msweb),
-    ):
+    for key in args.datasets.split(","):
+        if key not in LOADERS:
+            ap.error(f"unknown data set {key!r}; choose from {', '.join(LOADERS)}")
+        name, file, loader = LOADERS[key]
         path = os.path.join(args.data, file)
         if not os.path.exists(path):
             print(f"skipping {name}: {path} not found", file=sys.stderr)
             continue
-        datasets.append((name, Truth.of(loader(path))))
-    budgets = BUDGETS[:1] if args.quick else BUDGETS
+        datasets.append((name, Truth.of(loader(path), name)))
+    budgets = (
+        BUDGETS[:1]
+        if args.quick
+        else BUDGETS
+        if args.budgets == "all"
+        else [BUDGETS[int(i)] for i in args.budgets.split(",")]
+    )
     runs = 2 if args.quick else args.runs
+    print(f"load average at start: {os.getloadavg()}")
+    results: dict[tuple[str, float, float], dict[str, Any]] = {}
     for eps, delta in [] if args.sweep_only else budgets:
         for name, truth in datasets:
-            table(name, truth, eps, delta, runs, not args.no_peers, args.all_peer_caps)
-    if args.quick:
+            results[(name, eps, delta)] = table(
+                name,
+                truth,
+                eps,
+                delta,
+                runs,
+                not args.no_peers,
+                args.all_peer_caps,
+                args.ref_runs,
+                not args.no_named,
+            )
+    if results:
+        goals(results)
+    print(f"load average at end: {os.getloadavg()}")
+    if args.quick or not (args.sweep or args.sweep_only):
         return
-    # the cap sweep also runs on msweb's held-out users (anonymous-msweb.test, 5,000 users): a
-    # third sample for the default caps (no other user-level dataset is in the shared data)
-    held_out = os.path.join(args.data, "anonymous-msweb.test")
-    sweep_sets = list(datasets)
-    if os.path.exists(held_out):
-        sweep_sets.append(("anonymous-msweb.test", Truth.of(load_msweb(held_out))))
-    curves = {name: sweep(name, truth, args.sweep_runs) for name, truth in sweep_sets}
+    curves = {name: sweep(name, truth, args.sweep_runs) for name, truth in datasets}
     if args.plot and curves:
         import matplotlib
 

@@ -109,6 +109,10 @@ def test_catalogue_equals_the_registry() -> None:
             f"    {name!r}: {selector!r},"
         )
     assert list(catalogue.WEIGHTED) == list(weighted), "catalogue lists an unregistered selector"
+    from privhist.mechanisms.user_level.votes import VoteSelection
+
+    first = (VoteSelection.__doc__ or "").strip().splitlines()[0]
+    assert catalogue.VOTES == {VoteSelection.name: first}
 
 
 def _sub(parser: argparse.ArgumentParser) -> Any:

@@ -13,6 +13,7 @@ or sorts differently disagrees with it.
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 import os
 from collections import defaultdict
@@ -37,10 +38,11 @@ from privhist.core.requests import (
     Request,
     UserItems,
     UserKeys,
+    UserVotes,
     ValueRange,
     Values,
 )
-from privhist.core.weighted import WeightedCounts
+from privhist.core.weighted import VoteCounts, WeightedCounts
 from privhist.engines.base import Engine, Handler
 from privhist.engines.keyed_noise import release_keyed, runs_per_key
 from privhist.engines.priorities import PairPriorities, group_code, record_codes
@@ -188,6 +190,7 @@ class ReferenceEngine(Engine):
         return {
             KeyCounts: self.key_counts,
             UserKeys: self.user_keys,
+            UserVotes: self.user_votes,
             ColumnValues: self.column_values,
             KeyWeights: self.key_weights,
             UserItems: self.user_items,
@@ -236,6 +239,41 @@ class ReferenceEngine(Engine):
         for u, key in records:
             per[u][key] += 1
         return ReferenceSource({u: set(r) for u, r in per.items()}, per, rng)
+
+    def user_votes(self, source: Any, request: UserVotes, rng: RandomSource, _: bool) -> Any:
+        """The vote rule by its definition: a 128-bit salt, then one 64-bit priority per user
+        (users in sorted order); users vote fewest keys first (ties by priority, then label),
+        each for its first key in the salted-hash order (ties by key) below the cap, else below
+        the top cap."""
+        records, _facts = _records(source, request.fields)
+        held: dict[Any, set[Any]] = defaultdict(set)
+        for u, key in records:
+            held[u].add(key)
+        users = sorted(held)
+        salt = rng.uint64(2).astype(">u8").tobytes()
+        priority = rng.uint64(len(users))
+
+        def place(key: Any) -> tuple[int, Any]:
+            text = str(key).encode("utf-8")
+            return int.from_bytes(hashlib.blake2b(salt + text, digest_size=8).digest(), "big"), key
+
+        turns = sorted(
+            range(len(users)), key=lambda i: (len(held[users[i]]), int(priority[i]), users[i])
+        )
+        votes: dict[Any, int] = {}
+        non_voters = 0
+        for i in turns:
+            ballot = sorted(held[users[i]], key=place)
+            below = [key for key in ballot if votes.get(key, 0) < request.cap]
+            if not below:
+                non_voters += 1
+                below = [key for key in ballot if votes.get(key, 0) < request.top_cap]
+            if below:
+                votes[below[0]] = votes.get(below[0], 0) + 1
+        keys = sorted(votes)
+        return VoteCounts(
+            _arr(keys), np.array([votes[x] for x in keys], dtype=np.int64), non_voters
+        )
 
     def column_values(
         self, source: Any, request: ColumnValues, rng: RandomSource, _: bool

@@ -28,6 +28,7 @@ from privhist.core.requests import (
     Request,
     UserItems,
     UserKeys,
+    UserVotes,
 )
 from privhist.engines.base import Engine
 from privhist.engines.local import LocalEngine
@@ -193,6 +194,31 @@ def test_users_keys_answer_every_round_as_the_reference(
         close = getattr(got, "close", None)
         if close is not None:
             close()
+
+
+@pytest.mark.parametrize("form", ["table", "file"])
+def test_users_votes_equal_the_reference(
+    engine: tuple[str, Engine, Any], form: str, data: dict[str, Any]
+) -> None:
+    """Vote selection's votes: each engine's rule (vectorised on the driver) equals the rule
+    written out user by user, with caps that leave keys at the cap, non-voters, and top-cap
+    votes."""
+    label, eng, spark = engine
+    for key_type in (None, "int"):
+        column = "ks" if key_type is None else "ki"
+        request = UserVotes(Fields(column, "user", Reading(key_type=key_type)), cap=3, top_cap=5)
+        if form == "table" and key_type == "int":
+            request = UserVotes(Fields(column, "user"), cap=3, top_cap=5)
+        assert eng.supports(request)
+        got = _answer(eng, _source(label, form, data, spark), request)
+        want = _answer(ReferenceEngine(), data[form], request)
+        assert got.keys.tolist() == want.keys.tolist()
+        assert got.votes.tolist() == want.votes.tolist()
+        assert got.non_voters == want.non_voters > 0
+        assert int(got.votes.max()) > 3 and int((got.votes == 3).sum()) > 0  # top-cap votes
+        # every user with a key votes once, or finds all its keys at the top cap
+        users = data["table"].drop_nulls(["user", column])["user"].n_unique()
+        assert int(got.votes.sum()) <= users <= int(got.votes.sum()) + got.non_voters
 
 
 @pytest.mark.parametrize("form", ["table", "file"])

@@ -48,6 +48,9 @@ CALLS: dict[str, Any] = {
     "user-level histogram": lambda s, src: s.histogram(
         src, key="word", user="user", epsilon=1, delta=1e-6, seed=4
     ),
+    "vote selection": lambda s, src: s.histogram(
+        src, key="word", user="user", mechanism="vote-selection", epsilon=1, delta=1e-6, seed=4
+    ),
     "heavy hitters": lambda s, src: s.heavy_hitters(src, key="word", epsilon=2, delta=1e-6, seed=4),
     "one-shot heavy hitters": lambda s, src: s.heavy_hitters(
         src, key="word", epsilon=1, delta=1e-6, one_shot=True, seed=4

@@ -150,7 +150,13 @@ def test_parquet_release_is_a_dataset_written_by_spark(spark: Any, tmp_path: Pat
     session = Session(ledger, "d", engine=SparkEngine(spark))
     out = tmp_path / "release.parquet"
     kwargs: dict[str, Any] = dict(
-        key="key", user="user", max_partitions=3, epsilon=1, delta=1e-6, output=out
+        key="key",
+        user="user",
+        mechanism="stability",
+        max_partitions=3,
+        epsilon=1,
+        delta=1e-6,
+        output=out,
     )
     release = session.histogram(data, **kwargs)
     assert not isinstance(release, DryRun) and release.diagnostics["noise"] == "executors"

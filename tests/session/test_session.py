@@ -437,17 +437,19 @@ def test_weighted_selectors_through_the_session_and_the_cli(
         Session().histogram(frame, key="item", mechanism=mechanism, epsilon=1, delta=1e-6)
 
 
-def test_user_level_default_is_cumulative_sips_unless_a_cap_is_given() -> None:
+def test_user_level_default_is_the_plan_and_a_cap_ranks_the_selectors() -> None:
     frame = _baskets(2, 2000)
     base: dict[str, Any] = dict(key="item", user="user", epsilon=1, delta=1e-6, seed=1)
     r = Session().histogram(frame, **base)
-    assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "cumulative-sips"
+    assert not isinstance(r, DryRun)
+    assert r.metadata["choice"]["mechanism"] in ("vote-selection", "cumulative-sips")
     capped = Session().histogram(frame, max_partitions=1, **base)
-    assert not isinstance(capped, DryRun) and capped.metadata["mechanism"] != "cumulative-sips"
+    assert not isinstance(capped, DryRun)
+    assert capped.metadata["choice"]["rule"].startswith(capped.metadata["mechanism"])
     plan = Session().histogram(
         frame, dry_run=True, **{k: v for k, v in base.items() if k != "seed"}
     )
-    assert isinstance(plan, DryRun) and plan.details["mechanism"] == "cumulative-sips"
+    assert isinstance(plan, DryRun) and plan.details["mechanism"] == "user-level-default"
 
 
 def test_max_partitions_auto_spends_one_budget_for_cap_and_release() -> None:
@@ -456,7 +458,13 @@ def test_max_partitions_auto_spends_one_budget_for_cap_and_release() -> None:
     frame = _baskets(3, 3000)
     with Session.in_memory(Budget(1.0, 1e-6), unit="user") as s:
         r = s.histogram(
-            frame, key="item", user="user", max_partitions="auto", epsilon=1.0, delta=1e-6
+            frame,
+            key="item",
+            user="user",
+            mechanism="cumulative-sips",
+            max_partitions="auto",
+            epsilon=1.0,
+            delta=1e-6,
         )
         assert not isinstance(r, DryRun) and r.metadata["mechanism"] == "cumulative-sips"
         assert r.metadata["cap"]["max_partitions"] in CAP_CANDIDATES

@@ -321,10 +321,11 @@ def test_certified_delta_is_the_gaussian_profile_formula(mech: CumulativeSIPS) -
 
 def test_the_zcdp_route_stays_where_item_4_does_not_pay() -> None:
     """With ``spent_rho > 0`` the two parts compose in zCDP; with counts at (3, 1e-5) the count
-    term's ``eta`` would leave more noise than the zCDP route; both certify delta."""
+    term's ``eta`` (a count share of 0.3) would leave more noise than the zCDP route; both certify
+    delta."""
     m = CumulativeSIPS(1.0, 1e-8, spent_rho=Fraction(1, 1000))
     assert not m.gaussian_profile and m.certified_delta() <= 1e-8
     assert m.sigma2s[-1] > CumulativeSIPS(1.0, 1e-8).sigma2s[-1]  # more noise than item 4's
-    c = CumulativeSIPS(3.0, 1e-5, counts=True)
+    c = CumulativeSIPS(3.0, 1e-5, counts=True, count_share=0.3)
     assert not c.gaussian_profile and c.certified_delta() <= 1e-5
     assert CumulativeSIPS(3.0, 1e-5).gaussian_profile  # keys only: item 4 pays

@@ -361,7 +361,7 @@ _SELECTOR_CONSTRAINTS: tuple[tuple[str, Constraint], ...] = (
     ("ratio", Constraint.real(0, open_low=True, optional=True)),
     ("threshold_share", _SHARE),
     ("counts", Constraint.flag()),
-    ("count_share", _SHARE),
+    ("count_share", Constraint.real(0, 1, open_low=True, open_high=True, optional=True)),
     ("count_max_keys", _AT_LEAST_ONE),
     ("spent_rho", Constraint.rational(0)),
     ("confidence", _SHARE),
@@ -380,5 +380,14 @@ WEIGHTED: dict[str, Selector] = {
     "wgm": Selector(
         "WGM: one round of weighted Gaussian selection (Gopi et al. 2020, Thm 5.1).",
         _SELECTOR_CONSTRAINTS,
+    ),
+}
+
+#: the user-level key selectors that are not weighted, by name, with their docstring's first line
+#: (:class:`~privhist.mechanisms.user_level.votes.VoteSelection`; the command line reaches
+#: ``epsilon``, ``delta``, ``confidence`` and ``counts`` as the negation of ``--keys-only``)
+VOTES: dict[str, str] = {
+    "vote-selection": (
+        "One vote per user, cast in turn for the user's first key below a cap in a public random"
     ),
 }

@@ -219,10 +219,11 @@ def _histogram_parser(sub: Any) -> None:
     h.add_argument("--input-format", choices=["csv", "parquet", "ndjson", "text", "fimi"])
     h.add_argument(
         "--mechanism",
-        choices=["default", *catalogue.names(), *catalogue.WEIGHTED],
+        choices=["default", *catalogue.names(), *catalogue.WEIGHTED, *catalogue.VOTES],
         default="default",
-        help="a registered mechanism, or a weighted user-level selector (wgm, dp-sips, "
-        "cumulative-sips)",
+        help="a registered mechanism, a weighted user-level selector (wgm, dp-sips, "
+        "cumulative-sips), or vote-selection (user-level: one vote per user, no cap); default "
+        "on user-level data: the key selectors' plan (--dry-run explains its choice)",
     )
     _privacy_args(h)
     h.add_argument("--domain", help="file with the public key domain, one key per line")

@@ -21,6 +21,9 @@ request                    answer
                            keys, held where the data lives; the weighted selectors ask it round by
                            round (weighted sums, sums over held subsets, user counts of released
                            keys, degree and records histograms), with released keys removed
+:class:`UserVotes`         :class:`~privhist.core.weighted.VoteCounts`: the votes of vote selection
+                           (one per user, cast in turn under public vote caps); engines that
+                           cannot run the rule say so in ``supports``
 :class:`ColumnValues`      :class:`Values`: the numeric values of one column (quantiles, ranges)
 :class:`KeyWeights`        :class:`Values` with keys: one weight (or count) per distinct key
                            (weighted samples)
@@ -123,6 +126,19 @@ class KeyCounts(Request):
 class UserKeys(Request):
     """Each user's distinct keys (user-level data), held where the data lives, as a
     :class:`~privhist.core.weighted.WeightedSource` the weighted selectors ask round by round."""
+
+
+@dataclass(frozen=True)
+class UserVotes(Request):
+    """The votes of vote selection (user-level data): every user casts one vote, in increasing
+    order of its number of distinct keys (ties by a uniform random priority), for its first key
+    in a public random key order (a salted hash) whose votes are below ``cap``, else below
+    ``top_cap`` (:mod:`privhist.mechanisms.user_level.votes` states the rule and its proof).
+    The answer is a :class:`~privhist.core.weighted.VoteCounts`. The rule is sequential over
+    users; an engine that cannot run it where the data lives says so in ``supports``."""
+
+    cap: int = 1
+    top_cap: int = 1
 
 
 @dataclass(frozen=True)
@@ -267,6 +283,7 @@ class Closeable(Protocol):
 _NAMES = {
     "KeyCounts": "key counts",
     "UserKeys": "users' keys (weighted selection)",
+    "UserVotes": "users' votes (vote selection)",
     "ColumnValues": "the values of a column",
     "KeyWeights": "weights per key",
     "UserItems": "users' item counts",

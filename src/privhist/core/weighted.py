@@ -25,6 +25,9 @@ most ``scale`` units). The aggregate is the per-key sum of these integer weights
   :class:`~privhist.core.requests.UserKeys` implements them (local:
   :class:`privhist.engines.local.weighting.LocalWeightedSource`, Spark:
   :class:`privhist.engines.spark.weighting.SparkWeightedSource`).
+* :class:`VoteCounts` is the answer of :class:`~privhist.core.requests.UserVotes`: the keys that
+  received a vote under vote selection's rule, their vote counts and the number of users who
+  cast no vote below the cap (:mod:`privhist.mechanisms.user_level.votes`).
 """
 
 from __future__ import annotations
@@ -138,3 +141,24 @@ class WeightedSource(Protocol):
         users whose most records on one key ``m`` satisfy ``bounds[i - 1] < m <= bounds[i]``;
         the last entry those above every bound (the input of a DP records-per-key cap)."""
         ...
+
+
+@dataclass(frozen=True)
+class VoteCounts:
+    """The keys that received a vote (sorted) and their vote counts, with facts about the input
+    (``info``: non-private, for diagnostics).
+
+    >>> VoteCounts(np.array(["a"]), np.array([3]), 1).votes.tolist()
+    [3]
+    """
+
+    keys: npt.NDArray[Any]
+    votes: npt.NDArray[np.int64]
+    #: users who cast no vote below ``Gamma`` (every key they hold had ``Gamma`` votes at their
+    #: turn); adding or removing a user changes it by at most one
+    #: (:mod:`privhist.mechanisms.user_level.votes`, item 2)
+    non_voters: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])

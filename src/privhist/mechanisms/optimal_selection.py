@@ -275,6 +275,20 @@ class OptimalSelection(Mechanism):
         """``N`` with ``P[released] = N / 2**grid_bits`` for a key held by ``units`` units."""
         return int(self._nums[min(int(units), len(self._nums) - 1)])
 
+    def keep(self, units: npt.ArrayLike, rng: RandomSource) -> npt.NDArray[np.bool_]:
+        """One exact Bernoulli(``pi_n``) draw per entry ``n`` of ``units`` (whether each key is
+        released; ``pi_0 = 0``), as a release draws them.
+
+        >>> from privhist.core.random import SeededRandom
+        >>> OptimalSelection(1.0, 1e-3, keys_only=True).keep([0, 40], SeededRandom(0)).tolist()
+        [False, True]
+        """
+        u = np.asarray(units, dtype=np.int64)
+        if u.ndim != 1 or (u.size and int(u.min()) < 0):
+            raise ValidationError("units", "keep", "non-negative integers", units)
+        out: npt.NDArray[np.bool_] = self._keep_table.draw(self._index(u), rng)
+        return out
+
     def reporting_probability(self, max_count: int) -> npt.NDArray[np.float64]:
         idx = self._index(np.arange(max_count + 1, dtype=np.int64))
         probs = [float(Fraction(int(n), 1 << self.grid_bits)) for n in self._nums]

@@ -69,6 +69,7 @@ from privhist.core.requests import (
     KeyCounts,
     KeyedDraw,
     Request,
+    UserVotes,
     check_fields,
 )
 from privhist.core.validation import MAX_EPSILON, check_delta, check_epsilon
@@ -465,8 +466,11 @@ class Session:
             user: the user column for user-level privacy (``True`` for text/FIMI files: each
                 line is a user; FIMI files are always user-level).
             mechanism: a registered mechanism name, a weighted selector (``wgm``, ``dp-sips``,
-                ``cumulative-sips``), or ``"default"`` (the planner's choice; user-level data
-                with no cap: ``cumulative-sips``).
+                ``cumulative-sips``), ``vote-selection`` (user-level, no cap), or ``"default"``
+                (the planner's choice; user-level data with a delta: the user-level plan of
+                :func:`privhist.planning.user_level.choose`, which with no cap decides between
+                vote selection and cumulative-sips inside the spend and with a cap ranks every
+                key selector; a dry run's ``details["choice"]`` says how).
             max_partitions, max_per_partition: the contribution bounds ``k`` and ``c`` for
                 user-level data. ``max_partitions="auto"`` spends 5% of the budget on a DP
                 quantile of users' key counts, in the same spend; ``max_per_partition="auto"``
@@ -541,6 +545,7 @@ class Session:
             domain=dom,
             confidence=confidence,
             options=opts,
+            votes=fields.user_level and self.engine.supports(UserVotes(fields)),
         )
         return self.release(
             releasable,

@@ -34,11 +34,11 @@ from privhist.session.releases import (
     WeightedSampleRelease,
 )
 
-#: the mechanism of a user-level release given no contribution cap: cumulative-sips with its
-#: default cap released the most keys (keys only) and, with counts, more keys at a smaller error
-#: than every per-key mechanism and PipelineDP on retail and msweb
-#: (benchmarks/bench_user_level.py)
-USER_LEVEL_DEFAULT = "cumulative-sips"
+#: the mechanism of a user-level release given no contribution cap: the user-level plan
+#: (:func:`privhist.planning.user_level.choose`), which chooses between vote selection and
+#: cumulative-sips from two DP statistics bought in the same spend; with a cap, the key
+#: selector that needs the fewest users for a key at that cap (benchmarks/bench_user_level.py)
+USER_LEVEL_DEFAULT = "user-level-default"
 
 #: what a dry run reports: the release's parameters
 Details = dict[str, Any]
@@ -85,9 +85,12 @@ def histogram(
     domain: Any,
     confidence: float,
     options: dict[str, Any],
+    votes: bool = True,
 ) -> tuple[Releasable, Mechanism | None, Details]:
-    """The release of a histogram (see :meth:`privhist.session.Session.histogram`)."""
-    known = {"default", *registry.names(), *registry.weighted_registry()}
+    """The release of a histogram (see :meth:`privhist.session.Session.histogram`); ``votes``
+    says whether the engine casts vote selection's votes (else the user-level plan leaves vote
+    selection out)."""
+    known = {"default", "vote-selection", *registry.names(), *registry.weighted_registry()}
     if not isinstance(mechanism_name, str) or mechanism_name not in known:
         raise ValidationError("mechanism", fn, f"one of {', '.join(sorted(known))}", mechanism_name)
     if not user_level:
@@ -100,14 +103,29 @@ def histogram(
                     param, fn, "given together with a user column (user-level data)", value
                 )
     name = mechanism_name
-    no_cap = max_partitions is None and max_per_partition is None
-    if name == "default" and user_level and no_cap and domain is None:
-        # user-level data with no cap given: the most accurate release measured
-        name = USER_LEVEL_DEFAULT
+    if name == "vote-selection":
+        return _votes(
+            fn,
+            epsilon,
+            delta,
+            user_level,
+            max_partitions,
+            max_per_partition,
+            domain,
+            confidence,
+            options,
+        )
+    if (
+        name == "default"
+        and user_level
+        and domain is None
+        and max_per_partition in (None, 1)
+        and (max_partitions in (None, "auto") or (delta > 0 and _ranked(max_partitions)))
+        and set(options) <= {"keys_only"}
+    ):
+        # user-level data: the user-level plan (the most accurate release measured)
         _needs_delta(fn, delta)
-    if max_partitions == "auto" and name == "default":
-        name = USER_LEVEL_DEFAULT
-        _needs_delta(fn, delta)
+        return _user_level_plan(fn, epsilon, delta, max_partitions, confidence, options, votes)
     auto = "auto" in (max_partitions, max_per_partition)
     if name in registry.weighted_registry():
         return _weighted(
@@ -139,17 +157,102 @@ def histogram(
     return mech, mech, {"mechanism": mech.name}
 
 
+def _ranked(max_partitions: int | str | None) -> bool:
+    """Whether the user-level plan ranks the selectors at this integer cap (larger caps go to
+    the per-key planner)."""
+    from privhist.planning.user_level import MAX_RANKED_CAP
+
+    return isinstance(max_partitions, int) and 1 <= max_partitions <= MAX_RANKED_CAP
+
+
 def _needs_delta(fn: str, delta: float) -> None:
-    """The user-level default (cumulative-sips) needs a delta: say so, and what would not."""
+    """The user-level default (the key selectors' plan) needs a delta: say so, and what would
+    not."""
     if delta <= 0:
         raise ValidationError(
             "delta",
             fn,
-            f"> 0 for the default mechanism of user-level data ({USER_LEVEL_DEFAULT}); with "
+            "> 0 for the default mechanism of user-level data (the key selectors' plan); with "
             "delta 0 give a cap (max_partitions) and a pure-DP mechanism: dense or "
             "basic-geometric with a public domain, or pure-sparse",
             delta,
         )
+
+
+def _only_keys_only(where: str, options: dict[str, Any]) -> bool:
+    """``keys_only`` from ``options``, refusing every other option."""
+    opts = dict(options)
+    keys_only = bool(opts.pop("keys_only", False))
+    if opts:
+        first = sorted(opts)[0]
+        raise ValidationError(first, where, "an option of this mechanism", opts[first])
+    return keys_only
+
+
+def _user_level_plan(
+    fn: str,
+    epsilon: float,
+    delta: float,
+    max_partitions: int | str | None,
+    confidence: float,
+    options: dict[str, Any],
+    votes: bool,
+) -> tuple[Releasable, Mechanism | None, Details]:
+    """The user-level plan (:func:`privhist.planning.user_level.choose`): with no cap (or
+    ``"auto"``) vote selection or cumulative-sips, decided inside the spend; with a cap the
+    best key selector for it. A dry run shows the choice and the ranking."""
+    from privhist.planning.user_level import choose
+
+    keys_only = _only_keys_only(f"{fn} with mechanism default", options)
+    plan = choose(
+        epsilon,
+        delta,
+        keys_only=keys_only,
+        max_partitions=max_partitions,
+        confidence=confidence,
+        votes=votes,
+    )
+    explained = plan.explain()
+    details: Details = {
+        "mechanism": plan.name,
+        "choice": explained["choice"],
+        "explanation": explained,
+    }
+    return plan, None, details
+
+
+def _votes(
+    fn: str,
+    epsilon: float,
+    delta: float,
+    user_level: bool,
+    max_partitions: int | str | None,
+    max_per_partition: int | str | None,
+    domain: Any,
+    confidence: float,
+    options: dict[str, Any],
+) -> tuple[Releasable, Mechanism | None, Details]:
+    """Vote selection (:class:`~privhist.mechanisms.user_level.votes.VoteSelection`): one vote
+    per user, no cap on the keys a user holds; keys only with ``keys_only``, else keys and
+    counts."""
+    from privhist.mechanisms.user_level.votes import VoteSelection
+
+    where = f"{fn} with mechanism vote-selection"
+    if not user_level:
+        raise ValidationError("user", where, "a user column (user-level data)", None)
+    if domain is not None:
+        raise ValidationError("domain", where, "None", "a domain")
+    for param, value in (
+        ("max_partitions", max_partitions),
+        ("max_per_partition", max_per_partition),
+    ):
+        if value is not None:
+            raise ValidationError(
+                param, where, "None (each user casts one vote, whatever it holds)", value
+            )
+    keys_only = _only_keys_only(where, options)
+    votes = VoteSelection(epsilon, delta, counts=not keys_only, confidence=confidence)
+    return votes, None, {"mechanism": votes.name, **votes.parameters()}
 
 
 def _weighted(
@@ -179,11 +282,7 @@ def _weighted(
             "1 (the selectors count users, not records)",
             max_per_partition,
         )
-    opts = dict(options)
-    keys_only = bool(opts.pop("keys_only", False))
-    if opts:
-        first = sorted(opts)[0]
-        raise ValidationError(first, where, "an option of this mechanism", opts[first])
+    keys_only = _only_keys_only(where, options)
     cls = registry.weighted_registry()[name]
     kwargs: dict[str, Any] = {"counts": not keys_only, "confidence": confidence}
     if max_partitions == "auto":

@@ -5,7 +5,8 @@ scans, and in-memory tables of the Python data ecosystem: Polars ``DataFrame``/`
 pandas ``DataFrame`` and pyarrow ``Table`` (pandas and pyarrow tables are converted to Polars,
 zero-copy where Arrow allows). It answers every request of :mod:`privhist.core.requests`:
 key counts with contribution bounding (:func:`privhist.engines.local.counting.count`), users' keys
-for the weighted selectors (:class:`~privhist.engines.local.weighting.LocalWeightedSource`), the
+for the weighted selectors (:class:`~privhist.engines.local.weighting.LocalWeightedSource`) and
+their votes for vote selection, the
 values of a column, weights per key, users' item counts, and keyed draws (each key's noise from a
 keyed stream, as the Spark engine draws on its executors: :mod:`privhist.engines.keyed_noise`).
 """
@@ -33,9 +34,11 @@ from privhist.core.requests import (
     Request,
     UserItems,
     UserKeys,
+    UserVotes,
     ValueRange,
     Values,
 )
+from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler
 from privhist.engines.keyed_noise import release_keyed, runs_per_key
 from privhist.engines.local.aggregate import aggregates, group_frame, value_range
@@ -172,6 +175,7 @@ class LocalEngine(Engine):
         return {
             KeyCounts: self._key_counts,
             UserKeys: self._user_keys,
+            UserVotes: self._user_votes,
             ColumnValues: self._column_values,
             KeyWeights: self._key_weights,
             UserItems: self._user_items,
@@ -274,6 +278,22 @@ class LocalEngine(Engine):
             user=fields.user if fields.user is not None else True,
             format=file_format(fields),
             key_type=fields.reading.key_type,
+            rng=rng,
+        )
+
+    def _user_votes(
+        self, source: Any, request: UserVotes, rng: RandomSource, progress: bool
+    ) -> VoteCounts:
+        """The vote rule run on this machine over the distinct (user, key) pairs (one pass over
+        the users in voting order: :func:`~privhist.mechanisms.user_level.votes.cast_votes`)."""
+        from privhist.mechanisms.user_level.votes import cast_votes
+
+        pairs = self._user_keys(source, UserKeys(request.fields), rng, progress).pairs
+        return cast_votes(
+            pairs["user"].to_numpy(),
+            pairs["key"].to_numpy(),
+            cap=request.cap,
+            top_cap=request.top_cap,
             rng=rng,
         )
 

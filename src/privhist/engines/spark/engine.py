@@ -54,7 +54,9 @@ user once; each partition is null-counted, grouped into pairs, bounded and count
 count's facts (records, nulls, users) in its null-key row. The secret is drawn before that pass
 (it cannot know yet whether some user holds more than ``k`` keys); when none does, a seeded
 source is put back to its state before the draw, so that seeded runs still read the local
-engine's words. A Parquet release is written by Spark itself, staged and published after the
+engine's words. Vote selection's votes (:class:`~privhist.core.requests.UserVotes`) are cast on
+the driver from the distinct (user, key) pairs the executors find: the rule is sequential over
+users. A Parquet release is written by Spark itself, staged and published after the
 spend commits (:mod:`privhist.engines.spark.publish`).
 
 Key and user types follow the local engine's rules (:mod:`privhist.io.readers`): files' keys are
@@ -89,9 +91,11 @@ from privhist.core.requests import (
     KeyWeights,
     Request,
     UserKeys,
+    UserVotes,
     ValueRange,
     Values,
 )
+from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler, Publisher
 from privhist.engines.keyed_noise import runs_per_key
 from privhist.engines.priorities import PairPriorities
@@ -151,6 +155,7 @@ class SparkEngine(Engine):
         return {
             KeyCounts: self._key_counts,
             UserKeys: self._user_keys,
+            UserVotes: self._user_votes,
             ColumnValues: self._column_values,
             KeyWeights: self._key_weights,
             KeyedDraw: self._keyed_draw,
@@ -202,6 +207,37 @@ class SparkEngine(Engine):
             )
         df, from_file = self._frame(source, request.fields, fn)
         return SparkWeightedSource(self._select(df, request.fields, from_file, fn), rng)
+
+    def _user_votes(
+        self, source: Any, request: UserVotes, rng: RandomSource, progress: bool
+    ) -> VoteCounts:
+        """Vote selection's votes. The rule is sequential over users (each vote depends on the
+        votes cast before it), so the distinct (user, key) pairs are found on the executors and
+        collected to the driver, which runs the rule as the local engine does
+        (:func:`~privhist.mechanisms.user_level.votes.cast_votes`): the driver holds one row per
+        distinct pair, and the votes equal the local engine's for a seed."""
+        from pyspark.sql import functions as F
+
+        from privhist.mechanisms.user_level.votes import cast_votes
+
+        fn = "histogram"
+        if not request.fields.user_level:
+            raise ValidationError("user", fn, "a user column (vote selection is user-level)", None)
+        df, from_file = self._frame(source, request.fields, fn)
+        pairs = (
+            self._select(df, request.fields, from_file, fn)
+            .select("user", "key")
+            .filter(F.col("user").isNotNull() & F.col("key").isNotNull())
+            .distinct()
+            .toArrow()
+        )
+        return cast_votes(
+            arrow_keys(pairs.column("user")),
+            arrow_keys(pairs.column("key")),
+            cap=request.cap,
+            top_cap=request.top_cap,
+            rng=rng,
+        )
 
     def _column_values(
         self, source: Any, request: ColumnValues, rng: RandomSource, progress: bool

@@ -45,9 +45,10 @@ above the stated ``delta``).
 
 Calibration: ``(1 - threshold_share) delta`` for the zCDP part (``rho`` the largest with
 ``delta_z(rho) <= (1 - threshold_share) delta``), ``threshold_share delta`` for ``Pr[F]``. With
-counts, ``count_share`` of ``rho`` goes to the counts and the rest to selection. Counts are unbiased
-for the bounded user counts (independent symmetric noise on a public key set) and come with
-intervals from the exact discrete Gaussian quantiles.
+counts, ``count_share`` of ``rho`` goes to the counts and the rest to selection. Counts are the
+bounded user counts plus independent symmetric noise on a public key set, clipped to at least 1
+(a released key has a holder; post-processing), with intervals from the exact discrete Gaussian
+quantiles that cover the counted users (:mod:`._counts` states what they cover).
 
 Defaults measured against alternatives (DP-SIPS, keys only, (1, 1e-8), ``Delta0 = 20``, mean of
 5 runs, retail / msweb keys; default 1,760 / 143.6): ``threshold_share`` 0.05: 1,663 / 142.4,
@@ -91,6 +92,7 @@ from privhist.core.version import LIBRARY
 from privhist.core.weighted import WeightedSource
 from privhist.io.release import Release
 from privhist.mechanisms.registry import register_weighted
+from privhist.mechanisms.user_level._counts import clipped_count_columns, count_statement
 from privhist.mechanisms.user_level._gauss import (
     calibrate,
     calibrate_threshold,
@@ -124,6 +126,8 @@ class WeightedSelector:
     default_rounds: ClassVar[int] = 1
     #: the geometric ratio of the rounds' zCDP fractions when ``ratio`` is not given
     default_ratio: ClassVar[float] = DEFAULT_RATIO
+    #: the share of the zCDP budget the counts take when ``count_share`` is not given
+    default_count_share: ClassVar[float] = DEFAULT_COUNT_SHARE
 
     @classmethod
     def constraints(cls) -> dict[str, Constraint]:
@@ -139,7 +143,7 @@ class WeightedSelector:
             "ratio": Constraint.real(0, open_low=True, optional=True),
             "threshold_share": share,
             "counts": Constraint.flag(),
-            "count_share": share,
+            "count_share": Constraint.real(0, 1, open_low=True, open_high=True, optional=True),
             "count_max_keys": Constraint.integer(1),
             "spent_rho": Constraint.rational(0),
             "confidence": share,
@@ -157,7 +161,7 @@ class WeightedSelector:
         ratio: float | None = None,
         threshold_share: float = DEFAULT_THRESHOLD_SHARE,
         counts: bool = False,
-        count_share: float = DEFAULT_COUNT_SHARE,
+        count_share: float | None = None,
         count_max_keys: int = DEFAULT_COUNT_MAX_KEYS,
         spent_rho: Fraction | float = 0,
         confidence: float = 0.95,
@@ -176,7 +180,9 @@ class WeightedSelector:
         self.ratio: float = check("ratio", self.default_ratio if ratio is None else ratio)
         self.threshold_share: float = check("threshold_share", threshold_share)
         self.counts: bool = check("counts", counts)
-        self.count_share: float = check("count_share", count_share)
+        self.count_share: float = check(
+            "count_share", self.default_count_share if count_share is None else count_share
+        )
         self.count_max_keys: int = check("count_max_keys", count_max_keys)
         spent: Fraction = check("spent_rho", spent_rho)
         self.confidence: float = check("confidence", confidence)
@@ -376,17 +382,12 @@ class WeightedSelector:
         if self.count_sigma2 is not None:
             counted = source.unit_counts(keys, self.count_max_keys)
             assert counted.keys.shape == keys.shape
-            dist = DiscreteGaussian(self.count_sigma2)
-            values = counted.counts + discrete_gaussian(self.count_sigma2, rng, len(counted))
-            w = int(dist.interval(self.confidence)[1])
-            columns = {
-                "values": values,
-                "estimates": values.astype(np.float64),
-                "lower": values - w,
-                "upper": values + w,
-            }
+            noisy = counted.counts + discrete_gaussian(self.count_sigma2, rng, len(counted))
+            columns = clipped_count_columns(noisy, self.count_sigma2, self.confidence)
             info["records_counted"] = int(counted.counts.sum())
         meta = self.metadata(rng)
+        if self.count_sigma2 is not None:
+            meta["counts"] = count_statement(self.count_max_keys, self.confidence)
         meta["released_keys"] = int(keys.shape[0])
         meta["released_per_round"] = per_round
         return Release(keys=keys, metadata=meta, diagnostics=info, **columns)

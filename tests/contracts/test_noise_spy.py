@@ -23,6 +23,7 @@ for a registered mechanism, selector or metric without one.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1220,6 +1221,18 @@ def _aggregation_contract(kind: str, setting: str) -> None:
         assert spec.high == math.floor(Fraction(hi_b) / r)
         assert rel.metadata["metrics"]["m"]["clamped_to_units"] == [spec.low, spec.high]
     parts = _agg_sensitivities(kind, spec, c)
+    if kind == "quantiles" and spec is not None:
+        # the tree's noise is drawn lazily, one batch of children per level of the descent:
+        # every batch at the tree's parameter, whole sets of children, at most every node once
+        levels, b = spec.tree or (0, 1)
+        tree_param = agg.noise_parameters(chosen)[-1][1]
+        batches = []
+        while used and used[-1].parameter == tree_param:
+            batches.insert(0, used.pop())
+        asked = len(metric.levels)  # one descent per level asked, sharing the nodes it reads
+        assert len(batches) <= levels * asked and all(d.size % b == 0 for d in batches)
+        assert g * b <= sum(d.size for d in batches) <= min(g * spec.nodes, g * levels * b * asked)
+        used.append(dataclasses.replace(batches[0], size=g * spec.nodes))
     metric_draws = used[-len(parts) :]
     selection_draws = used[: len(used) - len(parts)]
     if public:

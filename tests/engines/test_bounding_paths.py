@@ -186,6 +186,7 @@ def test_local_parquet_in_several_passes(
     path = tmp_path / "records.parquet"
     frame.write_parquet(path)
     monkeypatch.setattr(counting, "ROWS_PER_USER_PARTITION", frame.height // 4)
+    monkeypatch.setattr(counting, "_CODE_ROWS_PER_PASS", frame.height // 4)  # integer ids
     result = count(
         path,
         key="key",
@@ -216,23 +217,22 @@ def test_bound_contributions_returns_exactly_k_pairs_of_at_most_c() -> None:
 
 
 def test_keep_mask_ties_are_broken_by_key_order() -> None:
-    """Equal priorities (a constant priority function): the packed and the two-column sorts keep
-    each user's first ``k`` rows in (user, key) order, exactly ``k`` of them."""
+    """Equal priorities (a constant priority function): each user keeps its first ``k`` rows in
+    (user, key) order, exactly ``k`` of them."""
     sizes = np.array([10, 3, 70, 2], dtype=np.int64)
     for k in (3, 65):
-        for group_ids in (None, np.repeat(np.array([0, 1, 1 << 30, (1 << 30) + 1]), sizes)):
-            keep, bounded = counting._keep_mask(
-                sizes,
-                k,
-                lambda rows: np.zeros(sizes.sum() if rows is None else rows.size, dtype=np.uint64),
-                group_ids,
-            )
-            starts = np.cumsum(sizes) - sizes
-            for s, n in zip(starts, sizes, strict=True):
-                block = keep[s : s + n]
-                assert block.sum() == min(n, k)
-                assert block[: min(n, k)].all()
-            assert bounded == int((sizes > k).sum())
+        keep, bounded = counting._keep_mask(
+            sizes,
+            k,
+            lambda rows: np.zeros(sizes.sum() if rows is None else rows.size, dtype=np.uint64),
+        )
+        assert keep is not None
+        starts = np.cumsum(sizes) - sizes
+        for s, n in zip(starts, sizes, strict=True):
+            block = keep[s : s + n]
+            assert block.sum() == min(n, k)
+            assert block[: min(n, k)].all()
+        assert bounded == int((sizes > k).sum())
 
 
 # -- the Spark engine's per-partition bounding (Arrow in, per-key rows out) -------------------

@@ -30,6 +30,14 @@ client processes on 127.0.0.1 is timed as well. Flower's SecAgg+ is measured for
 ``flwr`` imports; otherwise the table says so. Prints numbers; asserts nothing.
 
 Goal (issue #12): SecAgg+ with n = 1000, d = 2048, 10 % dropouts in at most 60 s of CPU.
+
+``--federated-frequency N D`` times the whole command ``privhist federated-frequency`` (TFFE:
+two secure sums, the quantile round and the frame round) on a data set of N users and D items
+that it writes itself (each user holds 1 to 20 records of uniformly drawn items; a fixed seed),
+with ``--secure-sum ideal`` and ``--secure-sum secagg+``, each run in a fresh process, the two
+alternating first over ``--rounds`` rounds; it prints each process's CPU seconds (user +
+system) and peak RSS, the load, and the median of the within-round CPU ratios. Goals (issue
+#28): ``secagg+`` at N = 3000, D = 12 within 4x the ideal sum's CPU and under 0.5 GB.
 """
 
 from __future__ import annotations
@@ -229,6 +237,77 @@ def network_round(clients: int) -> None:
     )
 
 
+def write_frequency_data(folder: Path, users: int, items: int, seed: int = 0) -> None:
+    """``visits.csv`` (user, key) and ``domain.txt`` for ``--federated-frequency``."""
+    import random
+
+    rng = random.Random(seed)
+    keys = [f"item{j}" for j in range(items)]
+    with open(folder / "visits.csv", "w") as f:
+        f.write("user,key\n")
+        for u in range(users):
+            for _ in range(rng.randint(1, 20)):
+                f.write(f"u{u},{rng.choice(keys)}\n")
+    (folder / "domain.txt").write_text("\n".join(keys) + "\n")
+
+
+def _measured(argv: list[str]) -> tuple[float, float, int]:
+    """CPU seconds (user + system), peak RSS in bytes and wall seconds of one fresh process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} failed: {err.strip()[-500:]}")
+    rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    return usage.ru_utime + usage.ru_stime, wall, rss
+
+
+def compare_frequency(users: int, items: int, rounds: int) -> None:
+    """``privhist federated-frequency`` with the ideal sum and with SecAgg+ (module notes)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_frequency_data(folder, users, items)
+        cli = "from privhist.cli.main import main; raise SystemExit(main())"
+        base = [sys.executable, "-c", cli, "federated-frequency"]
+        base += [str(folder / "visits.csv"), "--user", "user", "--key", "key", "--epsilon", "3"]
+        base += ["--delta", "1e-5", "--domain", str(folder / "domain.txt"), "--max-items", "20"]
+        base += ["--json", "--no-progress", "--secure-sum"]
+        print(
+            f"privhist federated-frequency (TFFE), {users} users, d = {items}: ideal sum against "
+            "secagg+, each in a fresh process"
+        )
+        head = (
+            f"{'round':>5} {'first':>8} {'load':>5} | {'ideal CPU s':>11} {'RSS MiB':>7} | "
+            f"{'secagg+ CPU s':>13} {'RSS MiB':>7} | {'CPU ratio':>9}"
+        )
+        print(head)
+        print("-" * len(head))
+        ratios, peak = [], 0
+        for r in range(rounds):
+            load = os.getloadavg()[0]
+            order = ["ideal", "secagg+"] if r % 2 == 0 else ["secagg+", "ideal"]
+            got = {name: _measured([*base, name]) for name in order}
+            (ci, _, ri), (cs, _, rs) = got["ideal"], got["secagg+"]
+            ratios.append(cs / ci)
+            peak = max(peak, rs)
+            print(
+                f"{r:>5} {order[0]:>8} {load:>5.2f} | {ci:>11.2f} {ri / 2**20:>7.0f} | "
+                f"{cs:>13.2f} {rs / 2**20:>7.0f} | {cs / ci:>8.2f}x",
+                flush=True,
+            )
+        med = statistics.median(ratios)
+        print(
+            f"median of within-round CPU ratios secagg+ / ideal: {med:.2f}x (goal <= 4x: "
+            f"{'met' if med <= 4 else 'NOT met'}); secagg+ peak RSS {peak / 2**20:.0f} MiB "
+            f"(goal < 512 MiB: {'met' if peak < 1 << 29 else 'NOT met'})"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, nargs="+", default=[100, 500, 1000])
@@ -241,6 +320,13 @@ def main() -> int:
     ap.add_argument("--flower", nargs=3, metavar=("N", "D", "DROP"), help="compare with Flower")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --flower")
     ap.add_argument("--flower-python", default=FLOWER_PYTHON)
+    ap.add_argument(
+        "--federated-frequency",
+        nargs=2,
+        type=int,
+        metavar=("USERS", "D"),
+        help="time privhist federated-frequency with the ideal sum and with secagg+",
+    )
     ap.add_argument("--one", nargs=4, metavar=("N", "D", "DROP", "SEED"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -248,6 +334,10 @@ def main() -> int:
         print(json.dumps(one_secaggplus(int(n), int(d), float(drop), int(seed))))
         return 0
     print(f"load average {os.getloadavg()[0]:.2f} (2-core figures need an idle machine)")
+    if args.federated_frequency:
+        compare_frequency(*args.federated_frequency, args.rounds)
+        if not args.variants:
+            return 0
     if args.flower:
         n, d, drop = args.flower
         compare_with_flower(int(n), int(d), float(drop), args.rounds, args.flower_python, args.seed)

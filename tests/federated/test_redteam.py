@@ -304,19 +304,20 @@ class BadDealer(SecAggClient):
     """Deals its seed shares from two different polynomials (each committed honestly)."""
 
     def _on_roster(self, msg: Message) -> Message:
-        real = shamir.split
+        real = shamir.split_many
 
-        def split(secret: int, t: int, xs: Any, rng: RandomSource) -> list[int]:
-            shares = real(secret, t, xs, rng)
-            if secret == int.from_bytes(self._b, "big"):
-                shares[-1] = (shares[-1] + 1) % shamir.PRIME
-            return shares
+        def split_many(secrets: Any, t: int, xs: Any, rng: RandomSource) -> list[list[int]]:
+            rows = real(secrets, t, xs, rng)
+            for secret, shares in zip(secrets, rows, strict=True):
+                if secret == int.from_bytes(self._b, "big"):
+                    shares[-1] = (shares[-1] + 1) % shamir.PRIME
+            return rows
 
-        shamir.split = split  # type: ignore[assignment]
+        shamir.split_many = split_many  # type: ignore[assignment]
         try:
             return super()._on_roster(msg)
         finally:
-            shamir.split = real
+            shamir.split_many = real
 
 
 def test_a_dealer_of_inconsistent_shares_is_named() -> None:
@@ -488,13 +489,45 @@ def test_shared_agreements_give_the_same_messages() -> None:
             SeededRandom(7),
             {"masked": {4}},
             shared_agreements=shared,
+            wire=wire,
         )
-        for shared in (False, True)
+        for shared, wire in ((False, True), (True, True), (True, False))
     ]
-    assert [m.encode() for m in runs[0].server.transcript] == [
-        m.encode() for m in runs[1].server.transcript
-    ]
-    assert runs[0].server.result.tolist() == runs[1].server.result.tolist()
+    # shared keys and masks, and messages handed over without their wire form, change nothing
+    for other in runs[1:]:
+        assert [m.encode() for m in runs[0].server.transcript] == [
+            m.encode() for m in other.server.transcript
+        ]
+        assert runs[0].server.result.tolist() == other.server.result.tolist()
+    assert sum(runs[2].bytes_sent.values()) == 0 < sum(runs[0].bytes_sent.values())
+
+
+def test_a_shared_memo_agrees_each_pair_once_per_purpose(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privhist.federated.secagg import crypto
+
+    calls: list[bytes] = []
+    real = crypto._exchange
+
+    def counted(key: Any, peer: Any, info: bytes, round_id: int) -> bytes:
+        calls.append(info)
+        return real(key, peer, info, round_id)
+
+    monkeypatch.setattr(crypto, "_exchange", counted)
+    n, k = 14, 4
+    config = RoundConfig(3, 101, 3, tuple(range(n)), 3, k)
+    x = SeededRandom(5).uniform_below(101, n * 3).reshape(n, 3)
+    out = run_in_process(
+        config,
+        {u: x[u] for u in range(n)},
+        lambda u: SeededRandom(100 + u),
+        SeededRandom(7),
+        shared_agreements=True,
+        wire=False,
+    )
+    assert out.ok and out.server.result.tolist() == [int(v) for v in x.sum(axis=0) % 101]
+    pairs = n * k // 2  # edges of the Harary graph; no dropouts, so the server agrees nothing
+    assert sorted(set(calls)) == sorted({crypto._ENC_INFO, crypto._MASK_INFO})
+    assert calls.count(crypto._ENC_INFO) == calls.count(crypto._MASK_INFO) == pairs
 
 
 def test_an_aborted_round_raises() -> None:

@@ -170,6 +170,55 @@ def test_mask_prg_is_a_function_of_its_seed() -> None:
         crypto.prg_uniform(b"\x01" * 32, 1, 5)
 
 
+@pytest.mark.parametrize("q", [2, 1001, 1 << 32, (1 << 40) + 15, 3 << 60, 1 << 62])
+def test_the_batched_mask_prg_gives_each_seeds_own_masks(q: int) -> None:
+    seeds = [bytes([i]) * 32 for i in range(1, 40)]
+    rows = crypto.prg_uniform_many(seeds, q, 300)
+    assert rows.shape == (39, 300)
+    for seed, row in zip(seeds, rows, strict=True):
+        assert row.tolist() == crypto.prg_uniform(seed, q, 300).tolist()
+    assert crypto.prg_uniform_many([], q, 5).shape == (0, 5)
+
+
+def test_the_batched_mask_prg_reads_on_when_a_row_runs_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a first pass of one word leaves (nearly) every row short: each continues its own stream
+    monkeypatch.setattr(crypto, "first_batch", lambda size, accept: 1)
+    seeds = [bytes([i]) * 32 for i in range(1, 20)]
+    rows = crypto.prg_uniform_many(seeds, 1001, 50)
+    assert [r.tolist() for r in rows] == [crypto.prg_uniform(s, 1001, 50).tolist() for s in seeds]
+
+
+@pytest.mark.parametrize("t", [2, 19, 60])
+def test_shares_dealt_together_lie_on_their_own_polynomials(t: int) -> None:
+    rng = SeededRandom(t)
+    xs = sorted({rng.randbelow(1 << 20) + 1 for _ in range(t + 6)})
+    secrets = [rng.randbelow(shamir.PRIME) for _ in range(3)] + [shamir.PRIME - 1]
+    rows = shamir.split_many(secrets, t, xs, rng)
+    weights = shamir.Weights(xs)
+    challenge = rng.randbelow(shamir.PRIME)
+    for secret, ys in zip(secrets, rows, strict=True):
+        assert all(0 <= y < shamir.PRIME for y in ys)
+        assert weights.consistent(ys, t, challenge)  # degree < t: no lane spilled
+        if t > 2:
+            assert not weights.consistent(ys, t - 1, challenge)
+        pts = list(zip(xs, ys, strict=True))
+        assert shamir.reconstruct(pts[-t:], t) == secret
+        assert shamir.reconstruct(pts[:t], t) == secret
+
+
+def test_interpolation_denominators_match_their_definition() -> None:
+    import math
+
+    rng = SeededRandom(8)
+    for m in (1, 3, 4, 37, 90):
+        for top in (50, 1 << 20, 1 << 40):
+            xs = sorted({rng.randbelow(top) + 1 for _ in range(m)})
+            want = [x * math.prod([x - z for z in xs if z != x]) % shamir.PRIME for x in xs]
+            assert shamir._denominators(xs) == want
+
+
 def test_agreement_and_authenticated_encryption() -> None:
     rng = SeededRandom(2)
     a, b = crypto.KeyPair(rng), crypto.KeyPair(rng)

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from privhist.core.errors import ProtocolAbort, ProtocolError, UnsupportedError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.federated.secagg.crypto import Agreements
+from privhist.federated.secagg.messages import Message
 from privhist.federated.secagg.protocol import (
     STAGES,
     RoundConfig,
@@ -90,6 +91,7 @@ def run_in_process(
     dropouts: Mapping[str, Iterable[int]] | None = None,
     *,
     shared_agreements: bool = False,
+    wire: bool = True,
 ) -> RoundOutcome:
     """One full round among in-process clients (see the module notes).
 
@@ -102,7 +104,11 @@ def run_in_process(
         shared_agreements: Let the simulated clients share one memo of agreed keys, so each
             pair's two X25519 agreements are computed once instead of at both ends (the
             messages are the same bytes; ``client_cpu`` is then no longer each client's own
-            cost, so measurements keep the default).
+            cost, so measurements keep the default). The memo also hands each pair's mask
+            ``PRG(s_{u,v})`` from the end that expanded it to the other end.
+        wire: Send every message through its wire encoding (bytes counted). ``False`` hands
+            the message objects over as they are (the same messages; nothing encoded,
+            decoded or counted), for an aggregator that only wants the sum.
     """
     drop = check_dropouts(dropouts, "run_in_process")
     gone: set[int] = set()
@@ -110,26 +116,33 @@ def run_in_process(
     out = RoundOutcome(server, {})
     sent = dict.fromkeys(config.clients, 0)
     recv = dict.fromkeys(config.clients, 0)
-    memo = Agreements() if shared_agreements else None
+    memo = Agreements(shared=True) if shared_agreements else None
     c0 = time.process_time()
     for u in config.clients:
         out.clients[u] = SecAggClient(u, config, vectors[u], client_rng(u), memo)
     client_cpu = time.process_time() - c0
     server_cpu = 0.0
-    outbox: dict[int, bytes] = {}
+
+    def encode(msg: Message) -> bytes | Message:
+        return msg.encode() if wire else msg
+
+    def size(data: bytes | Message) -> int:
+        return len(data) if isinstance(data, bytes) else 0
+
+    outbox: dict[int, bytes | Message] = {}
     gone |= drop.get("advertise", set())
     c0 = time.process_time()
     for u in config.clients:
         if u not in gone:
-            outbox[u] = out.clients[u].advertise().encode()
+            outbox[u] = encode(out.clients[u].advertise())
     client_cpu += time.process_time() - c0
     for stage in STAGES:
         s0 = time.process_time()
         for u, data in outbox.items():
-            sent[u] += len(data)
+            sent[u] += size(data)
             server.receive(data)
         replies = server.close_stage()
-        wire = {u: m.encode() for u, m in replies.items()}
+        inbox = {u: encode(m) for u, m in replies.items()}
         server_cpu += time.process_time() - s0
         if server.stage is Stage.ABORTED:
             break
@@ -138,10 +151,10 @@ def run_in_process(
             gone |= drop.get(nxt, set())
         outbox = {}
         c0 = time.process_time()
-        for u, data in wire.items():
+        for u, data in inbox.items():
             if u in gone:
                 continue
-            recv[u] += len(data)
+            recv[u] += size(data)
             try:
                 reply = out.clients[u].handle(data)
             except ProtocolError as exc:  # the client refuses to go on: for the server, a dropout
@@ -149,7 +162,7 @@ def run_in_process(
                 gone.add(u)
                 continue
             if reply is not None:
-                outbox[u] = reply.encode()
+                outbox[u] = encode(reply)
         client_cpu += time.process_time() - c0
     out.client_cpu, out.server_cpu = client_cpu, server_cpu
     out.bytes_sent, out.bytes_received = sent, recv
@@ -164,7 +177,7 @@ MAX_SECAGG_SECONDS = 60.0
 _KEYPAIR_S = 70e-6  # X25519 key pair from a seed
 _AGREE_S = 40e-6  # X25519 exchange + HKDF
 _PAIR_MISC_S = 40e-6  # per neighbour and client: AES-GCM both ways, commitments, encodings
-_HORNER_S = 0.15e-6  # one step of Horner's rule (dealing a share)
+_HORNER_S = 0.2e-6  # one step of Horner's rule on a client's two packed polynomials
 _INTERPOLATE_S = 0.05e-6  # one small-integer product of an interpolation's weights
 _PRG_CALL_S = 10e-6  # one mask expansion, fixed part
 _PRG_ENTRY_S = 12e-9  # one mask entry (AES-CTR, rejection, modular addition)
@@ -207,9 +220,11 @@ def round_cost(variant: str, n: int, d: int, neighbours: int, threshold: int) ->
 
     Per round with ``s = k + 1`` (the closed neighbourhood; ``n`` for SecAgg): ``2n`` key
     pairs; ``n k / 2`` pairs of agreements (shared by both ends in the simulation); ``n k``
-    encryptions and decryptions; ``2 n s t`` Horner steps to deal the shares and ``O(s^2)``
-    interpolation steps per rebuilt secret; ``n (k + 1)`` mask expansions of ``d`` entries.
-    Full SecAgg grows like ``n^3`` (the Shamir work), SecAgg+ like ``n log^2 n``.
+    encryptions and decryptions; ``n s t`` Horner steps to deal the shares (a client's two
+    polynomials in one pass) and ``O(s^2)`` interpolation steps per rebuilt secret;
+    ``n (k / 2 + 2)`` mask expansions of ``d`` entries (each pair's once, shared by its two ends
+    in the simulation; each self mask by its client and by the server). Full SecAgg grows like
+    ``n^3`` (the Shamir work), SecAgg+ like ``n log^2 n``.
     """
     k = n - 1 if neighbours == 0 or neighbours >= n - 1 else neighbours
     s = k + 1
@@ -218,9 +233,9 @@ def round_cost(variant: str, n: int, d: int, neighbours: int, threshold: int) ->
         2 * n * _KEYPAIR_S
         + n * k * _AGREE_S
         + n * k * _PAIR_MISC_S
-        + 2 * n * s * t * _HORNER_S
+        + n * s * t * _HORNER_S
         + n * s * s * _INTERPOLATE_S
-        + n * (k + 2) * (_PRG_CALL_S + d * _PRG_ENTRY_S)
+        + n * (k / 2 + 2) * (_PRG_CALL_S + d * _PRG_ENTRY_S)
         + n * _CLIENT_MISC_S
     )
     memory = n * k * _PAIR_BYTES + n * (_CLIENT_BYTES + 48 * d) + 2 * s * d * 8
@@ -248,8 +263,12 @@ class SecAggregator(SecureAggregator):
             before they run (:class:`~privhist.core.errors.UnsupportedError`, which suggests
             SecAgg+).
 
-    The clients of one simulated round share a memo of agreed keys
-    (:func:`run_in_process`'s ``shared_agreements``).
+    The clients of one simulated round share a memo of agreed keys, AES-GCM key schedules and
+    pairwise masks (:func:`run_in_process`'s ``shared_agreements``: what both ends of a pair
+    compute alike is computed once), and hand each other the message objects without their
+    wire encoding (``wire=False``); every client still draws its own keys, deals, encrypts,
+    decrypts and checks its own shares and masks its own input, and the server checks,
+    rebuilds and unmasks as over the network.
 
     >>> from privhist.core.random import SeededRandom
     >>> agg = SecAggregator(7, 2, rng=SeededRandom(1))
@@ -334,6 +353,7 @@ class SecAggregator(SecureAggregator):
             rng,
             self.dropouts,
             shared_agreements=True,
+            wire=False,
         )
         # keep what describes the round (graph, survivors, culprits, costs), not its messages
         outcome.clients.clear()

@@ -75,19 +75,34 @@ class Agreements:
 
     One client keeps its own (the key it derives with a neighbour to encrypt shares also
     decrypts the neighbour's shares). An in-process simulation of honest clients may share one
-    among all of them: both ends of a pair derive the same key (``KA`` is symmetric), so it is
-    computed once per pair; the messages are the same bytes either way.
+    among all of them (``shared=True``): both ends of a pair derive the same key (``KA`` is
+    symmetric), so it is computed once per pair, and so is what the two ends compute from it
+    alike: the AES-GCM key schedule of a stage (both ends encrypt, then both decrypt) and the
+    pair's mask ``PRG(s_{u,v})``, expanded by whichever end needs it first and handed to the
+    other. A shared memo forgets each entry at its last expected use (so a round holds only
+    what is in flight); a later request computes it again. The messages are the same bytes
+    either way.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, shared: bool = False) -> None:
+        self.shared = shared
         self._memo: dict[tuple[bytes, bytes, bytes, int], bytes] = {}
+        self._peers: dict[bytes, X25519PublicKey] = {}
+        self._ciphers: dict[tuple[bytes, bytes, int, str], AESGCM] = {}
+        self._masks: dict[tuple[bytes, bytes, int, int, int], I64] = {}
+
+    def _peer(self, public: bytes) -> X25519PublicKey:
+        peer = self._peers.get(public)
+        if peer is None:  # parsed once per peer key (each is agreed with k neighbours)
+            peer = self._peers[public] = _public_key_object(public)
+        return peer
 
     def agree(self, own: KeyPair, public: bytes, info: bytes, round_id: int) -> bytes:
         a, b = own.public_bytes, public
         memo_key = (a, b, info, round_id) if a <= b else (b, a, info, round_id)
-        key = self._memo.get(memo_key)
+        key = self._memo.pop(memo_key, None) if self.shared else self._memo.get(memo_key)
         if key is None:
-            key = self._memo[memo_key] = agree(own.key, public, info, round_id)
+            key = self._memo[memo_key] = _exchange(own.key, self._peer(public), info, round_id)
         return key
 
     def mask_key(self, own: KeyPair, public: bytes, round_id: int) -> bytes:
@@ -97,6 +112,46 @@ class Agreements:
     def encryption_key(self, own: KeyPair, public: bytes, round_id: int) -> bytes:
         """:func:`encryption_key` through the memo."""
         return self.agree(own, public, _ENC_INFO, round_id)
+
+    def cipher(self, own: KeyPair, public: bytes, round_id: int, use: str) -> AESGCM | bytes:
+        """What :func:`encrypt` (``use="encrypt"``) or :func:`decrypt` (``"decrypt"``) takes
+        for the pair's :meth:`encryption_key`: in a shared memo one AES-GCM object per pair
+        and use, built by the first end and taken by the other."""
+        if not self.shared:
+            return self.encryption_key(own, public, round_id)
+        a = own.public_bytes
+        pair = (a, public, round_id, use) if a <= public else (public, a, round_id, use)
+        aead = self._ciphers.pop(pair, None)
+        if aead is None:  # the pair's first end in this use: the key's first or last use
+            aead = self._ciphers[pair] = AESGCM(self.encryption_key(own, public, round_id))
+        return aead
+
+    def masks(
+        self, own: KeyPair, publics: list[bytes], round_id: int, modulus: int, size: int
+    ) -> I64:
+        """``PRG(s_{own, v})`` for the owner of each of ``publics``, one row each
+        (:func:`prg_uniform_many` on the pairs' mask keys)."""
+        if not self.shared:
+            seeds = [self.mask_key(own, pk, round_id) for pk in publics]
+            return prg_uniform_many(seeds, modulus, size)
+        out = np.empty((len(publics), size), dtype=np.int64)
+        todo: list[tuple[int, tuple[bytes, bytes, int, int, int]]] = []
+        a = own.public_bytes
+        for i, b in enumerate(publics):
+            pair = (a, b, round_id, modulus, size) if a <= b else (b, a, round_id, modulus, size)
+            row = self._masks.pop(pair, None)
+            if row is None:
+                todo.append((i, pair))
+            else:
+                out[i] = row
+        if todo:
+            seeds = [
+                _exchange(own.key, self._peer(publics[i]), _MASK_INFO, round_id) for i, _ in todo
+            ]
+            fresh = prg_uniform_many(seeds, modulus, size)
+            for (i, pair), row in zip(todo, fresh, strict=True):
+                out[i] = self._masks[pair] = row
+        return out
 
 
 def usable_public_key(public: bytes) -> bool:
@@ -109,6 +164,11 @@ def usable_public_key(public: bytes) -> bool:
     except ValueError:
         return False
     return True
+
+
+def private_key(private: bytes) -> X25519PrivateKey:
+    """The X25519 private key object of 32 bytes (build it once to agree with many peers)."""
+    return X25519PrivateKey.from_private_bytes(private)
 
 
 def public_key(private: bytes) -> bytes:
@@ -129,10 +189,19 @@ def agree(private: bytes | X25519PrivateKey, public: bytes, info: bytes, round_i
     Raises :class:`ProtocolError` for a malformed or low-order public key (X25519 then yields
     the all-zero secret, which ``cryptography`` refuses).
     """
-    check_public_key(public, "agree")
     key = X25519PrivateKey.from_private_bytes(private) if isinstance(private, bytes) else private
+    return _exchange(key, _public_key_object(public), info, round_id)
+
+
+def _public_key_object(public: bytes) -> X25519PublicKey:
+    check_public_key(public, "agree")
+    return X25519PublicKey.from_public_bytes(public)
+
+
+def _exchange(key: X25519PrivateKey, peer: X25519PublicKey, info: bytes, round_id: int) -> bytes:
+    """:func:`agree` on parsed keys."""
     try:
-        secret = key.exchange(X25519PublicKey.from_public_bytes(public))
+        secret = key.exchange(peer)
     except ValueError as exc:
         raise ProtocolError(f"agree: unusable public key ({exc})") from None
     return HKDF(
@@ -153,19 +222,43 @@ def encryption_key(private: bytes | X25519PrivateKey, public: bytes, round_id: i
     return agree(private, public, _ENC_INFO, round_id)
 
 
-def encrypt(key: bytes, plaintext: bytes, associated: bytes, rng: RandomSource) -> bytes:
-    """AES-256-GCM: ``nonce || ciphertext || tag``."""
-    nonce = random_bytes(rng, NONCE_BYTES)
-    return nonce + AESGCM(key).encrypt(nonce, plaintext, associated)
+def encrypt(
+    key: bytes | AESGCM,
+    plaintext: bytes,
+    associated: bytes,
+    rng: RandomSource,
+    nonce: bytes | None = None,
+) -> bytes:
+    """AES-256-GCM: ``nonce || ciphertext || tag`` (``key``: 32 bytes or an ``AESGCM``;
+    ``nonce``: drawn from ``rng`` unless given, e.g. by :func:`nonces`)."""
+    if nonce is None:
+        nonce = random_bytes(rng, NONCE_BYTES)
+    elif len(nonce) != NONCE_BYTES:
+        raise ValidationError("nonce", "encrypt", f"{NONCE_BYTES} bytes", len(nonce))
+    aead = AESGCM(key) if isinstance(key, bytes) else key
+    return nonce + aead.encrypt(nonce, plaintext, associated)
 
 
-def decrypt(key: bytes, blob: bytes, associated: bytes) -> bytes:
+def nonces(rng: RandomSource, count: int) -> list[bytes]:
+    """``count`` fresh AES-GCM nonces drawn from ``rng`` at once (as :func:`encrypt` draws one:
+    the first 12 bytes of two 64-bit words each).
+
+    >>> from privhist.core.random import SeededRandom
+    >>> [len(n) for n in nonces(SeededRandom(1), 3)]
+    [12, 12, 12]
+    """
+    raw = rng.uint64(2 * count).tobytes()
+    return [raw[16 * i : 16 * i + NONCE_BYTES] for i in range(count)]
+
+
+def decrypt(key: bytes | AESGCM, blob: bytes, associated: bytes) -> bytes:
     """Inverse of :func:`encrypt`; a forged, truncated or misdirected ciphertext raises
     :class:`ProtocolError`."""
     if len(blob) < NONCE_BYTES + 16:
         raise ProtocolError("decrypt: ciphertext too short")
+    aead = AESGCM(key) if isinstance(key, bytes) else key
     try:
-        return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
+        return aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
     except InvalidTag:
         raise ProtocolError("decrypt: ciphertext failed authentication") from None
 
@@ -191,6 +284,27 @@ def commitment(kind: bytes, round_id: int, dealer: int, holder: int, share: byte
     return hashlib.sha256(data).digest()[:COMMIT_BYTES]
 
 
+class Committer:
+    """:func:`commitment` for one secret of one dealer: the hash of the common prefix (purpose,
+    secret, round, dealer) is computed once and copied for each holder (same bytes).
+
+    >>> c = Committer(b"k", 3, 5)
+    >>> c(7, b"share") == commitment(b"k", 3, 5, 7, b"share")
+    True
+    """
+
+    def __init__(self, kind: bytes, round_id: int, dealer: int) -> None:
+        self._base = hashlib.sha256(
+            b"".join((_COMMIT_INFO, kind, round_id.to_bytes(8, "big"), dealer.to_bytes(4, "big")))
+        )
+
+    def __call__(self, holder: int, share: bytes) -> bytes:
+        h = self._base.copy()
+        h.update(holder.to_bytes(4, "big"))
+        h.update(share)
+        return h.digest()[:COMMIT_BYTES]
+
+
 def check_modulus(modulus: int, function: str) -> int:
     """A modulus in ``[2, 2**62]``."""
     if isinstance(modulus, bool) or not isinstance(modulus, int | np.integer):
@@ -212,6 +326,10 @@ class KeyStream:
     def words(self, n: int) -> U64:
         """The next ``n`` words of the stream."""
         return np.frombuffer(self._enc.update(bytes(8 * n)), dtype=np.uint64)
+
+    def read(self, zeros: bytes) -> bytes:
+        """The next ``len(zeros)`` bytes of the stream (``zeros``: that many zero bytes)."""
+        return self._enc.update(zeros)
 
 
 def prg_words(seed: bytes, n: int) -> U64:
@@ -251,4 +369,53 @@ def prg_uniform(seed: bytes, modulus: int, size: int) -> I64:
         take = min(ok.shape[0], need)
         out[filled : filled + take] = ok[:take].astype(np.int64)
         filled += take
+    return out
+
+
+def first_batch(size: int, accept: float) -> int:
+    """Words read per row in :func:`prg_uniform_many`'s first pass: a little above the
+    expected ``size / accept``, so that a row rarely needs more of its stream."""
+    return int(size / accept * 1.02) + 64
+
+
+def prg_uniform_many(seeds: list[bytes], modulus: int, size: int) -> I64:
+    """:func:`prg_uniform` of each seed, one row each (the same values), with the masking and
+    the rejection done once for all rows.
+
+    >>> seeds = [bytes(32), bytes(range(32))]
+    >>> rows = prg_uniform_many(seeds, 10, 5)
+    >>> [r.tolist() for r in rows] == [prg_uniform(s, 10, 5).tolist() for s in seeds]
+    True
+    """
+    q = check_modulus(modulus, "prg_uniform_many")
+    n = int(size)
+    if n < 0:
+        raise ValidationError("size", "prg_uniform_many", ">= 0", size)
+    m = len(seeds)
+    w = max(1, (q - 1).bit_length())
+    mask = np.uint64((1 << w) - 1)
+    streams = [KeyStream(seed) for seed in seeds]
+    if q == 1 << w:
+        zeros = bytes(8 * n)
+        raw = b"".join([s.read(zeros) for s in streams])
+        return (np.frombuffer(raw, dtype=np.uint64).reshape(m, n) & mask).astype(np.int64)
+    out = np.empty((m, n), dtype=np.int64)
+    batch = first_batch(n, q / float(1 << w))
+    zeros = bytes(8 * batch)
+    raw = b"".join([s.read(zeros) for s in streams])
+    vals = np.frombuffer(raw, dtype=np.uint64).reshape(m, batch) & mask
+    ok = vals < np.uint64(q)
+    rank = np.cumsum(ok, axis=1)
+    full = rank[:, -1] >= n
+    pick = ok & (rank <= n) & full[:, None]
+    out[full] = vals[pick].reshape(-1, n).astype(np.int64)
+    for i in np.flatnonzero(~full).tolist():  # rare: the row needs more of its stream
+        got = vals[i][ok[i]].astype(np.int64)
+        filled = got.shape[0]
+        out[i, :filled] = got
+        while filled < n:
+            more = streams[i].words(batch) & mask
+            more = more[more < np.uint64(q)][: n - filled].astype(np.int64)
+            out[i, filled : filled + more.shape[0]] = more
+            filled += more.shape[0]
     return out

@@ -221,13 +221,15 @@ def _sign(u: int, v: int) -> int:
     return 1 if u < v else -1
 
 
-def _plaintext(u: int, v: int, key_share: int, seed_share: int) -> bytes:
-    return (
-        u.to_bytes(4, "big")
-        + v.to_bytes(4, "big")
-        + key_share.to_bytes(shamir.SHARE_BYTES, "big")
-        + seed_share.to_bytes(shamir.SHARE_BYTES, "big")
-    )
+def _signed_sum(start: I64, rows: I64, signs: I64, q: int) -> I64:
+    """``start + sum_i signs[i] rows[i]`` modulo ``q`` (entries of ``start`` and ``rows`` in
+    ``[0, q)`` or, for ``start``, below ``2 q``; ``signs`` in ``{-1, +1}``), in int64 without
+    overflow: the rows are added in blocks small enough that no partial sum leaves int64."""
+    per = max(1, ((1 << 62) // q) - 2)  # |partial sums| stay below 2**62 + 2 q
+    total = start % q
+    for lo in range(0, rows.shape[0], per):
+        total = (total + signs[lo : lo + per] @ rows[lo : lo + per]) % q
+    return total
 
 
 def _associated(round_id: int, u: int, v: int) -> bytes:
@@ -349,22 +351,30 @@ class SecAggClient:
         self._keys = keys
         closed = sorted([*keys, self.id])
         xs = [w + 1 for w in closed]
-        key_sh = shamir.split(int.from_bytes(self._s.private_bytes, "big"), t, xs, self._rng)
-        seed_sh = shamir.split(int.from_bytes(self._b, "big"), t, xs, self._rng)
+        key_sh, seed_sh = shamir.split_many(
+            [int.from_bytes(self._s.private_bytes, "big"), int.from_bytes(self._b, "big")],
+            t,
+            xs,
+            self._rng,
+        )
         cts = []
         commits = []
         rid = self.config.round_id
+        commit_key = crypto.Committer(_KEY, rid, self.id)
+        commit_seed = crypto.Committer(_SEED, rid, self.id)
+        nb = shamir.SHARE_BYTES
+        me = self.id.to_bytes(4, "big")
+        ad = _associated(rid, self.id, 0)[:-4]  # bound to the round, the sender, the receiver
+        fresh = iter(crypto.nonces(self._rng, len(closed) - 1))
         for w, ks, bs in zip(closed, key_sh, seed_sh, strict=True):
-            commits.append(
-                (w, _commit(_KEY, rid, self.id, w, ks), _commit(_SEED, rid, self.id, w, bs))
-            )
+            kb, bb = ks.to_bytes(nb, "big"), bs.to_bytes(nb, "big")
+            commits.append((w, commit_key(w, kb), commit_seed(w, bb)))
             if w == self.id:
                 self._held[w] = (ks, bs)
                 continue
-            key = self._agree.encryption_key(self._c, keys[w][0], rid)
-            ct = crypto.encrypt(
-                key, _plaintext(self.id, w, ks, bs), _associated(rid, self.id, w), self._rng
-            )
+            aead = self._agree.cipher(self._c, keys[w][0], rid, "encrypt")
+            wb = w.to_bytes(4, "big")
+            ct = crypto.encrypt(aead, me + wb + kb + bb, ad + wb, self._rng, next(fresh))
             cts.append((w, ct))
         self.stage = "forward"
         return self._msg("shares", ciphertexts=cts, commitments=commits)
@@ -377,27 +387,26 @@ class SecAggClient:
         if len(senders) + 1 < self.config.threshold:
             raise ProtocolError(f"client {self.id}: fewer than t clients shared keys")
         held: dict[int, tuple[int, int]] = {}
+        nb = shamir.SHARE_BYTES
+        me = self.id.to_bytes(4, "big")
         for v, ct, kc, sc in msg.body["inbox"]:
-            key = self._agree.encryption_key(self._c, self._keys[v][0], rid)
+            aead = self._agree.cipher(self._c, self._keys[v][0], rid, "decrypt")
             try:
-                plain = crypto.decrypt(key, ct, _associated(rid, v, self.id))
+                plain = crypto.decrypt(aead, ct, _associated(rid, v, self.id))
             except ProtocolError:
                 raise ProtocolError(
                     f"client {self.id}: the shares of client {v} fail authentication"
                 ) from None
-            if len(plain) != 8 + 2 * shamir.SHARE_BYTES:
+            if len(plain) != 8 + 2 * nb:
                 raise ProtocolError(f"client {self.id}: share plaintext of wrong length")
-            if (
-                int.from_bytes(plain[:4], "big") != v
-                or int.from_bytes(plain[4:8], "big") != self.id
-            ):
+            if int.from_bytes(plain[:4], "big") != v or plain[4:8] != me:
                 raise ProtocolError(f"client {self.id}: share addressed to someone else")
-            ks = int.from_bytes(plain[8 : 8 + shamir.SHARE_BYTES], "big")
-            bs = int.from_bytes(plain[8 + shamir.SHARE_BYTES :], "big")
+            kb, bb = plain[8 : 8 + nb], plain[8 + nb :]
+            ks, bs = int.from_bytes(kb, "big"), int.from_bytes(bb, "big")
             if ks >= shamir.PRIME or bs >= shamir.PRIME:
                 raise ProtocolError(f"client {self.id}: share outside the field")
-            if kc != _commit(_KEY, rid, v, self.id, ks) or sc != _commit(
-                _SEED, rid, v, self.id, bs
+            if kc != crypto.commitment(_KEY, rid, v, self.id, kb) or sc != crypto.commitment(
+                _SEED, rid, v, self.id, bb
             ):
                 raise ProtocolError(
                     f"client {self.id}: the shares of client {v} do not match its commitments"
@@ -405,11 +414,13 @@ class SecAggClient:
             held[v] = (ks, bs)
         self._held.update(held)
         self._u2 = senders | {self.id}
-        y = (self._x + crypto.prg_uniform(self._b, q, d)) % q
-        for v in sorted(senders):
-            seed = self._agree.mask_key(self._s, self._keys[v][1], rid)
-            mask = crypto.prg_uniform(seed, q, d)
-            y = (y + mask) % q if _sign(self.id, v) > 0 else (y - mask) % q
+        y = self._x + crypto.prg_uniform(self._b, q, d)
+        peers = sorted(senders)
+        if peers:
+            masks = self._agree.masks(self._s, [self._keys[v][1] for v in peers], rid, q, d)
+            signs = np.array([_sign(self.id, v) for v in peers], dtype=np.int64)
+            y = _signed_sum(y, masks, signs, q)
+        y %= q
         self.stage = "survivors"
         return self._msg("masked", y=pack_vector(y, q))
 
@@ -731,15 +742,23 @@ class SecAggServer:
                 )
             keys[v] = sk
         total = np.zeros(d, dtype=np.int64)
-        for u in u3:
-            total = (total + self._vectors[u]) % q
-        for u in u3:
-            total = (total - crypto.prg_uniform(seeds[u], q, d)) % q
+        block = 1024  # rows expanded at once: bounded memory for any n
+        for lo in range(0, len(u3), block):
+            part = u3[lo : lo + block]
+            ones = np.ones(len(part), dtype=np.int64)
+            total = _signed_sum(total, np.stack([self._vectors[u] for u in part]), ones, q)
+            self_masks = crypto.prg_uniform_many([seeds[u] for u in part], q, d)
+            total = _signed_sum(total, self_masks, -ones, q)
+        alive = set(u3)
         for v, sk in keys.items():
-            for u in sorted(self.graph[v] & set(u3)):
-                mask = crypto.prg_uniform(crypto.mask_key(sk, adv[u].body["s_pk"], rid), q, d)
-                # u added sign(u, v) PRG(s_uv); remove it
-                total = (total - mask) % q if _sign(u, v) > 0 else (total + mask) % q
+            peers = sorted(self.graph[v] & alive)
+            if not peers:
+                continue
+            key = crypto.private_key(sk)
+            pair_seeds = [crypto.mask_key(key, adv[u].body["s_pk"], rid) for u in peers]
+            # u added sign(u, v) PRG(s_uv); remove it
+            signs = np.array([-_sign(u, v) for u in peers], dtype=np.int64)
+            total = _signed_sum(total, crypto.prg_uniform_many(pair_seeds, q, d), signs, q)
         self._vectors.clear()
         return total
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from privhist.core.errors import ProtocolError, ValidationError
 from privhist.core.random import RandomSource
 
@@ -33,20 +35,46 @@ def split(secret: int, threshold: int, xs: Sequence[int], rng: RandomSource) -> 
     >>> reconstruct([(1, shares[0]), (3, shares[2])], 2)
     42
     """
-    if not 0 <= secret < PRIME:
-        raise ValidationError("secret", "shamir.split", "an integer in [0, PRIME)", secret)
+    return split_many([secret], threshold, xs, rng)[0]
+
+
+def split_many(
+    secrets: Sequence[int], threshold: int, xs: Sequence[int], rng: RandomSource
+) -> list[list[int]]:
+    """:func:`split` of each secret in turn (the same coefficients drawn in the same order, so
+    the same shares), the polynomials evaluated together.
+
+    Each point is one pass of Horner's rule on one Python integer holding every polynomial in
+    its own lane of ``L`` bits: the coefficients are below ``2**257`` and the points below
+    ``2**bits``, so an unreduced lane stays below ``2**257 * t * 2**(bits (t - 1))``, which
+    ``L`` exceeds; no lane carries into the next, and each is reduced once at the end.
+
+    >>> from privhist.core.random import SeededRandom
+    >>> a = split_many([5, 9], 3, [1, 2, 3, 4], SeededRandom(4))
+    >>> rng = SeededRandom(4)
+    >>> a == [split(5, 3, [1, 2, 3, 4], rng), split(9, 3, [1, 2, 3, 4], rng)]
+    True
+    """
+    if any(not 0 <= v < PRIME for v in secrets):
+        raise ValidationError("secret", "shamir.split", "an integer in [0, PRIME)", secrets)
     if threshold < 1 or threshold > len(xs):
         raise ValidationError("threshold", "shamir.split", f"in [1, {len(xs)}]", threshold)
     if len(set(xs)) != len(xs) or any(not 0 < x < PRIME for x in xs):
         raise ValidationError("xs", "shamir.split", "distinct points in [1, PRIME)", list(xs))
-    coeffs = [secret, *field_elements(rng, threshold - 1)]
-    coeffs.reverse()
-    out = []
-    for x in xs:  # Horner's rule on Python integers, reduced once per point
+    polys = [[v, *field_elements(rng, threshold - 1)] for v in secrets]
+    bits = max(xs).bit_length()
+    lane = 258 + bits * (threshold - 1) + threshold.bit_length()
+    packed = [sum(p[j] << (lane * i) for i, p in enumerate(polys)) for j in range(threshold)]
+    packed.reverse()
+    low = (1 << lane) - 1
+    out: list[list[int]] = [[] for _ in polys]
+    for x in xs:  # Horner's rule, unreduced, every polynomial at once
         acc = 0
-        for c in coeffs:
+        for c in packed:
             acc = acc * x + c
-        out.append(acc % PRIME)
+        for row in out:
+            row.append((acc & low) % PRIME)
+            acc >>= lane
     return out
 
 
@@ -95,6 +123,29 @@ def reconstruct(points: Sequence[tuple[int, int]], threshold: int) -> int:
     return weights.at_zero([y for _, y in pts])
 
 
+def _denominators(xs: list[int]) -> list[int]:
+    """``D_i = x_i prod_{j != i} (x_i - x_j) mod PRIME`` (:class:`Weights`).
+
+    Points below ``2**20`` (client ids plus one): the matrix of differences, with ``x_i`` on
+    its diagonal, is multiplied out in int64 blocks of ``c`` factors (``|factor| < 2**b``, so a
+    block's product stays below ``2**(c b) <= 2**62``), and only the blocks' products are
+    multiplied as Python integers.
+    """
+    m = len(xs)
+    bits = max(xs).bit_length()
+    if bits > 20 or m < 4:
+        return [x * math.prod([x - z for z in xs if z != x]) % PRIME for x in xs]
+    x = np.array(xs, dtype=np.int64)
+    diff = x[:, None] - x[None, :]
+    np.fill_diagonal(diff, x)
+    c = 62 // bits
+    pad = -m % c
+    if pad:
+        diff = np.concatenate([diff, np.ones((m, pad), dtype=np.int64)], axis=1)
+    blocks = diff.reshape(m, -1, c).prod(axis=2)
+    return [math.prod(row) % PRIME for row in blocks.tolist()]
+
+
 class Weights:
     """Interpolation weights of a fixed set of distinct points ``x_1 .. x_m`` (small positive
     integers: client ids plus one).
@@ -117,7 +168,7 @@ class Weights:
         if m < 1 or len(set(xs)) != m or any(not 0 < x < PRIME for x in xs):
             raise ProtocolError("shamir: interpolation needs distinct points in [1, PRIME)")
         self.xs = list(xs)
-        dens = [x * math.prod([x - z for z in xs if z != x]) % PRIME for x in xs]
+        dens = _denominators(self.xs)
         prefix = [0] * m
         acc = 1
         for i, den in enumerate(dens):

@@ -4,7 +4,7 @@
 # that misses a dependency of its feature fails here, as it would for a user. The commands run
 # from the environment's bin/ without activating it, as a user would run them.
 #
-# Usage: .ci/extras.sh [NAME ...]     (default: core plot federated spark bench)
+# Usage: .ci/extras.sh [NAME ...]     (default: core plot federated spark connect bench)
 # Prints one line per extra and its seconds; exits non-zero on the first failure, with its log.
 # pip's cache makes the installs fast after the first run; the extras install two at a time.
 set -euo pipefail
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 unset PYTHONPATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 PY=${PYTHON:-python3}
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(core plot federated spark bench)
+[ ${#names[@]} -gt 0 ] || names=(core plot federated spark connect bench)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -54,6 +54,37 @@ run_spark() {
         echo "spark wrote $(wc -l < "$2/stderr") lines to stderr:"; head -c 2000 "$2/stderr"
         return 1
     fi
+}
+run_connect() {
+    # a Spark Connect server on loopback from this environment's pyspark, and privhist as its
+    # client (the server's Python workers are this environment's, where privhist is installed)
+    local port home
+    port=$("$1/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    home=$("$1/python" -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent)')
+    PYSPARK_PYTHON="$1/python" "$home/bin/spark-submit" \
+        --class org.apache.spark.sql.connect.service.SparkConnectServer --master 'local[1]' \
+        --conf spark.connect.grpc.binding.address=127.0.0.1 \
+        --conf "spark.connect.grpc.binding.port=$port" --conf spark.ui.enabled=false \
+        --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 \
+        > "$2/server.log" 2>&1 &
+    local server=$!
+    local ok=0
+    for _ in $(seq 240); do
+        if "$1/python" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$port" 2> /dev/null; then
+            ok=1
+            break
+        fi
+        sleep 0.5
+    done
+    if [ "$ok" = 1 ]; then
+        "$1/privhist" histogram "$work/tiny.csv" --key page --user user --epsilon 1 --delta 1e-6 \
+            --engine spark --spark-remote "sc://127.0.0.1:$port" -o "$2/out.csv" || ok=0
+    fi
+    kill "$server" 2> /dev/null || true
+    pkill -f "spark.connect.grpc.binding.port=$port" 2> /dev/null || true
+    wait "$server" 2> /dev/null || true
+    [ "$ok" = 1 ] || { tail -n 30 "$2/server.log"; return 1; }
+    grep -q '^home,' "$2/out.csv"
 }
 run_bench() {
     for peer in opendp pipelinedp-count; do

@@ -8,8 +8,9 @@ Example:
     ...                        "age": [30, 40, 50, 60] * 1000 + [20, 30, 40] * 1000})
     >>> r = Session().aggregate(people, by=["country"], epsilon=1, delta=1e-6, seed=1,
     ...                         metrics={"n": m.count(), "mean_age": m.mean("age", 0, 100)})
-    >>> r.to_pandas()[["country", "mean_age"]].round(0).values.tolist()
-    [['de', 31.0], ['fr', 45.0]]
+    >>> t = r.to_pandas()
+    >>> t["country"].tolist(), bool((abs(t["mean_age"] - [30, 45]) < 3).all())  # true: 30, 45
+    (['de', 'fr'], True)
 
 ``lower`` and ``upper`` bound every value (values outside are clamped; ``"auto"`` chooses a bound by
 a DP quantile of the values, paid inside the same spend); ``resolution`` is the fixed-point unit

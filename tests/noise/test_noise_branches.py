@@ -48,6 +48,25 @@ from privhist.noise import (
 
 MP = mpmath.MPContext()
 MP.prec = 400
+
+
+@pytest.fixture(autouse=True)
+def _whole_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted words below are whole first words of ``U``: the table samplers read them
+    through :func:`~privhist.noise._tables.invert_words` (the path every undecided first byte
+    takes; the byte-first path is checked by the goodness-of-fit tests of tests/noise)."""
+    import importlib
+
+    tables = importlib.import_module("privhist.noise._tables")
+
+    def words_only(table: Any, rng: Any, n: int) -> Any:
+        return tables.invert_words(table, rng.uint64(n), rng)
+
+    for name in ("_tables", "bernoulli", "geometric", "laplace"):
+        module = importlib.import_module(f"privhist.noise.{name}")
+        monkeypatch.setattr(module, "invert", words_only)
+
+
 TWO64 = 1 << 64
 MAX_WORD = TWO64 - 1
 SPLIT = 4096  # the split of small geometric rates: G = L + 4096 H

@@ -44,7 +44,7 @@ from privhist.core.requests import (
 )
 from privhist.core.weighted import VoteCounts, WeightedCounts
 from privhist.engines.base import Engine, Handler
-from privhist.engines.keyed_noise import release_keyed, runs_per_key
+from privhist.engines.keyed_noise import release_keyed
 from privhist.engines.priorities import PairPriorities, group_code, record_codes
 
 
@@ -198,11 +198,6 @@ class ReferenceEngine(Engine):
             GroupAggregates: self.group_aggregates,
             ValueRange: self.value_range,
         }
-
-    def supports(self, request: Request) -> bool:
-        if isinstance(request, KeyedDraw):
-            return runs_per_key(request.mechanism)
-        return super().supports(request)
 
     def key_counts(self, source: Any, request: KeyCounts, rng: RandomSource, _: bool) -> Counts:
         records, facts = _records(source, request.fields)

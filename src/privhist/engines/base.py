@@ -85,8 +85,15 @@ class Engine(ABC):
         """The request types this engine answers, each with the function that answers it."""
 
     def supports(self, request: Request) -> bool:
-        """Whether :meth:`compute` answers ``request`` (decided without reading data)."""
-        return type(request) in self.handlers()
+        """Whether :meth:`compute` answers ``request`` (decided without reading data); a
+        :class:`KeyedDraw` only for a mechanism drawn key by key from keyed streams."""
+        if type(request) not in self.handlers():
+            return False
+        if isinstance(request, KeyedDraw):
+            from privhist.engines.keyed_noise import runs_per_key
+
+            return runs_per_key(request.mechanism)
+        return True
 
     @overload
     def compute(

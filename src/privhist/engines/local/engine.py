@@ -40,7 +40,7 @@ from privhist.core.requests import (
 )
 from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler
-from privhist.engines.keyed_noise import release_keyed, runs_per_key
+from privhist.engines.keyed_noise import release_keyed
 from privhist.engines.local.aggregate import aggregates, group_frame, value_range
 from privhist.engines.local.counting import count
 from privhist.engines.local.progress import status
@@ -183,11 +183,6 @@ class LocalEngine(Engine):
             GroupAggregates: self._group_aggregates,
             ValueRange: self._value_range,
         }
-
-    def supports(self, request: Request) -> bool:
-        if isinstance(request, KeyedDraw):
-            return runs_per_key(request.mechanism)
-        return super().supports(request)
 
     # -- the requests ----------------------------------------------------------------------
 

@@ -97,7 +97,6 @@ from privhist.core.requests import (
 )
 from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler, Publisher
-from privhist.engines.keyed_noise import runs_per_key
 from privhist.engines.priorities import PairPriorities
 from privhist.engines.spark.columns import arrow_keys, ddl
 from privhist.engines.weights import per_key_weights
@@ -162,11 +161,6 @@ class SparkEngine(Engine):
             GroupAggregates: self._group_aggregates,
             ValueRange: self._value_range,
         }
-
-    def supports(self, request: Request) -> bool:
-        if isinstance(request, KeyedDraw):
-            return runs_per_key(request.mechanism)
-        return super().supports(request)
 
     def publisher(
         self, output: str | os.PathLike[str], format: str | None, source: Any = None

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "metrics":  # the submodule of Session.aggregate's metrics, as privhist.metrics
+        return importlib.import_module("privhist.metrics")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'privhist' has no attribute {name!r}")

@@ -106,6 +106,7 @@ def _aggregation(kind: str, user_level: bool, gaussian: bool) -> Aggregation:
         max_partitions=k,
         max_per_partition=c,
         partitions=tuple((g,) for g in GROUPS),
+        noise="gaussian" if gaussian else "laplace",
     )
 
 

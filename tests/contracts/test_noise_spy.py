@@ -1046,7 +1046,19 @@ AGG_SETTINGS: dict[str, tuple[bool, bool, float, float, int, int, bool]] = {
     "user-laplace": (True, True, 1.0, 0.0, 3, 2, False),
     "user": (True, True, 1.0, 1e-6, 3, 2, False),
     "user-private": (True, False, 2.0, 1e-5, 2, 2, False),
+    # Laplace noise asked for although delta > 0: public groups, and record-level private groups
+    # (the selection then takes all of delta)
+    "delta-laplace": (False, True, 1.0, 1e-6, 1, 1, False),
+    "record-private-laplace": (False, False, 1.0, 1e-6, 1, 1, False),
 }
+
+
+def _agg_noise(setting: str) -> str:
+    """The noise a setting asks for: Laplace without delta or when named, else Gaussian."""
+    delta = AGG_SETTINGS[setting][3]
+    return "laplace" if delta == 0 or setting.endswith("laplace") else "gaussian"
+
+
 _AGG_GROUPS = [f"g{i}" for i in range(6)]
 #: a value column's public bounds (asymmetric, so that a sum's largest |value| is the upper one)
 _AGG_LO, _AGG_HI = -10.0, 30.0
@@ -1184,7 +1196,9 @@ def _aggregation_contract(kind: str, setting: str) -> None:
     user_level, public, eps, delta, k, c, auto = AGG_SETTINGS[setting]
     metric = _agg_metric(kind, auto)
     frame = _agg_frame(user_level, heavy=False)
-    kwargs: dict[str, Any] = dict(by="g", metrics={"m": metric}, epsilon=eps, delta=delta)
+    kwargs: dict[str, Any] = dict(
+        by="g", metrics={"m": metric}, epsilon=eps, delta=delta, noise=_agg_noise(setting)
+    )
     if user_level:
         kwargs.update(user="u", max_partitions=k, max_per_partition=c)
     if public:
@@ -1193,8 +1207,8 @@ def _aggregation_contract(kind: str, setting: str) -> None:
         rel = Session().aggregate(frame, seed=21, **kwargs)
     assert isinstance(rel, Release)
     draws = spy.of("discrete_gaussian") + spy.of("discrete_laplace")
-    gaussian = delta > 0
-    assert rel.metadata["noise"] == ("gaussian" if gaussian else "laplace")
+    gaussian = kwargs["noise"] == "gaussian"
+    assert rel.metadata["noise"] == kwargs["noise"]
     noisy = "discrete_gaussian" if gaussian else "discrete_laplace"
     assert all(d.sampler == noisy for d in draws), [d.sampler for d in draws]
     g = len(rel.keys)
@@ -1276,7 +1290,12 @@ def _aggregation_contract(kind: str, setting: str) -> None:
     stated = rel.metadata["guarantee"]
     assert stated["epsilon"] <= eps and stated["delta"] <= delta
     if not gaussian:
-        assert agg.eps_m == eps
+        if public:
+            assert agg.eps_m == eps
+        else:  # optimal selection at half of epsilon and all of delta, the metrics the rest
+            sel = agg._selector
+            assert Fraction(sel.delta) == Fraction(delta) and stated["delta"] == delta
+            assert Fraction(agg.eps_m) + Fraction(sel.epsilon) == Fraction(eps)
         return
     if public:
         assert F.zcdp_delta(spent, eps) <= delta
@@ -1309,6 +1328,7 @@ def _aggregation_of(kwargs: dict[str, Any]) -> Any:
         max_partitions=kwargs.get("max_partitions", 1),
         max_per_partition=kwargs.get("max_per_partition", 1),
         partitions=None if partitions is None else tuple((p,) for p in partitions),
+        noise=kwargs["noise"],
     )
 
 

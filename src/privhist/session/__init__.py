@@ -1065,6 +1065,7 @@ class Session:
         max_per_partition: int = 1,
         partitions: Sequence[Any] | Product | Any | None = None,
         confidence: float = 0.95,
+        noise: Literal["auto", "gaussian", "laplace"] = "auto",
         input_format: str | None = None,
         columns: Sequence[str] | None = None,
         separator: str | None = None,
@@ -1098,6 +1099,9 @@ class Session:
                 ``metrics.product({column: values})``. Every public group gets a row; records of
                 other groups are dropped (their number is in ``diagnostics``).
             confidence: the confidence of the intervals.
+            noise: ``"auto"`` (the noise with the smaller predicted error for these
+                parameters: Laplace when delta is 0), ``"gaussian"`` or ``"laplace"``; the
+                choice is in the metadata (``noise``).
             input_format, columns, separator: how files are read (see :meth:`histogram`).
             output, output_format, escape_formulas, seed, dry_run: as :meth:`histogram`.
 
@@ -1147,6 +1151,7 @@ class Session:
             max_per_partition=_int(max_per_partition, "max_per_partition", fn),
             partitions=partitions,
             confidence=checks.number(confidence, "confidence", fn),
+            noise=noise,
         )
         details = {
             "groups": "public partitions" if partitions is not None else "chosen privately",

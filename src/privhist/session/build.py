@@ -650,6 +650,7 @@ def aggregate(
     max_per_partition: int,
     partitions: Any,
     confidence: float,
+    noise: str = "auto",
 ) -> Releasable:
     """Metrics per group (:class:`~privhist.analytics.aggregate.Aggregation`)."""
     from privhist.analytics.aggregate import Aggregation
@@ -676,6 +677,7 @@ def aggregate(
         max_per_partition,
         public,
         confidence,
+        noise=noise,
     )
 
 

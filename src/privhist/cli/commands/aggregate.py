@@ -129,6 +129,12 @@ def register(sub: Any) -> None:
         "--product", nargs="+", metavar="COLUMN=V1,V2", help="public groups: every combination"
     )
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of intervals")
+    p.add_argument(
+        "--noise",
+        choices=["auto", "gaussian", "laplace"],
+        default="auto",
+        help="the noise (auto: the smaller predicted error for these parameters)",
+    )
     p.add_argument("--input-format", choices=["csv", "tsv", "parquet", "ndjson"])
     p.add_argument(
         "--output", "-o", help="output file (CSV, JSON, Parquet; default: CSV on stdout)"
@@ -167,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         max_per_partition=args.max_per_partition,
         partitions=partitions,
         confidence=args.confidence,
+        noise=args.noise,
         input_format=args.input_format,
         output=args.output,
         output_format=args.format,

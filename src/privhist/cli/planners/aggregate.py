@@ -30,6 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_once(
         parser,
+        "--noise",
+        choices=["auto", "gaussian", "laplace"],
+        default="auto",
+        help="[aggregate] the noise (auto: the smaller predicted error)",
+    )
+    add_once(
+        parser,
         "--sizes",
         default="100,1000,10000",
         help="[aggregate] group sizes to plan the errors for, comma-separated",
@@ -56,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         args.max_partitions,
         args.max_per_partition,
         (("public",),) if args.public else None,
+        noise=args.noise,
     )
     print_report(plan(aggregation, sizes), args.json)
     return 0

@@ -74,12 +74,15 @@ def quantiles(
     upper: Bound,
     *,
     resolution: float | None = None,
+    method: str = "auto",
 ) -> Metric:
-    """Quantiles of ``column`` per group at ``levels``, all from one noisy tree of counts over
-    ``[lower, upper)`` (one column per level)."""
-    if isinstance(levels, builtins.float | builtins.int):
-        return Metric("quantiles", column, lower, upper, (float(levels),), resolution)
-    return Metric("quantiles", column, lower, upper, tuple(levels), resolution)
+    """Quantiles of ``column`` per group at ``levels`` over ``[lower, upper]`` (one column per
+    level): by the exponential mechanism, one draw per level (``method="exponential"``), or all
+    levels from one noisy tree of counts (``"tree"``); ``"auto"`` takes the one with the smaller
+    predicted rank error (:mod:`privhist.analytics.aggregate`): the exponential mechanism for a
+    few levels, the tree for many."""
+    qs = (float(levels),) if isinstance(levels, builtins.float | builtins.int) else tuple(levels)
+    return Metric("quantiles", column, lower, upper, qs, resolution, method)
 
 
 def product(values: Mapping[str, Sequence[Any]]) -> Product:

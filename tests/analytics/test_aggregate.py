@@ -200,6 +200,9 @@ def test_user_level_private_groups_account_for_every_component() -> None:
         elif comp.what == "squares":
             half = max(spec.high - spec.center, spec.center - spec.low)
             sens = Fraction(c * half * half)
+        elif comp.what == "exponential":  # k groups x 2 levels, each draw eps**2 / 8-zCDP
+            used += k * 2 * s2**2 / 8
+            continue
         else:  # the tree: a count per level
             sens = Fraction(c) * Fraction(math.sqrt(4))
         used += k * sens**2 / (2 * s2)

@@ -1073,7 +1073,7 @@ def _agg_metric(kind: str, auto: bool) -> Any:
     if kind == "count_users":
         return metrics.count_users()
     if kind == "quantiles":
-        return metrics.quantiles("x", [0.25, 0.5, 0.9], _AGG_LO, upper)
+        return metrics.quantiles("x", [0.25, 0.5, 0.9], _AGG_LO, upper, method="tree")
     maker = {"sum": metrics.sum, "mean": metrics.mean, "variance": metrics.variance}[kind]
     return maker("x", _AGG_LO, upper)
 

@@ -24,6 +24,7 @@ sum            ``sum v``                                                  ``c ma
 mean           values ``n``; ``sum (v - m)`` with ``m`` the range's middle  ``c``; ``c M``
 variance       as mean, and ``sum (v - m)**2``                             ``c M**2``
 quantiles      a tree of ``16**4`` buckets of ``[L, H]``: every node's count  ``c sqrt(4)``
+               (method ``tree``; ``exponential``: no noisy aggregate, below)
 =============  =========================================================  ===================
 
 with ``M = max(H - m, m - L)``. A user changes at most ``k`` groups, so a component's L2
@@ -50,6 +51,24 @@ change in one group: ``c L`` for a tree of ``L`` levels).
   epsilon`` with public groups (the release is then ``(epsilon, 0)``-DP whatever delta was
   allowed); with private groups at record level the selection takes ``epsilon_s`` and *all* of
   delta, the metrics ``epsilon_m = epsilon - epsilon_s``.
+
+**Quantiles.** ``method="exponential"`` releases each level ``q`` of each group by one draw of
+the exponential mechanism (McSherry & Talwar 2007; for quantiles, Smith 2011) over the ``16**4``
+leaves of the tree (public candidates): with ``q = a / d`` (a rational with ``d <= 10**4``),
+``n`` the group's count and ``C_j`` the count before leaf ``j``, leaf ``j`` scores ``s_j =
+max(0, a n - d C_{j+1}, d C_j - a n)`` (``d`` times the distance of the target rank ``q n`` to
+the leaf's ranks), which one record moves by at most ``Delta = max(a, d - a)`` and a user by
+``c Delta`` in each of at most ``k`` groups. The leaf is drawn with probability proportional to
+``exp(-epsilon_g s_j / (2 c Delta))``, exactly (:mod:`privhist.noise.exponential`), and answered as
+its middle. Each draw is ``epsilon_g``-DP and ``epsilon_g``-bounded-range, hence
+``epsilon_g**2 / 8``-zCDP (Cesar & Rogers 2021, Lemma 3.4 via Durfee & Rogers 2019): a metric
+with ``L`` levels and budget ``epsilon_i`` (Laplace) or ``rho_i`` (Gaussian) takes
+``epsilon_g = epsilon_i / (k L)`` or ``sqrt(8 rho_i / (k L))``. Its rank error on data without
+gaps is a two-sided geometric of scale ``2 c max(q, 1 - q) / epsilon_g``; a tree answers every
+level from one budget with a rank error of about ``sqrt(L (b - 1) / 2)`` node noises. ``"auto"``
+takes the exponential mechanism when :data:`EM_GAPS` (4) times its predicted error is at most the
+tree's (gaps between values widen its error, not the tree's): at record level with Laplace noise,
+one to three levels.
 
 **Choosing the noise.** ``noise="auto"`` (the default) takes Laplace when delta is 0, Gaussian
 for private groups at user level (the weighted selection is accounted in zCDP), and otherwise
@@ -150,6 +169,9 @@ WITHIN: dict[str, dict[str, Fraction]] = {
 }
 #: the noises a release may ask for
 NOISES = ("auto", "gaussian", "laplace")
+#: quantiles by the exponential mechanism when this many times its predicted rank error (on data
+#: without gaps) is at most the tree's: gaps between values widen its error, the tree's not
+EM_GAPS = 4
 #: share of the metrics' budget spent on each bound chosen privately
 AUTO_SHARE = 0.05
 #: the quantiles of the units' largest and smallest values that an automatic bound is
@@ -409,6 +431,8 @@ class Aggregation:
                     if m.kind == "variance":
                         sq = Fraction(c * half * half)
                         out.append(Component(name, "squares", spec, sq, sq))
+                elif self.quantile_method(name) == "exponential":  # a rank score per group
+                    out.append(Component(name, "exponential", spec, Fraction(c), Fraction(c)))
                 else:  # quantiles: a count per level in each group
                     levels = TREE[0]
                     out.append(
@@ -417,6 +441,35 @@ class Aggregation:
                         )
                     )
         return out
+
+    def quantile_method(self, name: str) -> str:
+        """How the quantiles metric ``name`` is released (module notes, *Quantiles*): as asked,
+        or (``"auto"``) the exponential mechanism when :data:`EM_GAPS` times its predicted
+        rank error is at most the tree's."""
+        metric = self.metrics[name]
+        if metric.method != "auto":
+            return metric.method
+        share, _ = self._shares()
+        k, c = self.max_partitions, self.max_per_partition
+        levels, b = TREE
+        if self.noise == "gaussian":
+            sd_node = math.sqrt(float(k * Fraction(c * c * levels) / (2 * self.rho_m * share)))
+        else:
+            sd_node = math.sqrt(2.0) * float(k * c * levels / (Fraction(self.eps_m) * share))
+        tree = sd_node * math.sqrt(levels * (b - 1) / 2)
+        em = _em_rank_sd(self._em_epsilon(share, len(metric.levels)), c, metric.levels)
+        return "exponential" if EM_GAPS * em <= tree else "tree"
+
+    def _em_epsilon(self, part: Fraction, n_levels: int) -> Fraction:
+        """The epsilon of each exponential-mechanism draw (one per group and level) for a metric
+        with ``part`` of the metrics' budget, rounded down to a multiple of ``2**-40``: ``k L``
+        draws of it compose to the part (Laplace: basic composition; Gaussian: each draw is
+        ``epsilon**2 / 8``-zCDP, module notes)."""
+        draws = self.max_partitions * n_levels
+        if self.noise == "gaussian":
+            square = 8 * self.rho_m * part / draws  # epsilon**2
+            return Fraction(math.isqrt(math.floor(square * 2**80)), 2**40)
+        return Fraction(math.floor(Fraction(self.eps_m) * part / draws * 2**40), 2**40)
 
     def _shares(self) -> tuple[Fraction, int]:
         """The share of the metrics' budget each metric gets (equal), and the number of
@@ -501,13 +554,17 @@ class Aggregation:
     def noise_parameters(
         self, chosen: Mapping[str, Any] | None = None
     ) -> list[tuple[Component, Fraction]]:
-        """Each component with its noise: ``sigma2`` (Gaussian) or the scale (Laplace)."""
+        """Each component with its noise: ``sigma2`` (Gaussian) or the scale (Laplace), and for
+        quantiles by the exponential mechanism the epsilon of each draw."""
         share, _ = self._shares()
         k = self.max_partitions
         out = []
         for comp in self.components(chosen):
             part = share * self.component_share(comp)
-            if self.noise == "gaussian":
+            if comp.what == "exponential":  # the epsilon of each draw
+                levels = len(self.metrics[comp.metric].levels)
+                out.append((comp, self._em_epsilon(part, levels)))
+            elif self.noise == "gaussian":
                 out.append((comp, _sigma2(self.rho_m * part, k * comp.l2 * comp.l2)))
             else:
                 eps_i = Fraction(self.eps_m) * part
@@ -560,10 +617,23 @@ class Aggregation:
             else:
                 assert comp.spec is not None
                 parts = table.values[comp.spec.name]
-                raw = parts[comp.what]
+                raw = parts["tree" if comp.what == "exponential" else comp.what]
                 if comp.what == "sum" and self.metrics[comp.metric].kind in ("mean", "variance"):
                     # the sum of centred values, exact from the true count
                     raw = raw - comp.spec.center * parts["n"]
+            if comp.what == "exponential":  # the scores are the leaves' counts'
+                assert comp.spec is not None
+                leaves = np.asarray(raw)[:, -(TREE[1] ** TREE[0]) :]
+                noisy[(comp.metric, comp.what)] = (leaves, param)
+                described.append(
+                    {
+                        "metric": comp.metric,
+                        "aggregate": "exponential mechanism over the leaves of the tree",
+                        "epsilon_per_group_and_level": float(param),
+                        "score_sensitivity_per_group": f"{self.max_per_partition} max(q, 1 - q)",
+                    }
+                )
+                continue
             if comp.what == "tree":  # drawn node by node as the descents read them
                 noisy[(comp.metric, comp.what)] = (_LazyTree(raw, param, self._noisy, rng), param)
             else:
@@ -609,6 +679,13 @@ class Aggregation:
                     var_units = q / n - (s / n) ** 2
                     top = ((spec.high - spec.low) / 2) ** 2
                     columns[name] = np.clip(var_units, 0, top) * spec.resolution**2
+            elif (name, "exponential") in noisy:
+                assert spec is not None
+                leaves, eps_g = noisy[(name, "exponential")]
+                for q in m.levels:
+                    columns[f"{name}_{q:g}"] = _em_quantiles(
+                        leaves, q, spec, eps_g, self.max_per_partition, rng
+                    )
             else:
                 assert spec is not None
                 lazy = noisy[(name, "tree")][0]
@@ -649,6 +726,7 @@ class Aggregation:
                 )
                 if m.levels:
                     entry["levels"] = list(m.levels)
+                    entry["method"] = self.quantile_method(name)
                     entry["tree"] = {"levels": TREE[0], "branching": TREE[1]}
             metrics[name] = entry
         meta: dict[str, Any] = {
@@ -698,8 +776,11 @@ def _log_error(aggregation: Aggregation) -> float:
     is calibrated for (parameters only; unknown automatic bounds as one unit)."""
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
     logs = []
-    for _, param in aggregation.noise_parameters(chosen):
-        if aggregation.noise == "gaussian":
+    for comp, param in aggregation.noise_parameters(chosen):
+        if comp.what == "exponential":  # a rank error, as a noise's standard deviation
+            levels = aggregation.metrics[comp.metric].levels
+            logs.append(math.log(_em_rank_sd(param, aggregation.max_per_partition, levels)))
+        elif aggregation.noise == "gaussian":
             logs.append(0.5 * math.log(float(param)))
         else:  # the discrete Laplace's variance is below the continuous one's, 2 t**2
             logs.append(math.log(math.sqrt(2.0) * float(param)))
@@ -787,6 +868,60 @@ def _tree_quantiles(tree: _LazyTree, q: float, spec: ValueSpec) -> npt.NDArray[n
     return np.asarray(out * spec.resolution, dtype=np.float64)
 
 
+def _em_rank_sd(epsilon: Fraction, c: int, levels: Sequence[float]) -> float:
+    """The standard deviation of an exponential-mechanism quantile's rank error, in records, on
+    data without gaps (every bucket holds values): the law over ranks is then a two-sided
+    geometric of scale ``2 c max(q, 1 - q) / epsilon``; the worst level counts."""
+    worst = max(max(q, 1 - q) for q in levels)
+    return math.sqrt(2.0) * 2 * c * worst / float(epsilon)
+
+
+def _level(q: float) -> Fraction:
+    """A quantile level as a rational with a denominator of at most ``10**4`` (``0.9`` is
+    ``9/10``): the rank target moves by at most ``10**-4`` of the group."""
+    return Fraction(repr(float(q))).limit_denominator(10**4)
+
+
+def em_scores(leaves: npt.NDArray[Any], q: float) -> tuple[npt.NDArray[np.int64], int]:
+    """The exponential mechanism's integer scores of every leaf of every group for level ``q``
+    (module notes, *Quantiles*), and their sensitivity per record: with ``q = a / d``, ``n`` the
+    group's count and ``C_j`` the count of the leaves before leaf ``j``, leaf ``j`` scores
+    ``max(0, a n - d C_{j+1}, d C_j - a n)`` (0 for the leaf holding the target rank), and one
+    record changes each term by at most ``max(a, d - a)``."""
+    level = _level(q)
+    a, d = level.numerator, level.denominator
+    h = np.asarray(leaves, dtype=np.int64)
+    after = np.cumsum(h, axis=1)
+    before = after - h
+    n = after[:, -1:]
+    scores = np.maximum(np.maximum(a * n - d * after, d * before - a * n), 0)
+    return scores.astype(np.int64), max(a, d - a)
+
+
+def _em_quantiles(
+    leaves: npt.NDArray[Any],
+    q: float,
+    spec: ValueSpec,
+    epsilon: Fraction,
+    c: int,
+    rng: RandomSource,
+) -> npt.NDArray[np.float64]:
+    """The ``q`` quantile of every group: one exact exponential-mechanism draw of a leaf per
+    group (:func:`privhist.noise.exponential.exponential_mechanism`, ``gamma = epsilon / (2 c
+    Delta)``), answered as the leaf's middle, in the column's units."""
+    from privhist.noise.exponential import exponential_mechanism
+
+    scores, sensitivity = em_scores(leaves, q)
+    gamma = epsilon / (2 * c * sensitivity)
+    levels, b = spec.tree or TREE
+    width = (spec.high - spec.low + 1) / b**levels
+    out = np.empty(scores.shape[0], dtype=np.float64)
+    for i in range(scores.shape[0]):
+        j = exponential_mechanism(scores[i], gamma, rng)
+        out[i] = min(spec.low + (j + 0.5) * width, spec.high)
+    return np.asarray(out * spec.resolution, dtype=np.float64)
+
+
 def _decoded_keys(table: GroupTable, by: tuple[str, ...]) -> npt.NDArray[Any]:
     if len(by) == 1:
         return np.asarray(table.keys)
@@ -813,7 +948,12 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
     std: dict[tuple[str, str], float] = {}
     for comp, param in aggregation.noise_parameters(chosen):
-        if aggregation.noise == "gaussian":
+        if comp.what == "exponential":
+            levels = aggregation.metrics[comp.metric].levels
+            std[(comp.metric, comp.what)] = _em_rank_sd(
+                param, aggregation.max_per_partition, levels
+            )
+        elif aggregation.noise == "gaussian":
             std[(comp.metric, comp.what)] = float(DiscreteGaussian(param).var()) ** 0.5
         else:
             std[(comp.metric, comp.what)] = float(DiscreteLaplace(param).var()) ** 0.5
@@ -842,9 +982,14 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
                     entry["variance_error_std"] = {
                         n: r * r * math.sqrt(s_sq**2 + (half * half * s_n) ** 2) / n for n in sizes
                     }
+            elif (name, "exponential") in std:
+                sd = std[(name, "exponential")]
+                entry["method"] = "exponential"
+                entry["rank_error_std"] = {n: sd / n for n in sizes}
             else:
-                levels, b = TREE
-                sd = std[(name, "tree")] * math.sqrt(levels * (b - 1) / 2)
+                depth, b = TREE
+                sd = std[(name, "tree")] * math.sqrt(depth * (b - 1) / 2)
+                entry["method"] = "tree"
                 entry["rank_error_std"] = {n: sd / n for n in sizes}
             entry["resolution"] = r
         metrics[name] = entry

@@ -22,6 +22,9 @@ Bound = float | Literal["auto"]
 #: the kinds of metric, in the order their columns appear when several are asked for
 KINDS = ("count", "count_users", "sum", "mean", "variance", "quantiles")
 
+#: how quantiles may be released
+QUANTILE_METHODS = ("auto", "exponential", "tree")
+
 #: the most fixed-point units a range may span (sums of squares stay exact in int64)
 MAX_UNITS = 2**20
 
@@ -37,6 +40,7 @@ class Metric:
         levels: the quantile levels (``quantiles`` only), each in [0, 1].
         resolution: the fixed-point unit (None: chosen from the bounds, see
             :func:`default_resolution`).
+        method: how quantiles are released: ``"auto"``, ``"exponential"`` or ``"tree"``.
     """
 
     kind: str
@@ -45,6 +49,7 @@ class Metric:
     upper: Bound | None = None
     levels: tuple[float, ...] = ()
     resolution: float | None = None
+    method: str = "auto"
 
     def __post_init__(self) -> None:
         fn = f"metrics.{self.kind}"
@@ -68,6 +73,10 @@ class Metric:
             for q in self.levels:
                 if not _real(q) or not 0 <= q <= 1:
                     raise ValidationError("levels", fn, "levels in [0, 1]", q)
+            if self.method not in QUANTILE_METHODS:
+                raise ValidationError(
+                    "method", fn, f"one of {', '.join(QUANTILE_METHODS)}", self.method
+                )
         elif self.levels:
             raise ValidationError("levels", fn, "empty (only quantiles take levels)", self.levels)
 

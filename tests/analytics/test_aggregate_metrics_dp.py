@@ -541,3 +541,34 @@ def test_exponential_quantiles_are_dp_both_ways(user_level: bool, gaussian: bool
                 tripled = _em_losses(agg, a, b, 3)
                 broke |= mpmath.fsum(max(dist) for dist in tripled) > g.epsilon
     assert broke  # power: a mechanism with less randomness is caught on these neighbours
+
+
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.0, 1.0, 1 / 3])
+def test_blocks_of_leaves_score_every_leaf_as_the_definition(q: float) -> None:
+    """The release scores runs of empty leaves as blocks: expanded, the blocks give every leaf
+    the score of the definition (records before and up to the leaf against the target rank),
+    for full, sparse and empty groups."""
+    from privhist.analytics.aggregate import em_blocks
+
+    g = np.random.default_rng(5)
+    n_leaves = 64
+    for row in (
+        g.integers(0, 3, n_leaves),
+        np.where(g.random(n_leaves) < 0.1, g.integers(1, 9, n_leaves), 0),
+        np.zeros(n_leaves, dtype=np.int64),
+    ):
+        nz = np.flatnonzero(row)
+        scores, sizes, first, sens = em_blocks(nz, row[nz], n_leaves, q)
+        level = Fraction(q).limit_denominator(10**4)
+        a, d = level.numerator, level.denominator
+        assert sens == max(a, d - a)
+        n = int(row.sum())
+        expanded = np.full(n_leaves, -1, dtype=np.int64)
+        for s, size, start in zip(scores.tolist(), sizes.tolist(), first.tolist(), strict=True):
+            assert (expanded[start : start + size] == -1).all()  # the blocks do not overlap
+            expanded[start : start + size] = s
+        for j in range(n_leaves):
+            before, upto = int(row[:j].sum()), int(row[: j + 1].sum())
+            target = Fraction(a * n, d)
+            dist = max(Fraction(0), target - upto, before - target)
+            assert expanded[j] == d * dist, (j, expanded[j], d * dist)

@@ -134,6 +134,7 @@ from privhist.core.requests import (
     ValueRange,
     ValueSpec,
 )
+from privhist.core.sparse import SparseCounts
 from privhist.core.version import LIBRARY
 from privhist.io.release import Release
 from privhist.mechanisms.releasable import Answers
@@ -623,8 +624,7 @@ class Aggregation:
                     raw = raw - comp.spec.center * parts["n"]
             if comp.what == "exponential":  # the scores are the leaves' counts'
                 assert comp.spec is not None
-                leaves = np.asarray(raw)[:, -(TREE[1] ** TREE[0]) :]
-                noisy[(comp.metric, comp.what)] = (leaves, param)
+                noisy[(comp.metric, comp.what)] = (_sparse(raw), param)
                 described.append(
                     {
                         "metric": comp.metric,
@@ -635,7 +635,10 @@ class Aggregation:
                 )
                 continue
             if comp.what == "tree":  # drawn node by node as the descents read them
-                noisy[(comp.metric, comp.what)] = (_LazyTree(raw, param, self._noisy, rng), param)
+                noisy[(comp.metric, comp.what)] = (
+                    _LazyTree(_sparse(raw), param, self._noisy, rng),
+                    param,
+                )
             else:
                 noisy[(comp.metric, comp.what)] = (
                     self._noisy(raw, param, rng).reshape(raw.shape) if g else raw,
@@ -807,8 +810,8 @@ class _LazyTree:
     ``children(groups, starts)`` gives the noisy counts of the ``b`` nodes from ``starts[i]`` in
     group ``groups[i]``, drawing in one batch the noise of those not drawn before."""
 
-    def __init__(self, raw: npt.NDArray[Any], param: Fraction, noisy: Any, rng: Any) -> None:
-        self.raw = np.asarray(raw, dtype=np.int64)
+    def __init__(self, raw: SparseCounts, param: Fraction, noisy: Any, rng: Any) -> None:
+        self.raw = raw
         self.param, self.noisy, self.rng = param, noisy, rng
         self.drawn: dict[tuple[int, int], npt.NDArray[np.int64]] = {}
 
@@ -819,7 +822,11 @@ class _LazyTree:
         pairs = list(zip(groups, starts, strict=True))
         todo = sorted({pair for pair in pairs if pair not in self.drawn})
         if todo:
-            raw = np.stack([self.raw[i, s : s + b] for i, s in todo])
+            rows = np.repeat(np.asarray([i for i, _ in todo], dtype=np.int64), b)
+            cols = (
+                np.asarray([s for _, s in todo], dtype=np.int64)[:, None] + np.arange(b)
+            ).ravel()
+            raw = self.raw.cells(rows, cols).reshape(len(todo), b)
             drawn = self.noisy(raw, self.param, self.rng).reshape(len(todo), b)
             for pair, row in zip(todo, drawn, strict=True):
                 self.drawn[pair] = row
@@ -882,24 +889,39 @@ def _level(q: float) -> Fraction:
     return Fraction(repr(float(q))).limit_denominator(10**4)
 
 
-def em_scores(leaves: npt.NDArray[Any], q: float) -> tuple[npt.NDArray[np.int64], int]:
-    """The exponential mechanism's integer scores of every leaf of every group for level ``q``
-    (module notes, *Quantiles*), and their sensitivity per record: with ``q = a / d``, ``n`` the
-    group's count and ``C_j`` the count of the leaves before leaf ``j``, leaf ``j`` scores
-    ``max(0, a n - d C_{j+1}, d C_j - a n)`` (0 for the leaf holding the target rank), and one
-    record changes each term by at most ``max(a, d - a)``."""
+def em_blocks(
+    leaves: npt.NDArray[np.int64], counts: npt.NDArray[np.int64], n_leaves: int, q: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """One group's leaves for level ``q`` as blocks of equal score (module notes, *Quantiles*:
+    with ``q = a / d``, ``n`` the group's count and ``C_j`` the count before leaf ``j``, leaf ``j``
+    scores ``max(0, a n - d C_{j+1}, d C_j - a n)``, and one record moves that by at most
+    ``max(a, d - a)``), without listing every leaf: each non-empty leaf (``leaves``, increasing,
+    with its ``counts``) is a block of one, and each run of empty leaves between them (and
+    before the first, after the last) a block of its length, whose leaves all have the same
+    records before and up to them. Returns ``(scores, sizes, first leaf, sensitivity)`` of the
+    non-empty blocks."""
     level = _level(q)
     a, d = level.numerator, level.denominator
-    h = np.asarray(leaves, dtype=np.int64)
-    after = np.cumsum(h, axis=1)
+    h = np.asarray(counts, dtype=np.int64)
+    idx = np.asarray(leaves, dtype=np.int64)
+    n = int(h.sum())
+    after = np.cumsum(h)
     before = after - h
-    n = after[:, -1:]
-    scores = np.maximum(np.maximum(a * n - d * after, d * before - a * n), 0)
-    return scores.astype(np.int64), max(a, d - a)
+    leaf_scores = np.maximum(np.maximum(a * n - d * after, d * before - a * n), 0)
+    # the runs of empty leaves: before leaf 0 of the list, between, and after the last
+    starts = np.concatenate([[0], idx + 1])
+    ends = np.concatenate([idx, [n_leaves]])
+    ranks = np.concatenate([[0], after])  # records before (and up to) every leaf of the run
+    run_scores = np.abs(a * n - d * ranks)
+    scores = np.concatenate([leaf_scores, run_scores])
+    sizes = np.concatenate([np.ones(idx.size, dtype=np.int64), ends - starts])
+    first = np.concatenate([idx, starts])
+    keep = sizes > 0
+    return scores[keep], sizes[keep], first[keep], max(a, d - a)
 
 
 def _em_quantiles(
-    leaves: npt.NDArray[Any],
+    tree: SparseCounts,
     q: float,
     spec: ValueSpec,
     epsilon: Fraction,
@@ -907,19 +929,28 @@ def _em_quantiles(
     rng: RandomSource,
 ) -> npt.NDArray[np.float64]:
     """The ``q`` quantile of every group: one exact exponential-mechanism draw of a leaf per
-    group (:func:`privhist.noise.exponential.exponential_mechanism`, ``gamma = epsilon / (2 c
-    Delta)``), answered as the leaf's middle, in the column's units."""
-    from privhist.noise.exponential import exponential_mechanism
+    group (:func:`privhist.noise.exponential.exponential_blocks` over :func:`em_blocks`,
+    ``gamma = epsilon / (2 c Delta)``), answered as the leaf's middle, in the column's units."""
+    from privhist.noise.exponential import exponential_blocks
 
-    scores, sensitivity = em_scores(leaves, q)
-    gamma = epsilon / (2 * c * sensitivity)
     levels, b = spec.tree or TREE
-    width = (spec.high - spec.low + 1) / b**levels
-    out = np.empty(scores.shape[0], dtype=np.float64)
-    for i in range(scores.shape[0]):
-        j = exponential_mechanism(scores[i], gamma, rng)
+    n_leaves = b**levels
+    offset = spec.nodes - n_leaves
+    width = (spec.high - spec.low + 1) / n_leaves
+    out = np.empty(len(tree), dtype=np.float64)
+    for i in range(len(tree)):
+        cols, counts = tree.row(i, offset)
+        scores, sizes, first, sensitivity = em_blocks(cols - offset, counts, n_leaves, q)
+        block, within = exponential_blocks(scores, sizes, epsilon / (2 * c * sensitivity), rng)
+        j = int(first[block]) + within
         out[i] = min(spec.low + (j + 0.5) * width, spec.high)
     return np.asarray(out * spec.resolution, dtype=np.float64)
+
+
+def _sparse(raw: Any) -> SparseCounts:
+    """A tree's counts as :class:`~privhist.core.sparse.SparseCounts` (engines may answer a
+    dense table)."""
+    return raw if isinstance(raw, SparseCounts) else SparseCounts.from_dense(raw)
 
 
 def _decoded_keys(table: GroupTable, by: tuple[str, ...]) -> npt.NDArray[Any]:

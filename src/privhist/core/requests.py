@@ -245,12 +245,13 @@ class GroupTable:
 
     ``keys`` are encoded group keys (:mod:`privhist.core.groups`), sorted; ``by_types`` the type of
     each group column (``"int"`` or ``"str"``) for decoding them; ``values[name]`` holds, per
-    spec, ``"n"``, ``"sum"``, ``"squares"`` and ``"tree"`` (groups x nodes) as asked."""
+    spec, ``"n"``, ``"sum"``, ``"squares"`` (arrays, one entry per group) and ``"tree"`` (groups x
+    nodes: a :class:`~privhist.core.sparse.SparseCounts`, or a dense array) as asked."""
 
     keys: npt.NDArray[Any]
     records: npt.NDArray[Any]
     users: npt.NDArray[Any]
-    values: dict[str, dict[str, npt.NDArray[Any]]]
+    values: dict[str, dict[str, Any]]
     by_types: tuple[str, ...]
     facts: dict[str, Any] = field(default_factory=dict)
 

@@ -182,16 +182,36 @@ def _less(u: LazyUniform, bounds: Bounds) -> bool:
         j += 1
 
 
+def exponential_blocks(
+    scores: Any, sizes: Any, gamma: Fraction, rng: RandomSource
+) -> tuple[int, int]:
+    """One candidate drawn with probability proportional to ``exp(-gamma s)``, the candidates
+    given as blocks: block ``i`` holds ``sizes[i]`` candidates of score ``scores[i]``. Returns
+    ``(block, position in the block)``, exactly (module notes): the level by inversion, then one
+    of the level's candidates uniformly."""
+    s = np.asarray(scores, dtype=np.int64).reshape(-1)
+    n = np.asarray(sizes, dtype=np.int64).reshape(-1)
+    if s.size == 0 or s.shape != n.shape or (n < 1).any():
+        raise ValidationError("sizes", "exponential_blocks", "blocks of at least 1 candidate", n)
+    levels, inverse = np.unique(s, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse, weights=n, minlength=levels.size).astype(np.int64)
+    t = ExponentialLevels(levels, counts, gamma).sample_level(rng)
+    members = np.flatnonzero(inverse == t)
+    r = rng.randbelow(int(counts[t]))
+    ends = np.cumsum(n[members])
+    k = int(np.searchsorted(ends, r, side="right"))
+    return int(members[k]), int(r - (ends[k] - n[members[k]]))
+
+
 def exponential_mechanism(scores: Any, gamma: Fraction, rng: RandomSource) -> int:
     """The index of one candidate drawn with probability proportional to ``exp(-gamma s)``
     from the integer scores ``s`` of every candidate (module notes), exactly."""
     arr = np.asarray(scores, dtype=np.int64).reshape(-1)
     if arr.size == 0:
         raise ValidationError("scores", "exponential_mechanism", "at least one candidate", 0)
-    levels, inverse, counts = np.unique(arr, return_inverse=True, return_counts=True)
-    t = ExponentialLevels(levels, counts, gamma).sample_level(rng)
-    members = np.flatnonzero(inverse.reshape(-1) == t)
-    return int(members[rng.randbelow(int(members.size))])
+    block, _ = exponential_blocks(arr, np.ones(arr.size, dtype=np.int64), gamma, rng)
+    return block
 
 
-__all__ = ["ExponentialLevels", "exponential_mechanism"]
+__all__ = ["ExponentialLevels", "exponential_blocks", "exponential_mechanism"]

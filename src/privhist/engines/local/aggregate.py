@@ -27,6 +27,7 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
 from privhist.core.requests import Fields, GroupAggregates, GroupTable, ValueRange, ValueSpec
+from privhist.core.sparse import SparseCounts
 from privhist.engines.priorities import LazyPriorities, PairPriorities, group_code, record_codes
 
 
@@ -292,13 +293,16 @@ def table_from_rows(
             out[pos[mask]] = value[mask]
         return out
 
-    values: dict[str, dict[str, npt.NDArray[Any]]] = {}
+    values: dict[str, dict[str, Any]] = {}
     for j, spec in enumerate(specs):
-        entry = {"n": column(f"n{j}"), "sum": column(f"sum{j}")}
+        entry: dict[str, Any] = {"n": column(f"n{j}"), "sum": column(f"sum{j}")}
         if spec.squares:
             entry["squares"] = column(f"sq{j}")
-        if spec.tree is not None:
-            entry["tree"] = column(f"tree{j}", spec.nodes)
+        if spec.tree is not None:  # kept by its non-zero nodes: a group fills few of them
+            mask = names == f"tree{j}"
+            entry["tree"] = SparseCounts.from_cells(
+                (g, spec.nodes), pos[mask], index[mask], value[mask]
+            )
         values[spec.name] = entry
     return GroupTable(out_keys, column("records"), column("users"), values, types, facts)
 

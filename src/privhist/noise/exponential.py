@@ -30,6 +30,7 @@ F_t - F_{t-1}`` exactly, and the uniform choice within the level is
 
 from __future__ import annotations
 
+import functools
 import itertools
 from fractions import Fraction
 from typing import Any
@@ -45,6 +46,13 @@ from privhist.noise._exact import WORD_BITS, Bounds, LazyUniform, ceil_div, exp_
 GUARD = 64
 #: the weights left out are below ``2**-(prec + TAIL)`` of the total
 TAIL = 16
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _exp_step(gamma: Fraction, d: int, w: int) -> tuple[int, int]:
+    """:func:`~privhist.noise._exact.exp_bounds` of ``-gamma d`` at ``w`` bits, kept: the draws of
+    one release (one per group) share ``gamma`` and mostly the same score differences."""
+    return exp_bounds(-gamma * d, w)
 
 
 class _Weights:
@@ -67,7 +75,7 @@ class _Weights:
             if t:
                 d = s - scores[t - 1]
                 if d not in steps:
-                    steps[d] = exp_bounds(-gamma * d, w)
+                    steps[d] = _exp_step(gamma, d, w)
                 a, b = steps[d]
                 lo_e = (lo_e * a) >> w
                 hi_e = ceil_div(hi_e * b, one)

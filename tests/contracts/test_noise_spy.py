@@ -1050,6 +1050,8 @@ AGG_SETTINGS: dict[str, tuple[bool, bool, float, float, int, int, bool]] = {
     # (the selection then takes all of delta)
     "delta-laplace": (False, True, 1.0, 1e-6, 1, 1, False),
     "record-private-laplace": (False, False, 1.0, 1e-6, 1, 1, False),
+    # user level, groups chosen by optimal selection per group (epsilon_s / k, delta / k)
+    "user-private-laplace": (True, False, 2.0, 1e-5, 2, 2, False),
 }
 
 
@@ -1251,7 +1253,7 @@ def _aggregation_contract(kind: str, setting: str) -> None:
     selection_draws = used[: len(used) - len(parts)]
     if public:
         assert not selection_draws
-    elif not user_level:  # optimal partition selection draws no Gaussian or Laplace noise
+    elif not user_level or not gaussian:  # optimal partition selection draws no such noise
         assert not selection_draws
     else:  # cumulative-sips' rounds (its own case checks them) at the metrics' zCDP budget
         assert agg._selector.spent_rho == agg.rho_m
@@ -1296,6 +1298,8 @@ def _aggregation_contract(kind: str, setting: str) -> None:
             sel = agg._selector
             assert Fraction(sel.delta) == Fraction(delta) and stated["delta"] == delta
             assert Fraction(agg.eps_m) + Fraction(sel.epsilon) == Fraction(eps)
+            # at user level each group's selection runs at a k-th of (epsilon_s, delta)
+            assert sel.neighbouring.l0_sensitivity == k
         return
     if public:
         assert F.zcdp_delta(spent, eps) <= delta

@@ -49,7 +49,8 @@ change in one group: ``c L`` for a tree of ``L`` levels).
 * *Laplace.* Each component gets discrete Laplace noise of scale ``k s1 / epsilon_i``
   (``epsilon_i``-DP), and basic composition gives ``sum epsilon_i = epsilon_m``: ``epsilon_m =
   epsilon`` with public groups (the release is then ``(epsilon, 0)``-DP whatever delta was
-  allowed); with private groups at record level the selection takes ``epsilon_s`` and *all* of
+  allowed); with private groups the selection (optimal partition selection; at user level per
+  group at ``(epsilon_s / k, delta / k)`` on the group's users) takes ``epsilon_s`` and *all* of
   delta, the metrics ``epsilon_m = epsilon - epsilon_s``.
 
 **Quantiles.** ``method="exponential"`` releases each level ``q`` of each group by one draw of
@@ -70,10 +71,17 @@ takes the exponential mechanism when :data:`EM_GAPS` (4) times its predicted err
 tree's (gaps between values widen its error, not the tree's): at record level with Laplace noise,
 one to three levels.
 
-**Choosing the noise.** ``noise="auto"`` (the default) takes Laplace when delta is 0, Gaussian
-for private groups at user level (the weighted selection is accounted in zCDP), and otherwise
-the noise whose components' standard deviations have the smaller geometric mean, computed from the
-parameters before any data is read. Gaussian noise gains from spreading a user's change over
+**Choosing the noise.** ``noise="auto"`` (the default) takes Laplace when delta is 0, and
+otherwise the noise whose components' standard deviations have the smaller geometric mean,
+computed from the parameters before any data is read. With private groups at user level the
+choice also picks the selection: Gaussian noise composes with cumulative-sips in zCDP, Laplace
+noise with optimal selection run per group at ``(epsilon_s / k, delta / k)`` on the group's users
+(each user in at most ``k`` groups; basic composition). On 10**6 generated rows with ``k = 2``,
+``c = 5`` at ``(1, 1e-6)``, one metric at a time, the weighted selection released about 580
+groups and the per-group one about 510 (nearly all among the 580); on the groups both released
+the Laplace route's relative error was 0.71-0.93 of the Gaussian one (median over groups; 0.69-0.86
+the mean) for sums, means and medians, over three draws each. ``"auto"`` prefers the smaller
+error; ``noise="gaussian"`` keeps the weighted selection's extra groups. Gaussian noise gains from spreading a user's change over
 many aggregates (L2 against L1 sensitivity: ``sqrt(k)`` against ``k`` over groups, ``sqrt(4)``
 against ``4`` over a tree's levels) and from zCDP composition across components, and pays for
 delta at ``epsilon``: at record level (``k = 1``) with one or two metrics Laplace wins (at
@@ -269,16 +277,6 @@ class Aggregation:
             if noise == "gaussian":
                 raise ValidationError("noise", fn, "'laplace' or 'auto' when delta = 0", noise)
             return "laplace"
-        if self.partitions is None and self.user_level:
-            if noise == "laplace":
-                raise ValidationError(
-                    "noise",
-                    fn,
-                    "'gaussian' or 'auto' at user level with groups chosen privately (the "
-                    "weighted selection composes in zCDP)",
-                    noise,
-                )
-            return "gaussian"
         if noise != "auto":
             return noise
         errors = {}
@@ -299,7 +297,7 @@ class Aggregation:
                 self.eps_m = eps
                 self._event = ApproxDPEvent(eps, 0.0)
             return
-        if self.user_level:
+        if self.user_level and self.noise == "gaussian":
             from privhist.mechanisms.user_level.cumulative import CumulativeSIPS
 
             rho, _ = calibrate(eps, dl, 0.5)
@@ -324,7 +322,10 @@ class Aggregation:
                 while Fraction(dl_s) + Fraction(dl_m) > Fraction(dl):
                     dl_m = math.nextafter(dl_m, 0.0)
                 self.rho_m = calibrate_rho(eps_m, dl_m)
-            self._selector = OptimalSelection(eps_s, dl_s, keys_only=True)
+            # at user level (Laplace noise) the selection runs on the users of each group, each
+            # user in at most k groups: epsilon_s / k and delta / k per group
+            nb = self.neighbouring if self.user_level else None
+            self._selector = OptimalSelection(eps_s, dl_s, nb, keys_only=True)
             self._event = composed([ApproxDPEvent(eps_s, dl_s), ApproxDPEvent(eps_m, dl_m)])
             self.selection = {"mechanism": self._selector.name, **self._selector.parameters()}
 
@@ -334,7 +335,7 @@ class Aggregation:
     def guarantee(self) -> Budget:
         from privhist.accounting.accountant import guarantee_of
 
-        if self._selector is not None and self.user_level:
+        if self._weighted_selection():
             budget: Budget = self._selector.guarantee()
             return budget
         return guarantee_of(self._event, self.delta if self.delta > 0 else None, rules=("basic",))
@@ -349,9 +350,15 @@ class Aggregation:
             return (
                 (self._aggregates(fields, self._public_keys(), None),) if not self._auto() else ()
             )
-        if self.user_level:
+        if self._weighted_selection():
             return (UserKeys(fields),)
+        if self.user_level:
+            return (KeyCounts(fields, self.max_partitions, self.max_per_partition),)
         return (KeyCounts(fields),)
+
+    def _weighted_selection(self) -> bool:
+        """Whether the groups are chosen by cumulative-sips (user level, Gaussian noise)."""
+        return self.partitions is None and self.user_level and self.noise == "gaussian"
 
     def _auto(self) -> bool:
         return any(m.auto for m in self.metrics.values())
@@ -502,7 +509,7 @@ class Aggregation:
         return self._release(table, chosen, share, rng, meta_selection)
 
     def _select(self, answers: Answers, rng: RandomSource) -> npt.NDArray[Any]:
-        if self.user_level:
+        if self._weighted_selection():
             release = self._selector.release_weighted(answers.of(UserKeys), rng)
         else:
             release = self._selector.release(answers.of(KeyCounts), rng)
@@ -1036,7 +1043,7 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
     sel = aggregation._selector
     if sel is not None:
         top = 2_000
-        if aggregation.user_level:
+        if aggregation._weighted_selection():
             curve = sel.ever_released(np.arange(top + 1) * sel.scale)
         else:
             curve = sel.reporting_probability(top)

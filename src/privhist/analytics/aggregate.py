@@ -81,12 +81,14 @@ noise with optimal selection run per group at ``(epsilon_s / k, delta / k)`` on 
 groups and the per-group one about 510 (nearly all among the 580); on the groups both released
 the Laplace route's relative error was 0.71-0.93 of the Gaussian one (median over groups; 0.69-0.86
 the mean) for sums, means and medians, over three draws each. ``"auto"`` prefers the smaller
-error; ``noise="gaussian"`` keeps the weighted selection's extra groups. Gaussian noise gains from spreading a user's change over
-many aggregates (L2 against L1 sensitivity: ``sqrt(k)`` against ``k`` over groups, ``sqrt(4)``
-against ``4`` over a tree's levels) and from zCDP composition across components, and pays for
-delta at ``epsilon``: at record level (``k = 1``) with one or two metrics Laplace wins (at
-``(1, 1e-6)`` a sum's noise has standard deviation ``1.41 s / epsilon`` against ``4.5 s /
-epsilon``), at user level with many groups per user Gaussian does.
+error; ``noise="gaussian"`` keeps the weighted selection's extra groups.
+
+Gaussian noise gains from spreading a user's change over many aggregates (L2 against L1
+sensitivity: ``sqrt(k)`` against ``k`` over groups, ``sqrt(4)`` against ``4`` over a tree's
+levels) and from zCDP composition across components, and pays for delta at ``epsilon``: at record
+level (``k = 1``) with one or two metrics Laplace wins (at ``(1, 1e-6)`` a sum's noise has
+standard deviation ``1.41 s / epsilon`` against ``4.5 s / epsilon``), at user level with many
+groups per user Gaussian does.
 
 Metrics not asked for are not computed, and a group absent from the data is released only when it
 is public. Groups released privately are a function of the noisy selection only; the metrics of

@@ -21,7 +21,7 @@ from tests.stats import assert_fits, assert_rejects, chi2_integer
 
 from privhist import Release, Session
 from privhist import metrics as m
-from privhist.analytics.aggregate import AUTO_SHARE, Aggregation
+from privhist.analytics.aggregate import AUTO_SHARE, Aggregation, plan
 from privhist.core.errors import ValidationError
 from privhist.mechanisms.user_level._gauss import calibrate
 from privhist.noise import DiscreteGaussian, DiscreteLaplace
@@ -435,3 +435,34 @@ def test_gaussian_interval_above_exact_range_is_the_tail_bound_quantile() -> Non
         assert tail_upper(sigma2, w + 1) <= 0.025 < tail_upper(sigma2, w)
         sigma = math.sqrt(float(sigma2))
         assert abs(w - 1.959964 * sigma) <= 2 + 1e-6 * sigma
+
+
+def test_a_sum_beside_a_mean_of_the_same_column_shares_its_components() -> None:
+    """A sum with the bounds of a mean is answered from the mean's noisy count and centred sum:
+    no component of its own, the mean's two components each at half of the two metrics' budget
+    (their Laplace spends add up to epsilon), and over 3,000 public groups the sum's errors have
+    the spread of ``centred sum + middle x count`` (the plan's figure), not a direct sum's."""
+    metrics = {"s": m.sum("x", 0, 10, resolution=1), "avg": m.mean("x", 0, 10, resolution=1)}
+    groups = [f"g{i}" for i in range(3000)]
+    agg = Aggregation(metrics, ("g",), 1.0, 0.0, False, partitions=tuple((x,) for x in groups))
+    assert agg.shared_sums() == {"s": "avg"}
+    params = agg.noise_parameters()
+    assert [(c.metric, c.what) for c, _ in params] == [("avg", "n"), ("avg", "sum")]
+    spent = sum((c.l1 / p for c, p in params), Fraction(0))
+    assert Fraction(999_999, 10**6) <= spent <= 1
+    frame = pl.DataFrame({"g": [x for x in groups for _ in range(20)], "x": [7.0] * 60_000})
+    r = Session().aggregate(
+        frame, by="g", metrics=metrics, epsilon=1.0, partitions=groups, noise="laplace", seed=4
+    )
+    assert r.metadata["metrics"]["s"]["answered_from"].startswith("the count and centred sum")
+    err = np.asarray(r.extra["s"], dtype=np.float64) - 140.0
+    predicted = plan(agg)["metrics"]["s"]["noise_std"]
+    (_, t_n), (_, t_s) = params
+    # the discrete Laplace's variance is a little below the continuous one's 2 t**2
+    assert predicted == pytest.approx(
+        math.sqrt(2 * float(t_s) ** 2 + 25 * 2 * float(t_n) ** 2), rel=0.02
+    )
+    assert abs(err.std() / predicted - 1) < 0.08, (err.std(), predicted)
+    # a direct sum at the same pooled budget would have a spread of 10 sqrt(2) / 1 = 14.1: the
+    # shared one (centre 5, M 5, 1:1 split) has sqrt(2) * sqrt(10**2 + 5**2 * 2**2) = 20
+    assert err.std() > 17

@@ -137,7 +137,9 @@ def test_record_level_private_groups_are_dp_with_the_group_absent(noise: str) ->
         noise=noise,
     )
     sel = agg._selector
-    assert sel.delta == (1e-3 if noise == "laplace" else 5e-4)
+    # the selection: one share beside the two metrics' (a third), and all of delta with Laplace
+    assert Fraction(sel.epsilon) == Fraction(6.0) / 3
+    assert sel.delta == (1e-3 if noise == "laplace" else float(Fraction(1e-3) / 3))
     params = agg.noise_parameters()
     pmfs = [_pmf(noise, p) for _, p in params]
     radii = [_radius(noise, p) for _, p in params]
@@ -183,7 +185,7 @@ def test_user_level_private_groups_account_for_every_component() -> None:
     }
     agg = Aggregation(metrics, ("g", "h"), 1.0, 1e-6, True, max_partitions=3, max_per_partition=2)
     rho_total, _ = calibrate(1.0, 1e-6, 0.5)
-    assert agg.rho_m == rho_total / 2
+    assert agg.rho_m == rho_total * Fraction(6, 7)  # the selection's share: 1 / (1 + 6 metrics)
     chosen = {"avg": (-4.0, 30.0)}
     k, c = 3, 2
     used = Fraction(0)

@@ -108,8 +108,10 @@ the middle and an end of their range (``|mean - m| = M / 2``, data-independent):
 ``r sqrt(sigma_s**2 + (mean - m)**2 sigma_n**2) / n`` is smallest with ``rho_s : rho_n = 2 : 1``;
 a variance's three terms (squares, sum, count, weighing ``M**2``, ``M**2`` and ``0.83 M**2``) with
 ``rho`` in the same ratios (Lagrange: ``rho_i`` proportional to each term's weight). With private
-groups half of the zCDP budget (user level; record level: half of epsilon and delta) goes to the
-selection. Bounds ``"auto"`` take 5% of the metrics' budget each from it. These shares are
+groups the selection takes one share beside the metrics' equal ones, ``1 / (1 + metrics)`` of
+the budget (of the zCDP budget with cumulative-sips; else of epsilon, and with Gaussian noise of
+delta too): half for one metric, a quarter for three (PipelineDP's split is alike). Bounds
+``"auto"`` take 5% of the metrics' budget each from it. These shares are
 constants, not tuned to any data set.
 
 **Estimates.** ``count``, ``count_users`` and ``sum`` are the noisy aggregates (counts clamped at
@@ -172,9 +174,6 @@ from privhist.noise import (
 
 #: the quantile tree: ``BRANCHING**LEVELS`` buckets (as PipelineDP's default tree)
 TREE = (4, 16)
-#: share of the zCDP budget (user level) or of epsilon and delta (record level) spent choosing
-#: the groups when they are private
-SELECTION_SHARE = 0.5
 #: how a metric's budget is split among its components, to minimise the error of its estimate
 #: (module notes): a mean's count and centred sum 1 : 2, a variance's count, centred sum and
 #: centred squares 0.83 : 1 : 1
@@ -296,6 +295,12 @@ class Aggregation:
             errors[option] = _log_error(self)
         return "laplace" if errors["laplace"] <= errors["gaussian"] else "gaussian"
 
+    @property
+    def selection_share(self) -> Fraction:
+        """The share of the budget that chooses private groups (module notes): one share beside
+        the metrics' equal ones, ``1 / (1 + metrics)``."""
+        return Fraction(1, 1 + len(self.metrics))
+
     def _calibrate(self) -> None:
         eps, dl = float(self.epsilon), float(self.delta)
         self.selection: dict[str, Any] = {}
@@ -311,7 +316,7 @@ class Aggregation:
             from privhist.mechanisms.user_level.cumulative import CumulativeSIPS
 
             rho, _ = calibrate(eps, dl, 0.5)
-            self.rho_m = rho * (1 - Fraction(SELECTION_SHARE))
+            self.rho_m = rho * (1 - self.selection_share)
             kwargs = {} if self.max_keys is None else {"max_keys": self.max_keys}
             self._selector = CumulativeSIPS(eps, dl, spent_rho=self.rho_m, **kwargs)
             self._event = self._selector.event()
@@ -319,7 +324,7 @@ class Aggregation:
         else:
             from privhist.mechanisms.optimal_selection import OptimalSelection
 
-            eps_s = eps * SELECTION_SHARE
+            eps_s = float(Fraction(eps) * self.selection_share)
             eps_m = float(Fraction(eps) - Fraction(eps_s))
             while Fraction(eps_s) + Fraction(eps_m) > Fraction(eps):
                 eps_m = math.nextafter(eps_m, 0.0)
@@ -327,7 +332,7 @@ class Aggregation:
                 dl_s, dl_m = dl, 0.0
                 self.eps_m = eps_m
             else:
-                dl_s = dl * SELECTION_SHARE
+                dl_s = float(Fraction(dl) * self.selection_share)
                 dl_m = float(Fraction(dl) - Fraction(dl_s))
                 while Fraction(dl_s) + Fraction(dl_m) > Fraction(dl):
                     dl_m = math.nextafter(dl_m, 0.0)
@@ -814,7 +819,7 @@ class Aggregation:
                 "its share, split 1:1)"
                 + (f"; {AUTO_SHARE:g} per automatic bound" if chosen else "")
                 + (
-                    f"; {SELECTION_SHARE:g} of the budget chose the groups"
+                    f"; {float(self.selection_share):.4g} of the budget chose the groups"
                     if self.partitions is None
                     else ""
                 )

@@ -30,10 +30,13 @@ Budget: epsilon = 1, delta = 1e-6 (``--epsilon``, ``--delta``).
 Settings chosen for each system (the traps found running them side by side are noted):
 
 * **privhist**: ``Session().aggregate(table, by=..., metrics={"sum": metrics.sum(col, lo, hi),
-  "mean": metrics.mean(col, lo, hi), "median": metrics.quantiles(col, [0.5], lo, hi)},
+  "mean": metrics.mean(col, lo, hi), "median": metrics.quantiles(col, [0.5], lo, hi,
+  resolution=1)},
   user=None or "user_id", max_partitions=k, max_per_partition=c, partitions=None or the true
   groups as a DataFrame, epsilon, delta)`` on the Polars table in memory, with the secure random
-  source (no seed), its own noise and split (printed from the release's metadata).
+  source (no seed), its own noise and split (printed from the release's metadata). The median's
+  ``resolution=1`` says what OpenDP's candidates say: the values are integers (its candidates
+  are then the integers of the range).
 * **PipelineDP** (0.3.1): ``DPEngine(NaiveBudgetAccountant(epsilon, delta), LocalBackend())``,
   Laplace noise, ``AggregateParams(min_value=lo, max_value=hi, max_partitions_contributed=k,
   max_contributions_per_partition=c)`` (1 and 1 at record level, with the row number as the
@@ -317,8 +320,8 @@ def privhist(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     metrics: dict[str, Any] = {}
     for name in task["metrics"]:
         lo, hi = bounds[name]
-        if name == "median":
-            metrics[name] = pm.quantiles(cols[name], [0.5], lo, hi)
+        if name == "median":  # the data are integers: OpenDP's candidates are too
+            metrics[name] = pm.quantiles(cols[name], [0.5], lo, hi, resolution=1)
         else:
             metrics[name] = builders[name](cols[name], lo, hi)
     partitions = _groups(df, by) if task["partitions"] == "public" else None

@@ -387,15 +387,8 @@ def test_the_discretised_route_brackets_the_exact_one(kind: str) -> None:
 # -- quantiles by the exponential mechanism ---------------------------------------------------
 
 
-def _em_laws(agg: Aggregation, frame: pl.DataFrame, gamma_factor: int = 1) -> list[Any]:
-    """The exact law of every draw of ``frame``'s release (one per group and level), each as
-    ``{score: (candidates, probability)}`` in 40 digits, from the engine's leaf counts and the
-    definition: a leaf's score is ``d`` times the distance of the target rank ``q n`` (``q = a /
-    d``) to the leaf's rank interval ``[records before it, records up to it]``, and its
-    probability is proportional to ``exp(-gamma score)`` with ``gamma = epsilon / (2 c max(a, d -
-    a))``, ``epsilon`` the draw's."""
-    ((_, eps_g),) = agg.noise_parameters()
-    metric = agg.metrics["v"]
+def _em_rows(agg: Aggregation, frame: pl.DataFrame) -> np.ndarray[Any, Any]:
+    """The engine's leaf counts of every group of ``frame``'s release."""
     fields = Fields(key="g", user="u" if agg.user_level else None)
     request = GroupAggregates(
         fields,
@@ -405,69 +398,54 @@ def _em_laws(agg: Aggregation, frame: pl.DataFrame, gamma_factor: int = 1) -> li
         values=tuple(agg._specs({})),
     )
     table = LocalEngine().compute(frame, request, SeededRandom(1))
-    tree = np.asarray(table.values["v"]["tree"])
-    leaves = tree[:, -(16**4) :]
-    laws = []
-    with mpmath.workdps(DPS):
-        for q in metric.levels:
-            level = Fraction(q)
-            a, d = level.numerator, level.denominator
-            gamma = eps_g / (2 * agg.max_per_partition * max(a, d - a)) * gamma_factor
-            g = mpmath.mpf(gamma.numerator) / gamma.denominator
-            for row in leaves.tolist():
-                n = sum(row)
-                before = 0
-                scores: dict[int, int] = defaultdict(int)
-                for h in row:
-                    upto = before + h
-                    scores[max(0, a * n - d * upto, d * before - a * n)] += 1
-                    before = upto
-                weights = {s: c * mpmath.exp(-g * s) for s, c in scores.items()}
-                total = mpmath.fsum(weights.values())
-                laws.append({s: (scores[s], w / total) for s, w in weights.items()})
-    return laws
+    return np.asarray(table.values["v"]["tree"])[:, -(16**4) :]
+
+
+def _em_scores(row: np.ndarray[Any, Any], q: float, units: int) -> list[int]:
+    """Every candidate's score, from the definition: the candidates are the leaves, or the units
+    when the range has fewer units than leaves (unit ``v`` in leaf ``v * leaves // units``); a
+    candidate scores ``d`` times the distance of the target rank ``q n`` (``q = a / d``) to its
+    leaf's rank interval ``[records before the leaf, records up to it]``."""
+    level = Fraction(q)
+    a, d = level.numerator, level.denominator
+    n_leaves = row.shape[0]
+    after = np.cumsum(row)
+    before = after - row
+    n = int(after[-1])
+    leaf = np.arange(units) * n_leaves // units if units < n_leaves else np.arange(n_leaves)
+    s = np.maximum(np.maximum(a * n - d * after[leaf], d * before[leaf] - a * n), 0)
+    return [int(x) for x in s.tolist()]
 
 
 def _em_losses(
     agg: Aggregation, d0: pl.DataFrame, d1: pl.DataFrame, gamma_factor: int = 1
 ) -> list[dict[mpmath.mpf, mpmath.mpf]]:
-    """Per draw, the privacy loss distribution of ``d0``'s release against ``d1``'s: loss
-    ``log(P(leaf) / Q(leaf))`` with its probability under P, over every leaf (leaves are
-    matched by position: the same candidate)."""
+    """Per draw (one per group and level), the privacy loss distribution of ``d0``'s release
+    against ``d1``'s: the loss ``log(P(c) / Q(c))`` of each candidate ``c`` with its probability
+    under ``P``, where ``P(c)`` is proportional to ``exp(-gamma score)`` with ``gamma = epsilon /
+    (2 c max(a, d - a))``, ``epsilon`` the draw's (the same candidates in both: public)."""
+    ((_, eps_g),) = agg.noise_parameters()
+    spec = agg._specs({})[0]
+    units = spec.high - spec.low + 1
+    rows0, rows1 = _em_rows(agg, d0), _em_rows(agg, d1)
     out = []
-    laws0 = _em_laws(agg, d0, gamma_factor)
-    laws1 = _em_laws(agg, d1, gamma_factor)
-    fields = Fields(key="g", user="u" if agg.user_level else None)
-    request = GroupAggregates(
-        fields,
-        max_partitions=agg.max_partitions,
-        max_per_partition=agg.max_per_partition,
-        groups=GROUPS,
-        values=tuple(agg._specs({})),
-    )
-    rows0 = np.asarray(LocalEngine().compute(d0, request, SeededRandom(1)).values["v"]["tree"])
-    rows1 = np.asarray(LocalEngine().compute(d1, request, SeededRandom(1)).values["v"]["tree"])
-    metric = agg.metrics["v"]
     with mpmath.workdps(DPS):
-        i = 0
-        for q in metric.levels:
-            a, d = Fraction(q).numerator, Fraction(q).denominator
-            for r0, r1 in zip(rows0[:, -(16**4) :], rows1[:, -(16**4) :], strict=True):
-                law0, law1 = laws0[i], laws1[i]
-                i += 1
-                n0, n1 = int(r0.sum()), int(r1.sum())
-                c0 = np.concatenate([[0], np.cumsum(r0)])
-                c1 = np.concatenate([[0], np.cumsum(r1)])
-                s0 = np.maximum(np.maximum(a * n0 - d * c0[1:], d * c0[:-1] - a * n0), 0)
-                s1 = np.maximum(np.maximum(a * n1 - d * c1[1:], d * c1[:-1] - a * n1), 0)
+        for q in agg.metrics["v"].levels:
+            level = Fraction(q)
+            a, d = level.numerator, level.denominator
+            gamma = eps_g / (2 * agg.max_per_partition * max(a, d - a)) * gamma_factor
+            g = mpmath.mpf(gamma.numerator) / gamma.denominator
+            for r0, r1 in zip(rows0, rows1, strict=True):
                 pairs: dict[tuple[int, int], int] = defaultdict(int)
-                for x, y in zip(s0.tolist(), s1.tolist(), strict=True):
+                for x, y in zip(_em_scores(r0, q, units), _em_scores(r1, q, units), strict=True):
                     pairs[(x, y)] += 1
+                z0 = mpmath.fsum(k * mpmath.exp(-g * x) for (x, _), k in pairs.items())
+                z1 = mpmath.fsum(k * mpmath.exp(-g * y) for (_, y), k in pairs.items())
                 dist: dict[mpmath.mpf, mpmath.mpf] = defaultdict(lambda: mpmath.mpf(0))
-                for (x, y), count in pairs.items():
-                    p_leaf = law0[x][1] / law0[x][0]
-                    q_leaf = law1[y][1] / law1[y][0]
-                    dist[mpmath.log(p_leaf / q_leaf)] += count * p_leaf
+                for (x, y), k in pairs.items():
+                    p_c = mpmath.exp(-g * x) / z0
+                    q_c = mpmath.exp(-g * y) / z1
+                    dist[mpmath.log(p_c / q_c)] += k * p_c
                 out.append(dist)
     return out
 
@@ -489,16 +467,23 @@ def _em_delta(losses: list[dict[mpmath.mpf, mpmath.mpf]], eps: float) -> mpmath.
         return mpmath.fsum(p * (1 - mpmath.exp(e - x)) for x, p in total.items() if x > e)
 
 
-EM_CASES = [(u, g) for u in (False, True) for g in (True, False)]
+EM_CASES = [(u, g, f) for u in (False, True) for g in (True, False) for f in (False, True)]
 
 
 @pytest.mark.parametrize(
-    ("user_level", "gaussian"),
+    ("user_level", "gaussian", "fine"),
     EM_CASES,
-    ids=[f"{'user' if u else 'record'}-{'gaussian' if g else 'laplace'}" for u, g in EM_CASES],
+    ids=[
+        f"{'user' if u else 'record'}-{'gaussian' if g else 'laplace'}-{'leaves' if f else 'units'}"
+        for u, g, f in EM_CASES
+    ],
 )
-def test_exponential_quantiles_are_dp_both_ways(user_level: bool, gaussian: bool) -> None:
-    """Two levels (0.5 and 0.9) per group by the exponential mechanism: the whole release's
+def test_exponential_quantiles_are_dp_both_ways(
+    user_level: bool, gaussian: bool, fine: bool
+) -> None:
+    """Two levels (0.5 and 0.9) per group by the exponential mechanism, over the release's
+    candidates (the range's three units; ``fine``: 100,001 units, so the 65,536 leaves): the whole
+    release's
     largest privacy loss (Laplace: ``max log P/Q`` over outputs, the sum of each draw's) and its
     hockey-stick divergence at the release's epsilon (Gaussian: exact from the per-draw loss
     distributions) stay within the guarantee on every neighbouring pair, both ways; with the
@@ -507,8 +492,9 @@ def test_exponential_quantiles_are_dp_both_ways(user_level: bool, gaussian: bool
     factor 2 covers a score that moves either way, which one added unit does not fully use.)"""
     eps, delta = GAUSS if gaussian else (LAPLACE_EPS, 0.0)
     k, c = (2, 2) if user_level else (1, 1)
+    resolution = 2e-5 if fine else 1
     agg = Aggregation(
-        {"v": m.quantiles("x", [0.5, 0.9], 0, 2, resolution=1, method="exponential")},
+        {"v": m.quantiles("x", [0.5, 0.9], 0, 2, resolution=resolution, method="exponential")},
         ("g",),
         eps,
         delta,
@@ -572,3 +558,33 @@ def test_blocks_of_leaves_score_every_leaf_as_the_definition(q: float) -> None:
             target = Fraction(a * n, d)
             dist = max(Fraction(0), target - upto, before - target)
             assert expanded[j] == d * dist, (j, expanded[j], d * dist)
+
+
+def test_blocks_of_units_when_the_range_has_fewer_units_than_leaves() -> None:
+    """With fewer units than leaves the candidates are the units, each in its own leaf: the
+    blocks cover every unit once, each with the score of its leaf."""
+    from privhist.analytics.aggregate import em_blocks
+
+    n_leaves, units = 64, 10
+    leaf_of = [(v * n_leaves) // units for v in range(units)]
+    assert len(set(leaf_of)) == units  # one unit per leaf at most
+    g = np.random.default_rng(8)
+    for _ in range(5):
+        per_unit = g.integers(0, 4, units) * (g.random(units) < 0.6)
+        row = np.zeros(n_leaves, dtype=np.int64)
+        row[leaf_of] = per_unit
+        nz = np.flatnonzero(row)
+        for q in (0.5, 0.25):
+            scores, sizes, first, _ = em_blocks(nz, row[nz], n_leaves, q, units)
+            assert int(sizes.sum()) == units
+            level = Fraction(q)
+            a, d, n = level.numerator, level.denominator, int(row.sum())
+            expanded = np.full(units, -1, dtype=np.int64)
+            for s, size, start in zip(scores.tolist(), sizes.tolist(), first.tolist(), strict=True):
+                assert (expanded[start : start + size] == -1).all()
+                expanded[start : start + size] = s
+            for v in range(units):
+                j = leaf_of[v]
+                before, upto = int(row[:j].sum()), int(row[: j + 1].sum())
+                dist = max(Fraction(0), Fraction(a * n, d) - upto, before - Fraction(a * n, d))
+                assert expanded[v] == d * dist, (v, expanded[v], d * dist)

@@ -55,7 +55,9 @@ change in one group: ``c L`` for a tree of ``L`` levels).
 
 **Quantiles.** ``method="exponential"`` releases each level ``q`` of each group by one draw of
 the exponential mechanism (McSherry & Talwar 2007; for quantiles, Smith 2011) over the ``16**4``
-leaves of the tree (public candidates): with ``q = a / d`` (a rational with ``d <= 10**4``),
+leaves of the tree (public candidates; when the range has fewer units than leaves, the units
+themselves, each in its own leaf, so that integer data at ``resolution=1`` have the integers as
+candidates): with ``q = a / d`` (a rational with ``d <= 10**4``),
 ``n`` the group's count and ``C_j`` the count before leaf ``j``, leaf ``j`` scores ``s_j =
 max(0, a n - d C_{j+1}, d C_j - a n)`` (``d`` times the distance of the target rank ``q n`` to
 the leaf's ranks), which one record moves by at most ``Delta = max(a, d - a)`` and a user by
@@ -963,7 +965,11 @@ def _level(q: float) -> Fraction:
 
 
 def em_blocks(
-    leaves: npt.NDArray[np.int64], counts: npt.NDArray[np.int64], n_leaves: int, q: float
+    leaves: npt.NDArray[np.int64],
+    counts: npt.NDArray[np.int64],
+    n_leaves: int,
+    q: float,
+    units: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """One group's leaves for level ``q`` as blocks of equal score (module notes, *Quantiles*:
     with ``q = a / d``, ``n`` the group's count and ``C_j`` the count before leaf ``j``, leaf ``j``
@@ -971,8 +977,12 @@ def em_blocks(
     ``max(a, d - a)``), without listing every leaf: each non-empty leaf (``leaves``, increasing,
     with its ``counts``) is a block of one, and each run of empty leaves between them (and
     before the first, after the last) a block of its length, whose leaves all have the same
-    records before and up to them. Returns ``(scores, sizes, first leaf, sensitivity)`` of the
-    non-empty blocks."""
+    records before and up to them. Returns ``(scores, sizes, first candidate, sensitivity)`` of
+    the non-empty blocks.
+
+    The candidates are the leaves, or, when the range has fewer ``units`` than leaves, the units
+    (public: leaf ``j`` holds the unit ``ceil(j units / n_leaves)`` when any, no leaf two), so
+    that leaves no value can fall in are not candidates: a block's size is then its units."""
     level = _level(q)
     a, d = level.numerator, level.denominator
     h = np.asarray(counts, dtype=np.int64)
@@ -987,6 +997,8 @@ def em_blocks(
     ranks = np.concatenate([[0], after])  # records before (and up to) every leaf of the run
     run_scores = np.abs(a * n - d * ranks)
     scores = np.concatenate([leaf_scores, run_scores])
+    if units is not None and units < n_leaves:  # the first unit at or after each leaf
+        starts, ends, idx = (-((-x * units) // n_leaves) for x in (starts, ends, idx))
     sizes = np.concatenate([np.ones(idx.size, dtype=np.int64), ends - starts])
     first = np.concatenate([idx, starts])
     keep = sizes > 0
@@ -1001,22 +1013,27 @@ def _em_quantiles(
     c: int,
     rng: RandomSource,
 ) -> npt.NDArray[np.float64]:
-    """The ``q`` quantile of every group: one exact exponential-mechanism draw of a leaf per
-    group (:func:`privhist.noise.exponential.exponential_blocks` over :func:`em_blocks`,
-    ``gamma = epsilon / (2 c Delta)``), answered as the leaf's middle, in the column's units."""
+    """The ``q`` quantile of every group: one exact exponential-mechanism draw of a candidate
+    per group (:func:`privhist.noise.exponential.exponential_blocks` over :func:`em_blocks`,
+    ``gamma = epsilon / (2 c Delta)``), answered as the unit drawn or the leaf's middle, in the
+    column's units."""
     from privhist.noise.exponential import exponential_blocks
 
     levels, b = spec.tree or TREE
     n_leaves = b**levels
     offset = spec.nodes - n_leaves
-    width = (spec.high - spec.low + 1) / n_leaves
+    units = spec.high - spec.low + 1
+    width = units / n_leaves
     out = np.empty(len(tree), dtype=np.float64)
     for i in range(len(tree)):
         cols, counts = tree.row(i, offset)
-        scores, sizes, first, sensitivity = em_blocks(cols - offset, counts, n_leaves, q)
+        scores, sizes, first, sensitivity = em_blocks(cols - offset, counts, n_leaves, q, units)
         block, within = exponential_blocks(scores, sizes, epsilon / (2 * c * sensitivity), rng)
         j = int(first[block]) + within
-        out[i] = min(spec.low + (j + 0.5) * width, spec.high)
+        if units < n_leaves:
+            out[i] = spec.low + j
+        else:
+            out[i] = min(spec.low + (j + 0.5) * width, spec.high)
     return np.asarray(out * spec.resolution, dtype=np.float64)
 
 

@@ -584,3 +584,34 @@ def test_bernoulli_exp_array_factors_at_their_boundaries() -> None:
         bad[i] += 2
         out, used = _run(lambda rng: bernoulli_exp_array([num], den, rng), bad)
         assert out == [0] and used == i + 1  # abandoned at the first failing factor
+
+
+def test_bernoulli_exp_array_tie_continues_with_the_digits_of_its_own_factor() -> None:
+    """A chunk factor's tie (``W == floor(exp(-v/den) 2**64)``) is decided by the next 64 digits
+    of ``exp(-v / den)`` for that digit ``v``, not of another entry of the table."""
+    den, v = 7, 3  # one 3-bit chunk; the factor is exp(-3/7)
+    t = MP.exp(-MP.mpf(v) / den)
+    f = _floor64(t)
+    g = _floor64(t * MP.mpf(2) ** 64 - f)
+    assert 0 < g < MAX_WORD
+    assert _run(lambda rng: bernoulli_exp_array([v], den, rng), [f, g - 1]) == ([1], 2)
+    assert _run(lambda rng: bernoulli_exp_array([v], den, rng), [f, g + 1]) == ([0], 2)
+
+
+def test_binomial_finishing_trials_at_a_probability_within_2_64_of_one() -> None:
+    """``p = 1 - 2**-70``: ``floor(p 2**64) = 2**64 - 1``, so every word below it is a success
+    (a threshold one past it would wrap to 0 in uint64); the word ``2**64 - 1`` itself ties and
+    is decided by the next 64 digits of ``p``, ``2**64 - 2**58``."""
+    p = Fraction((1 << 70) - 1, 1 << 70)
+    out, used = _run(lambda rng: binomial(3, p, rng), [5, MAX_WORD - 1, 1 << 63])
+    assert (out, used) == ([3], 3)
+    low = TWO64 - (1 << 58)
+    assert _run(lambda rng: binomial(1, p, rng), [MAX_WORD, low - 1]) == ([1], 2)
+    assert _run(lambda rng: binomial(1, p, rng), [MAX_WORD, low + 1]) == ([0], 2)
+
+
+def test_bernoulli_rational_array_names_the_first_entry_above_its_denominator() -> None:
+    from privhist.core.errors import ValidationError
+
+    with pytest.raises(ValidationError, match=r"9 > 3"):
+        bernoulli_rational(np.array([5, 9, 2]), np.array([5, 3, 1]), SeededRandom(0))

@@ -615,3 +615,18 @@ def test_bernoulli_rational_array_names_the_first_entry_above_its_denominator() 
 
     with pytest.raises(ValidationError, match=r"9 > 3"):
         bernoulli_rational(np.array([5, 9, 2]), np.array([5, 3, 1]), SeededRandom(0))
+
+
+def test_binomial_half_below_the_cutoff_is_a_popcount_of_its_words() -> None:
+    """Below ``HALF_CUTOFF`` trials Binomial(m, 1/2) is the number of ones among ``m`` random
+    bits: ``ceil(m / 64)`` words, the last keeping its low ``m mod 64`` bits."""
+    from privhist.noise.binomial import HALF_CUTOFF, binomial_half
+
+    m = HALF_CUTOFF - 1  # 2047 = 31 * 64 + 63
+    assert m == 31 * 64 + 63
+    words = [0] * 31 + [1 << 63]  # only the dropped top bit of the last word is set
+    assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([0], 32)
+    words = [MAX_WORD] * 31 + [MAX_WORD]
+    assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([m], 32)
+    words = [0b1011] + [0] * 29 + [1 << 62, (1 << 63) | 0b111]
+    assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([3 + 1 + 3], 32)

@@ -630,3 +630,61 @@ def test_binomial_half_below_the_cutoff_is_a_popcount_of_its_words() -> None:
     assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([m], 32)
     words = [0b1011] + [0] * 29 + [1 << 62, (1 << 63) | 0b111]
     assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([3 + 1 + 3], 32)
+
+
+def test_discrete_gaussian_acceptance_exponent_is_exact_where_int64_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """For ``sigma2 = a / b`` above 4096**2 the acceptance exponent ``d**2 b / (2 a)`` is formed
+    in int64 only while ``d**2 b <= 2**63 - 1``. With ``b = 68710431911`` that holds up to
+    ``d = 11585`` and fails at ``d = 11586`` (``d**2 b`` exceeds it by 49345949, and
+    ``ceil((2**63 - 1) / b)`` is exactly ``11586**2``); both exponents reach the exact test
+    whole."""
+    from privhist.noise import gaussian
+
+    b, top = 68710431911, 11586
+    assert (top - 1) ** 2 * b <= (1 << 63) - 1 < top**2 * b
+    s2 = Fraction(4100**2 * b + 1, b)
+    plan = gaussian._plan(s2)
+    assert plan.centre == 4100 and plan.table is None
+    seen: list[tuple[int, int, int]] = []
+
+    def spy(q: Any, r: Any, den: int, rng: Any) -> Any:
+        seen.extend((int(qi), int(ri), den) for qi, ri in zip(q, r, strict=True))
+        return np.zeros(q.shape[0], dtype=np.bool_)
+
+    monkeypatch.setattr(gaussian, "exp_fraction_parts", spy)
+    offsets = (top - 1, top)
+    for d in offsets:
+        gaussian._accept_arithmetic(plan, np.array([4100 + d], dtype=np.int64), SeededRandom(0))
+    assert len(seen) == 2
+    for d, (q, r, den) in zip(offsets, seen, strict=True):
+        assert den == 2 * s2.numerator and 0 <= r < den
+        assert q * den + r == d * d * b
+
+
+def test_split_geometric_refuses_a_sample_of_2_62_or_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``G = L + 4096 H``: a high part of ``2**50`` would make ``G >= 2**62``, and the sampler
+    fails closed; one less is returned exactly. (Unreachable by chance: ``P[H >= 2**50]`` is
+    ``exp(-4096 x 2**50)`` with ``x >= 2**-40``; the two inversions are scripted here.)"""
+    import importlib
+
+    from privhist.noise import _tables
+
+    geo = importlib.import_module("privhist.noise.geometric")
+
+    x = Fraction(1, 100_000)  # split once: the high part's rate 4096 x has its own table
+    assert not geo.table_fits(x) and geo.table_fits(x * 4096)
+
+    def scripted(high: int) -> Any:
+        def invert(table: Any, rng: Any, n: int) -> Any:
+            low = table is _tables.truncated_table(x, 4096)
+            return np.full(n, 5 if low else high, dtype=np.int64)
+
+        return invert
+
+    monkeypatch.setattr(geo, "invert", scripted((1 << 50) - 1))
+    assert geometric(x, SeededRandom(0), 1).tolist() == [5 + ((1 << 50) - 1) * 4096]
+    monkeypatch.setattr(geo, "invert", scripted(1 << 50))
+    with pytest.raises(OverflowError):
+        geometric(x, SeededRandom(0), 1)

@@ -600,3 +600,26 @@ def test_the_local_engine_refuses_a_remote_output_before_reading(tmp_path: Path)
         os.chdir(cwd)
     assert err.value.parameter == "output"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("with_output", [False, True])
+def test_the_release_path_passes_its_checkpoints_in_order(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, with_output: bool
+) -> None:
+    """The session's steps of the release path (privhist.core.faults): read, drawn, then
+    encoded only when there is an output to write, then committed; the file is written after."""
+    import privhist.session as session_module
+
+    steps: list[str] = []
+    monkeypatch.setattr(session_module, "checkpoint", steps.append)
+    frame = pl.DataFrame({"key": ["a", "b", "a"] * 10})
+    out = tmp_path / "out.csv"
+    Session().histogram(
+        frame, key="key", epsilon=1, delta=1e-6, seed=1, output=out if with_output else None
+    )
+    if with_output:
+        assert steps == ["read", "drawn", "encoded", "committed"]
+        assert out.exists()
+    else:
+        assert steps == ["read", "drawn", "committed"]
+        assert list(tmp_path.iterdir()) == []

@@ -140,6 +140,9 @@ class Sandbox:
         # a snapshot of the sources and the tests: editing tests during a run changes nothing
         shutil.copytree(SRC, self.root / "src", ignore=ignore)
         shutil.copytree(REPO / "tests", self.root / "tests", ignore=ignore)
+        # pages some tests read (the session's tests check every release method has one)
+        if (REPO / "docs").is_dir():
+            shutil.copytree(REPO / "docs", self.root / "docs", ignore=ignore)
         shutil.copy2(REPO / "pyproject.toml", self.root / "pyproject.toml")
         self.cache = self.root / "pycache"
 

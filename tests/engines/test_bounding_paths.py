@@ -391,3 +391,24 @@ def test_weighted_sums_scale_and_input_checks() -> None:
     ):
         with pytest.raises(ValidationError):
             weighted_sums(bad["pairs"], 2, bad["scale"], SeededRandom(1))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3])
+def test_user_partitions_count_every_user_once(partitions: int) -> None:
+    """Users split into ``partitions`` passes by a hash of their id: each user is counted in
+    exactly one pass, so with caps that bind no one the counts, units and user count equal the
+    raw ones (text ids: the general path), for any number of passes."""
+    users = [f"u{i % 37}" for i in range(400)]
+    keys = [f"k{(i * 7) % 11}" for i in range(400)]
+    frame = pl.DataFrame({"user": users, "key": keys})
+    expect_counts: dict[str, int] = {}
+    expect_units: dict[str, set[str]] = {}
+    for u, key in zip(users, keys, strict=True):
+        expect_counts[key] = expect_counts.get(key, 0) + 1
+        expect_units.setdefault(key, set()).add(u)
+    out = counting._count_users(frame.lazy(), 11, 400, SeededRandom(4), "frame", partitions)
+    got = dict(zip(out.keys.tolist(), out.counts.tolist(), strict=True))
+    units = dict(zip(out.keys.tolist(), out.units.tolist(), strict=True))
+    assert got == expect_counts
+    assert units == {key: len(us) for key, us in expect_units.items()}
+    assert out.info["users"] == 37 and out.info["records"] == 400

@@ -584,3 +584,107 @@ def test_bernoulli_exp_array_factors_at_their_boundaries() -> None:
         bad[i] += 2
         out, used = _run(lambda rng: bernoulli_exp_array([num], den, rng), bad)
         assert out == [0] and used == i + 1  # abandoned at the first failing factor
+
+
+def test_bernoulli_exp_array_tie_continues_with_the_digits_of_its_own_factor() -> None:
+    """A chunk factor's tie (``W == floor(exp(-v/den) 2**64)``) is decided by the next 64 digits
+    of ``exp(-v / den)`` for that digit ``v``, not of another entry of the table."""
+    den, v = 7, 3  # one 3-bit chunk; the factor is exp(-3/7)
+    t = MP.exp(-MP.mpf(v) / den)
+    f = _floor64(t)
+    g = _floor64(t * MP.mpf(2) ** 64 - f)
+    assert 0 < g < MAX_WORD
+    assert _run(lambda rng: bernoulli_exp_array([v], den, rng), [f, g - 1]) == ([1], 2)
+    assert _run(lambda rng: bernoulli_exp_array([v], den, rng), [f, g + 1]) == ([0], 2)
+
+
+def test_binomial_finishing_trials_at_a_probability_within_2_64_of_one() -> None:
+    """``p = 1 - 2**-70``: ``floor(p 2**64) = 2**64 - 1``, so every word below it is a success
+    (a threshold one past it would wrap to 0 in uint64); the word ``2**64 - 1`` itself ties and
+    is decided by the next 64 digits of ``p``, ``2**64 - 2**58``."""
+    p = Fraction((1 << 70) - 1, 1 << 70)
+    out, used = _run(lambda rng: binomial(3, p, rng), [5, MAX_WORD - 1, 1 << 63])
+    assert (out, used) == ([3], 3)
+    low = TWO64 - (1 << 58)
+    assert _run(lambda rng: binomial(1, p, rng), [MAX_WORD, low - 1]) == ([1], 2)
+    assert _run(lambda rng: binomial(1, p, rng), [MAX_WORD, low + 1]) == ([0], 2)
+
+
+def test_bernoulli_rational_array_names_the_first_entry_above_its_denominator() -> None:
+    from privhist.core.errors import ValidationError
+
+    with pytest.raises(ValidationError, match=r"9 > 3"):
+        bernoulli_rational(np.array([5, 9, 2]), np.array([5, 3, 1]), SeededRandom(0))
+
+
+def test_binomial_half_below_the_cutoff_is_a_popcount_of_its_words() -> None:
+    """Below ``HALF_CUTOFF`` trials Binomial(m, 1/2) is the number of ones among ``m`` random
+    bits: ``ceil(m / 64)`` words, the last keeping its low ``m mod 64`` bits."""
+    from privhist.noise.binomial import HALF_CUTOFF, binomial_half
+
+    m = HALF_CUTOFF - 1  # 2047 = 31 * 64 + 63
+    assert m == 31 * 64 + 63
+    words = [0] * 31 + [1 << 63]  # only the dropped top bit of the last word is set
+    assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([0], 32)
+    words = [MAX_WORD] * 31 + [MAX_WORD]
+    assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([m], 32)
+    words = [0b1011] + [0] * 29 + [1 << 62, (1 << 63) | 0b111]
+    assert _run(lambda rng: binomial_half(np.array([m]), rng), words) == ([3 + 1 + 3], 32)
+
+
+def test_discrete_gaussian_acceptance_exponent_is_exact_where_int64_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """For ``sigma2 = a / b`` above 4096**2 the acceptance exponent ``d**2 b / (2 a)`` is formed
+    in int64 only while ``d**2 b <= 2**63 - 1``. With ``b = 68710431911`` that holds up to
+    ``d = 11585`` and fails at ``d = 11586`` (``d**2 b`` exceeds it by 49345949, and
+    ``ceil((2**63 - 1) / b)`` is exactly ``11586**2``); both exponents reach the exact test
+    whole."""
+    from privhist.noise import gaussian
+
+    b, top = 68710431911, 11586
+    assert (top - 1) ** 2 * b <= (1 << 63) - 1 < top**2 * b
+    s2 = Fraction(4100**2 * b + 1, b)
+    plan = gaussian._plan(s2)
+    assert plan.centre == 4100 and plan.table is None
+    seen: list[tuple[int, int, int]] = []
+
+    def spy(q: Any, r: Any, den: int, rng: Any) -> Any:
+        seen.extend((int(qi), int(ri), den) for qi, ri in zip(q, r, strict=True))
+        return np.zeros(q.shape[0], dtype=np.bool_)
+
+    monkeypatch.setattr(gaussian, "exp_fraction_parts", spy)
+    offsets = (top - 1, top)
+    for d in offsets:
+        gaussian._accept_arithmetic(plan, np.array([4100 + d], dtype=np.int64), SeededRandom(0))
+    assert len(seen) == 2
+    for d, (q, r, den) in zip(offsets, seen, strict=True):
+        assert den == 2 * s2.numerator and 0 <= r < den
+        assert q * den + r == d * d * b
+
+
+def test_split_geometric_refuses_a_sample_of_2_62_or_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``G = L + 4096 H``: a high part of ``2**50`` would make ``G >= 2**62``, and the sampler
+    fails closed; one less is returned exactly. (Unreachable by chance: ``P[H >= 2**50]`` is
+    ``exp(-4096 x 2**50)`` with ``x >= 2**-40``; the two inversions are scripted here.)"""
+    import importlib
+
+    from privhist.noise import _tables
+
+    geo = importlib.import_module("privhist.noise.geometric")
+
+    x = Fraction(1, 100_000)  # split once: the high part's rate 4096 x has its own table
+    assert not geo.table_fits(x) and geo.table_fits(x * 4096)
+
+    def scripted(high: int) -> Any:
+        def invert(table: Any, rng: Any, n: int) -> Any:
+            low = table is _tables.truncated_table(x, 4096)
+            return np.full(n, 5 if low else high, dtype=np.int64)
+
+        return invert
+
+    monkeypatch.setattr(geo, "invert", scripted((1 << 50) - 1))
+    assert geometric(x, SeededRandom(0), 1).tolist() == [5 + ((1 << 50) - 1) * 4096]
+    monkeypatch.setattr(geo, "invert", scripted(1 << 50))
+    with pytest.raises(OverflowError):
+        geometric(x, SeededRandom(0), 1)

@@ -130,3 +130,65 @@ def test_bernoulli_rational_arrays_at_probability_zero_and_one() -> None:
     num = np.array([0, 5, 7, 0])
     den = np.array([3, 5, 7, 1])
     assert bernoulli_rational(num, den, SeededRandom(1)).tolist() == [False, True, True, False]
+
+
+def test_exp_power_floors_keeps_its_length_when_the_tail_is_zero() -> None:
+    """``exp(-10 j) 2**64 < 1`` from ``j = 5`` on: those entries are 0, and the table still
+    has one entry per ``j`` (the Bernoulli tables index it by ``j``)."""
+    x = Fraction(10)
+    table = [int(v) for v in _tables.exp_power_floors(x, 8)]
+    assert table == [(1 << 64) - 1] + [_floor64(MP.exp(-10 * j)) for j in range(1, 8)]
+    assert table[5:] == [0, 0, 0] and table[4] > 0
+
+
+@pytest.mark.parametrize("x", [Fraction(1, 3), Fraction(5, 2)])
+def test_laplace_table_bounds_enclose_and_are_tight(
+    monkeypatch: pytest.MonkeyPatch, x: Fraction
+) -> None:
+    """The fixed-point bounds from which ``laplace_table`` takes its floors enclose
+    ``2 a**k / (1 + a) 2**w`` (400-bit mpmath) and are a few units wide, so that they decide
+    nearly every floor without the exact oracle."""
+    seen: list[tuple[list[tuple[int, int]], int]] = []
+    floors = _tables._floors
+
+    def spy(bounds: Any, w: int, threshold: Any) -> list[int]:
+        seen.append((list(bounds), w))
+        return floors(bounds, w, threshold)
+
+    _tables.laplace_table.cache_clear()
+    monkeypatch.setattr(_tables, "_floors", spy)
+    try:
+        _tables.laplace_table(x)
+    finally:
+        _tables.laplace_table.cache_clear()
+    ((bounds, w),) = seen
+    a = MP.exp(-MP.mpf(x.numerator) / x.denominator)
+    for k, (lo, hi) in enumerate(bounds, start=1):
+        exact = 2 * a**k / (1 + a) * MP.mpf(2) ** w
+        assert lo <= exact <= hi
+        assert hi - lo <= 8 * k + 8
+
+
+def test_truncated_table_oracle_rounds_its_bounds_outwards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact oracle of ``truncated_table`` divides interval ends with outward rounding.
+    Given exact powers (``a**k = 1/2``, ``a**m = 2**-40``), ``T = (2**39 - 1) / (2**40 - 1)``
+    has binary digits ``0`` then 39 ones (period 40): ``floor(2 T) = 0``, and the 32 guard digits
+    after it are all ones, so a lower end rounded up (to ``2**32`` at ``2**33``) would agree with
+    the upper end and decide ``floor(2 T) = 1``."""
+    x, m, k = Fraction(1, 3), 16, 3
+    table = _tables.truncated_table(x, m)
+
+    def exact_powers(y: Fraction, prec: int) -> tuple[int, int]:
+        if y == -x * k:
+            v = 1 << (prec - 1)
+        elif y == -x * m:
+            v = 1 << (prec - 40)
+        else:
+            raise AssertionError(f"unexpected exponent {y}")
+        return v, v
+
+    monkeypatch.setattr(_tables, "exp_bounds", exact_powers)
+    oracle = table.threshold(k)
+    t = Fraction((1 << 39) - 1, (1 << 40) - 1)
+    for bits in (1, 5, 64):
+        assert oracle(bits)[0] == (t * (1 << bits)).__floor__()

@@ -556,3 +556,70 @@ def test_session_errors_name_the_method_the_user_called(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert code == 2 and "of histogram --mechanism optimal-selection must be" in err, err
     assert "Session" not in err
+
+
+@pytest.mark.parametrize("noise_on", ["driver", "executors"])
+def test_per_key_noise_is_drawn_where_the_session_says(noise_on: str) -> None:
+    """With the noise on the executors a record-level histogram (one key-count request) asks
+    the engine for a keyed draw, made where the data lives; with the noise on the driver the
+    engine only counts, and the mechanism draws on the driver."""
+    from privhist.core.requests import KeyedDraw
+
+    frame = pl.DataFrame({"key": ["a", "b", "c", "a", "b", "a"] * 50, "user": list(range(300))})
+    session = Session(noise_on=noise_on)  # type: ignore[arg-type]
+    asked: list[Any] = []
+    compute = session.engine.compute
+
+    def spy(source: Any, request: Any, rng: Any, **kw: Any) -> Any:
+        asked.append(request)
+        return compute(source, request, rng, **kw)
+
+    session.engine.compute = spy  # type: ignore[method-assign]
+    out = session.histogram(frame, key="key", epsilon=1, delta=1e-6, seed=3)
+    assert not isinstance(out, DryRun)
+    keyed = [r for r in asked if isinstance(r, KeyedDraw)]
+    counted = [r for r in asked if type(r) is KeyCounts]
+    if noise_on == "executors":
+        assert len(keyed) == 1 and not counted
+    else:
+        assert len(counted) == 1 and not keyed
+
+
+def test_the_local_engine_refuses_a_remote_output_before_reading(tmp_path: Path) -> None:
+    """A URI (``s3://...``) is not a path the local engine can write: refused as ``output``,
+    before any data is read, and nothing is written under the working directory."""
+    frame = pl.DataFrame({"key": ["a", "b", "a"] * 10})
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(ValidationError) as err:
+            Session().histogram(
+                frame, key="key", epsilon=1, delta=1e-6, seed=1, output="s3://bucket/out.csv"
+            )
+    finally:
+        os.chdir(cwd)
+    assert err.value.parameter == "output"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("with_output", [False, True])
+def test_the_release_path_passes_its_checkpoints_in_order(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, with_output: bool
+) -> None:
+    """The session's steps of the release path (privhist.core.faults): read, drawn, then
+    encoded only when there is an output to write, then committed; the file is written after."""
+    import privhist.session as session_module
+
+    steps: list[str] = []
+    monkeypatch.setattr(session_module, "checkpoint", steps.append)
+    frame = pl.DataFrame({"key": ["a", "b", "a"] * 10})
+    out = tmp_path / "out.csv"
+    Session().histogram(
+        frame, key="key", epsilon=1, delta=1e-6, seed=1, output=out if with_output else None
+    )
+    if with_output:
+        assert steps == ["read", "drawn", "encoded", "committed"]
+        assert out.exists()
+    else:
+        assert steps == ["read", "drawn", "committed"]
+        assert list(tmp_path.iterdir()) == []

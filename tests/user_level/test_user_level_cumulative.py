@@ -329,3 +329,21 @@ def test_the_zcdp_route_stays_where_item_4_does_not_pay() -> None:
     c = CumulativeSIPS(3.0, 1e-5, counts=True, count_share=0.3)
     assert not c.gaussian_profile and c.certified_delta() <= 1e-5
     assert CumulativeSIPS(3.0, 1e-5).gaussian_profile  # keys only: item 4 pays
+
+
+def test_threshold_search_returns_the_smallest_threshold_at_the_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``_threshold`` is the smallest ``T`` whose round bound is at most the target, including a
+    bound equal to the target: with a bound that is exactly the target from ``T = 3`` on (and 1
+    below), the search walks down from its Gaussian start to 3."""
+    m = CumulativeSIPS(1.0, 1e-8)
+    target = m.targets[0]
+    start = m.thresholds[0]
+    assert start > 4
+
+    def step(r: int, threshold: int) -> float:
+        return target if threshold >= 3 else 1.0
+
+    monkeypatch.setattr(m, "round_bound", step)
+    assert m._threshold(0, target) == 3

@@ -240,3 +240,120 @@ def test_the_server_refuses_a_reconstructed_key_that_is_not_the_advertised_one()
     assert set(server.culprits) == {3}
     with pytest.raises(ProtocolError, match="no result"):
         server.result  # noqa: B018  (the property raises: nothing is released)
+
+
+# -- boundaries of the round, the sharing and the server's checks -----------------------------
+
+
+def test_round_config_refuses_round_ids_and_dimensions_outside_their_ranges() -> None:
+    from privhist.federated.secagg.protocol import MAX_DIMENSION
+
+    ids = tuple(range(3))
+    RoundConfig((1 << 63) - 1, 101, 1, ids, 2)  # the largest round id, the smallest dimension
+    RoundConfig(0, 101, MAX_DIMENSION, ids, 2)
+    for bad, name in (
+        (dict(round_id=1 << 63), "round_id"),
+        (dict(round_id=-1), "round_id"),
+        (dict(dimension=0), "dimension"),
+        (dict(dimension=MAX_DIMENSION + 1), "dimension"),
+        (dict(dimension=2.0), "dimension"),
+        (dict(dimension="2"), "dimension"),
+    ):
+        args: dict[str, Any] = dict(round_id=1, modulus=101, dimension=2, clients=ids, threshold=2)
+        args.update(bad)
+        with pytest.raises(ValidationError) as err:
+            RoundConfig(**args)
+        assert err.value.parameter == name, (bad, err.value.parameter)
+
+
+@pytest.mark.parametrize("t", [1, 2, 3, 4])
+def test_split_many_deals_polynomials_of_degree_below_t(t: int) -> None:
+    """Any ``t`` of the shares determine each secret, and ``t + 1`` shares lie on one polynomial
+    of degree ``< t``: one changed share breaks that (the check with ``m = t + 1`` is not
+    vacuous)."""
+    xs = [1, 2, 3, 5, 8]
+    secrets = [5, PRIME - 1, 123456789]
+    rows = shamir.split_many(secrets, t, xs, SeededRandom(7 + t))
+    for secret, ys in zip(secrets, rows, strict=True):
+        for subset in itertools.combinations(range(len(xs)), t):
+            assert shamir.reconstruct([(xs[i], ys[i]) for i in subset], t) == secret
+        w = shamir.Weights(xs[: t + 1])
+        ys1 = ys[: t + 1]
+        for challenge in (0, 17, PRIME - 3):
+            assert w.consistent(ys1, t, challenge)
+            bad = [*ys1[:-1], (ys1[-1] + 1) % PRIME]
+            assert not w.consistent(bad, t, challenge)
+
+
+def _play(
+    config: RoundConfig, clients: dict[int, SecAggClient], server: SecAggServer, masked: set[int]
+) -> dict[int, Message]:
+    """Advertise and share with every client, then only ``masked`` send their masked inputs;
+    returns the server's replies after that stage (and the later ones while it continues)."""
+    for c in clients.values():
+        server.receive(c.advertise().encode())
+    replies = server.close_stage()
+    for u in clients:
+        msg = clients[u].handle(replies[u])
+        assert msg is not None
+        server.receive(msg)
+    replies = server.close_stage()
+    alive = sorted(masked)
+    for _ in range(3):  # masked inputs, acknowledgements, unmasking
+        if any(u not in replies or replies[u].type == "done" for u in alive):
+            break
+        for u in alive:
+            msg = clients[u].handle(replies[u])
+            assert msg is not None
+            server.receive(msg)
+        replies = server.close_stage()
+    return replies
+
+
+def test_the_round_aborts_with_one_masked_input_fewer_than_its_contributors() -> None:
+    """``t = 3`` and at least 4 contributors: 3 masked inputs (enough for ``t``) abort the
+    round; 4 are enough."""
+    n = 5
+    x = SeededRandom(2).uniform_below(1 << 20, n * 3).reshape(n, 3)
+    for masked, ok in (({0, 1, 2}, False), ({0, 1, 2, 3}, True)):
+        config = RoundConfig(21, 1 << 20, 3, tuple(range(n)), 3, 0, 4)
+        clients = {u: SecAggClient(u, config, x[u], SeededRandom(40 + u)) for u in range(n)}
+        server = SecAggServer(config, SeededRandom(3))
+        replies = _play(config, clients, server, masked)
+        assert all(m.body["ok"] is ok for m in replies.values()), server.reason
+        if ok:
+            expect = x[sorted(masked)].sum(axis=0) % (1 << 20)
+            assert server.result.tolist() == expect.tolist()
+        else:
+            assert "only 3 masked inputs arrived; the round needs 4 contributors" in (
+                server.reason or ""
+            )
+
+
+def test_the_server_refuses_a_rebuilt_seed_outside_256_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Client 3 deals consistent, committed shares of ``2**256 + 5`` (a field element, not a
+    32-byte seed) as its self-mask seed: the server names it and aborts, releasing nothing."""
+    from privhist.federated.secagg import protocol
+
+    n = 4
+    config = RoundConfig(21, 1 << 20, 3, tuple(range(n)), 3)
+    x = SeededRandom(2).uniform_below(1 << 20, n * 3).reshape(n, 3)
+    clients = {u: SecAggClient(u, config, x[u], SeededRandom(40 + u)) for u in range(n)}
+    server = SecAggServer(config, SeededRandom(3))
+    seed3 = int.from_bytes(clients[3]._b, "big")
+    split_many = shamir.split_many
+
+    def deal(secrets: list[int], t: int, xs: list[int], rng: Any) -> list[list[int]]:
+        if secrets[1] == seed3:
+            secrets = [secrets[0], (1 << 256) + 5]
+        return split_many(secrets, t, xs, rng)
+
+    monkeypatch.setattr(protocol.shamir, "split_many", deal)
+    replies = _play(config, clients, server, set(range(n)))
+    assert all(not m.body["ok"] for m in replies.values())
+    assert "client 3 dealt shares of a seed outside [0, 2**256)" in (server.reason or "")
+    assert set(server.culprits) == {3}
+    with pytest.raises(ProtocolError, match="no result"):
+        server.result  # noqa: B018  (the property raises: nothing is released)

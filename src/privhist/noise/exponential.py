@@ -36,7 +36,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
@@ -156,13 +155,6 @@ class ExponentialLevels:
                 lo = mid + 1
         return lo
 
-    def probabilities(self) -> npt.NDArray[np.float64]:
-        """The law in floating point (for tests and plans)."""
-        s = np.asarray(self.scores, dtype=np.float64)
-        w = np.asarray(self.counts, dtype=np.float64) * np.exp(-float(self.gamma) * (s - s[0]))
-        out: npt.NDArray[np.float64] = w / w.sum()
-        return out
-
 
 def _less(u: LazyUniform, bounds: Bounds) -> bool:
     """Whether ``U < F`` for ``F`` given by rigorous bounds ``lo <= F * 2**prec <= hi``.
@@ -203,7 +195,8 @@ def exponential_blocks(
         raise ValidationError("sizes", "exponential_blocks", "blocks of at least 1 candidate", n)
     levels, inverse = np.unique(s, return_inverse=True)
     inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse, weights=n, minlength=levels.size).astype(np.int64)
+    counts = np.zeros(levels.size, dtype=np.int64)  # integers: no float on the release path
+    np.add.at(counts, inverse, n)
     t = ExponentialLevels(levels, counts, gamma).sample_level(rng)
     members = np.flatnonzero(inverse == t)
     r = rng.randbelow(int(counts[t]))

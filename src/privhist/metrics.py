@@ -77,7 +77,8 @@ def quantiles(
     method: str = "auto",
 ) -> Metric:
     """Quantiles of ``column`` per group at ``levels`` over ``[lower, upper]`` (one column per
-    level): by the exponential mechanism, one draw per level (``method="exponential"``), or all
+    level): by a selection over the range, one draw per level (``method="exponential"``:
+    permute-and-flip with Laplace noise, the exponential mechanism with Gaussian noise), or all
     levels from one noisy tree of counts (``"tree"``); ``"auto"`` takes the one with the smaller
     predicted rank error (:mod:`privhist.analytics.aggregate`): the exponential mechanism for a
     few levels, the tree for many."""

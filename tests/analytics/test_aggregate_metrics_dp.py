@@ -32,6 +32,7 @@ import mpmath
 import numpy as np
 import polars as pl
 import pytest
+from tests.selection_laws import pf_level_law
 
 from privhist import metrics as m
 from privhist.analytics.aggregate import Aggregation
@@ -422,8 +423,9 @@ def _em_losses(
 ) -> list[dict[mpmath.mpf, mpmath.mpf]]:
     """Per draw (one per group and level), the privacy loss distribution of ``d0``'s release
     against ``d1``'s: the loss ``log(P(c) / Q(c))`` of each candidate ``c`` with its probability
-    under ``P``, where ``P(c)`` is proportional to ``exp(-gamma score)`` with ``gamma = epsilon /
-    (2 c max(a, d - a))``, ``epsilon`` the draw's (the same candidates in both: public)."""
+    under ``P``: proportional to ``exp(-gamma score)`` (the exponential mechanism, Gaussian
+    releases) or permute-and-flip's (Laplace releases), with ``gamma = epsilon / (2 c max(a, d -
+    a))``, ``epsilon`` the draw's (the same candidates in both: public)."""
     ((_, eps_g),) = agg.noise_parameters()
     spec = agg._specs({})[0]
     units = spec.high - spec.low + 1
@@ -433,21 +435,43 @@ def _em_losses(
         for q in agg.metrics["v"].levels:
             level = Fraction(q)
             a, d = level.numerator, level.denominator
-            gamma = eps_g / (2 * agg.max_per_partition * max(a, d - a)) * gamma_factor
-            g = mpmath.mpf(gamma.numerator) / gamma.denominator
+            gamma = eps_g / (2 * agg.max_per_partition * max(a, d - a))
+            g = mpmath.mpf(gamma.numerator) / gamma.denominator * gamma_factor
             for r0, r1 in zip(rows0, rows1, strict=True):
                 pairs: dict[tuple[int, int], int] = defaultdict(int)
                 for x, y in zip(_em_scores(r0, q, units), _em_scores(r1, q, units), strict=True):
                     pairs[(x, y)] += 1
-                z0 = mpmath.fsum(k * mpmath.exp(-g * x) for (x, _), k in pairs.items())
-                z1 = mpmath.fsum(k * mpmath.exp(-g * y) for (_, y), k in pairs.items())
+                if agg._flip():  # permute-and-flip: each candidate's share of its level's law
+                    p_of, q_of = (
+                        _pf_candidate_law(pairs, side, gamma * gamma_factor) for side in (0, 1)
+                    )
+                else:
+                    z0 = mpmath.fsum(k * mpmath.exp(-g * x) for (x, _), k in pairs.items())
+                    z1 = mpmath.fsum(k * mpmath.exp(-g * y) for (_, y), k in pairs.items())
+                    p_of = {x: mpmath.exp(-g * x) / z0 for x, _ in pairs}
+                    q_of = {y: mpmath.exp(-g * y) / z1 for _, y in pairs}
                 dist: dict[mpmath.mpf, mpmath.mpf] = defaultdict(lambda: mpmath.mpf(0))
                 for (x, y), k in pairs.items():
-                    p_c = mpmath.exp(-g * x) / z0
-                    q_c = mpmath.exp(-g * y) / z1
+                    p_c, q_c = p_of[x], q_of[y]
                     dist[mpmath.log(p_c / q_c)] += k * p_c
                 out.append(dist)
     return out
+
+
+def _pf_candidate_law(
+    pairs: dict[tuple[int, int], int], side: int, gamma: Fraction
+) -> dict[int, mpmath.mpf]:
+    """Permute-and-flip's probability of one candidate of each score, on one side of the pairs
+    (:func:`tests.selection_laws.pf_level_law` over the side's scores, divided among the
+    level's candidates, which are equally likely)."""
+    counts: dict[int, int] = defaultdict(int)
+    for pair, k in pairs.items():
+        counts[pair[side]] += k
+    scores = sorted(counts)
+    with mpmath.workdps(25):  # quadrature: 25 digits are far below the checks' 1e-12
+        law = pf_level_law(scores, [counts[s] for s in scores], gamma)
+    with mpmath.workdps(DPS):
+        return {s: p / counts[s] for s, p in zip(scores, law, strict=True)}
 
 
 def _em_delta(losses: list[dict[mpmath.mpf, mpmath.mpf]], eps: float) -> mpmath.mpf:
@@ -481,7 +505,8 @@ EM_CASES = [(u, g, f) for u in (False, True) for g in (True, False) for f in (Fa
 def test_exponential_quantiles_are_dp_both_ways(
     user_level: bool, gaussian: bool, fine: bool
 ) -> None:
-    """Two levels (0.5 and 0.9) per group by the exponential mechanism, over the release's
+    """Two levels (0.5 and 0.9) per group by the exponential mechanism (Gaussian releases) or
+    permute-and-flip (Laplace releases), over the release's
     candidates (the range's three units; ``fine``: 100,001 units, so the 65,536 leaves): the whole
     release's
     largest privacy loss (Laplace: ``max log P/Q`` over outputs, the sum of each draw's) and its

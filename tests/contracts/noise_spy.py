@@ -30,6 +30,8 @@ binomial = importlib.import_module("privhist.noise.binomial")
 gaussian = importlib.import_module("privhist.noise.gaussian")
 geometric = importlib.import_module("privhist.noise.geometric")
 laplace = importlib.import_module("privhist.noise.laplace")
+exponential = importlib.import_module("privhist.noise.exponential")
+permute_flip = importlib.import_module("privhist.noise.permute_flip")
 
 
 @dataclass
@@ -136,6 +138,23 @@ def _cpbm_tables(tab: Any, a: Any, fine: int, rng: Any) -> Draw:
     )
 
 
+def _selection_blocks(name: str) -> Callable[..., Draw]:
+    """Selections over blocks of candidates: the parameter is ``gamma``, the size the number of
+    draws (groups), the scores kept for the caller."""
+
+    def describe(*args: Any) -> Draw:
+        if name == "permute_and_flip":
+            owner, scores, sizes, gamma, _ = args
+            n = int(np.asarray(owner)[-1]) + 1
+        else:
+            scores, sizes, gamma, _ = args
+            n = 1
+        extra = {"scores": np.asarray(scores).copy(), "sizes": np.asarray(sizes).copy()}
+        return Draw(name, Fraction(gamma), n, extra)
+
+    return describe
+
+
 #: (owner, attribute, describe): the sampler functions and methods the spy replaces
 TARGETS: list[tuple[Any, str, Callable[..., Draw]]] = [
     (laplace, "discrete_laplace", _laplace),
@@ -151,6 +170,8 @@ TARGETS: list[tuple[Any, str, Callable[..., Draw]]] = [
     (finite_geometric.FastSample, "sample", _counting_sample),
     (cpbm, "binomial_dyadic", _cpbm_dyadic),
     (cpbm, "_tables_batch", _cpbm_tables),
+    (exponential, "exponential_blocks", _selection_blocks("exponential")),
+    (permute_flip, "permute_and_flip_blocks", _selection_blocks("permute_and_flip")),
 ]
 
 

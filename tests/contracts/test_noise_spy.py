@@ -1186,6 +1186,64 @@ def aggregation_quantiles(setting: str) -> None:
     _aggregation_contract("quantiles", setting)
 
 
+#: settings (public groups) for quantiles drawn by selection, one draw per group and level
+EM_SETTINGS = ("laplace", "gaussian", "small-epsilon", "user-laplace", "user", "delta-laplace")
+
+
+@case("quantiles", *[(s,) for s in EM_SETTINGS])
+def aggregation_quantiles_by_selection(setting: str) -> None:
+    """Quantiles by ``method="exponential"``: permute-and-flip with Laplace noise, the
+    exponential mechanism with Gaussian noise. Every draw's ``gamma`` is ``epsilon_g / (2 c
+    Delta)`` with ``Delta = max(a, d - a)`` for ``q = a / d`` (derived here), ``epsilon_g`` the
+    accounted one; the ``k L`` draws a user reaches compose to the metric's budget (Laplace:
+    ``k L epsilon_g``; Gaussian: ``k L epsilon_g**2 / 8`` zCDP) with little to spare; one draw
+    per group and level, each over the range's units."""
+    from privhist import Session, metrics
+
+    user_level, public, eps, delta, k, c, _ = AGG_SETTINGS[setting]
+    assert public
+    levels = [0.25, 0.5, 0.9]
+    metric = metrics.quantiles("x", levels, _AGG_LO, _AGG_HI, resolution=1, method="exponential")
+    noise = _agg_noise(setting)
+    kwargs: dict[str, Any] = dict(
+        by="g", metrics={"m": metric}, epsilon=eps, delta=delta, noise=noise
+    )
+    kwargs["partitions"] = _AGG_GROUPS
+    if user_level:
+        kwargs.update(user="u", max_partitions=k, max_per_partition=c)
+    with NoiseSpy().active() as spy:
+        rel = Session().aggregate(_agg_frame(user_level, heavy=False), seed=4, **kwargs)
+    gaussian = noise == "gaussian"
+    name = "exponential" if gaussian else "permute_and_flip"
+    draws = spy.of(name)
+    other = spy.of("permute_and_flip" if gaussian else "exponential")
+    assert draws and not other
+    assert not spy.of("discrete_laplace") and not spy.of("discrete_gaussian")
+    agg = _aggregation_of(kwargs)
+    ((comp, eps_g),) = agg.noise_parameters()
+    assert comp.what == "exponential"
+    g = len(rel.keys)
+    per_level = len(draws) // len(levels)
+    assert per_level * len(levels) == len(draws)
+    assert sum(d.size for d in draws) == g * len(levels)  # one draw per group and level
+    units = int(_AGG_HI - _AGG_LO) + 1
+    for i, q in enumerate(levels):
+        level = Fraction(q).limit_denominator(10**4)
+        sens = max(level.numerator, level.denominator - level.numerator)
+        for d in draws[i * per_level : (i + 1) * per_level]:
+            assert d.parameter == eps_g / (2 * c * sens), (q, d.parameter)
+            assert int(d.extra["sizes"].sum()) == units * d.size  # every unit a candidate
+    draws_per_user = k * len(levels)
+    if gaussian:
+        spent, budget = draws_per_user * eps_g**2 / 8, agg.rho_m
+    else:
+        spent, budget = draws_per_user * eps_g, Fraction(agg.eps_m)
+    assert spent <= budget, (spent, budget)
+    assert spent >= budget * (1 - Fraction(1, 10**6)), (spent, budget)
+    stated = rel.metadata["guarantee"]
+    assert stated["epsilon"] <= eps and stated["delta"] <= delta
+
+
 def _aggregation_contract(kind: str, setting: str) -> None:
     """One metric released by ``Session.aggregate``: the noise of every aggregate drawn at the
     variance (scale) its guarantee was computed from, that noise enough for what one user changes
@@ -1417,3 +1475,29 @@ def test_the_aggregation_contract_sees_less_noise_and_a_loose_cap(
     monkeypatch.setattr(local_aggregate, "bound", looser)
     with pytest.raises(AssertionError, match="records"):
         _aggregation_contract("count", "user")
+
+
+def test_the_selection_contract_sees_a_larger_gamma_and_the_wrong_mechanism(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Power checks for quantiles drawn by selection: blocks scored with half the sensitivity
+    (gamma doubled, less randomness than accounted) fail, and so does the exponential mechanism
+    drawn where the release states permute-and-flip."""
+    from privhist.analytics import aggregate
+
+    blocks = aggregate.em_blocks
+
+    def halved(*args: Any) -> Any:
+        scores, sizes, first, sens = blocks(*args)
+        return scores, sizes, first, Fraction(sens, 2)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(aggregate, "em_blocks", halved)
+        with pytest.raises(AssertionError):
+            aggregation_quantiles_by_selection("user-laplace")
+    with monkeypatch.context() as patch:
+        patch.setattr(aggregate.Aggregation, "_flip", lambda self: False)
+        with pytest.raises(AssertionError):
+            aggregation_quantiles_by_selection("laplace")
+    aggregation_quantiles_by_selection("user-laplace")  # unpatched, the cases pass
+    aggregation_quantiles_by_selection("laplace")

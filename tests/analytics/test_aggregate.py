@@ -23,6 +23,7 @@ from privhist import Release, Session
 from privhist import metrics as m
 from privhist.analytics.aggregate import AUTO_SHARE, Aggregation, plan
 from privhist.core.errors import ValidationError
+from privhist.core.random import SeededRandom
 from privhist.mechanisms.user_level._gauss import calibrate
 from privhist.noise import DiscreteGaussian, DiscreteLaplace
 
@@ -352,6 +353,28 @@ def test_private_groups_release_only_large_groups(tmp_path: Path) -> None:
         row = t[(t["country"] == "fr") & (t["device"] == "ios")].iloc[0]
         assert abs(row["med_0.5"] - float(truth["spend"].median())) < 3
         assert r.metadata["selection"]["mechanism"] in ("cumulative-sips", "optimal-selection")
+
+
+def test_auto_bound_histogram_keeps_counts_at_least_the_cutoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The automatic bound's noisy histogram keeps a bucket whose noisy count is at least
+    ``AUTO_CUTOFF`` noise standard deviations, the cutoff itself included, and zeroes the
+    others (post-processing). The budget is set so that the variance is 4 (deviation 2, cutoff
+    6) and the noise is scripted to 0, so the counts are the noisy counts."""
+    from privhist.analytics import aggregate
+
+    agg = Aggregation({"avg": m.mean("x", 0, "auto")}, ("g",), 1.0, 1e-6, False, noise="gaussian")
+    agg.rho_m = Fraction(1, 8) / Fraction(AUTO_SHARE)  # sigma2 = 1 / (2 rho share) = 4
+    assert aggregate.AUTO_CUTOFF == 3
+
+    def silent(sigma2: Fraction, rng: Any, n: int) -> Any:
+        assert sigma2 == 4
+        return np.zeros(n, dtype=np.int64)
+
+    monkeypatch.setattr(aggregate, "discrete_gaussian", silent)
+    out = agg._auto_noise(np.array([0, 5, 6, 7, 100]), SeededRandom(0))
+    assert out.tolist() == [0, 0, 6, 7, 100]
 
 
 def test_auto_bounds_are_chosen_inside_the_spend() -> None:

@@ -95,8 +95,8 @@ def with_threshold_failure(
 def certified_delta(rho: Fraction | float, epsilon: float, p_f: float) -> float:
     """``delta_z(epsilon + ln(1 - p_F)) + p_F`` (item 3): a proven bound on the delta achieved by
     noise of zCDP parameter ``rho`` and a threshold that releases a private key with probability
-    at most ``p_F``."""
-    return with_threshold_failure(lambda e: 1.0 if e <= 0 else zcdp_delta(rho, e), epsilon, p_f)
+    at most ``p_F``. (Corollary 13 holds at ``epsilon = 0`` too; below 0 the bound is 1.)"""
+    return with_threshold_failure(lambda e: 1.0 if e < 0 else zcdp_delta(rho, e), epsilon, p_f)
 
 
 def threshold_epsilon(rho: Fraction | float, failure: float, delta: float) -> float:

@@ -273,13 +273,16 @@ def table_from_rows(
 ) -> GroupTable:
     """The :class:`GroupTable` of summed long rows (:func:`partial_rows`): every group present,
     or exactly ``groups`` (absent ones with zeros), in sorted order."""
-    present = np.unique(_keys(rows["key"])) if rows.height else np.zeros(0, dtype=object)
-    out_keys = present if groups is None else groups
-    if groups is None and rows.height and rows["key"].dtype.is_integer():
-        out_keys = present.astype(np.int64)
+    if groups is None:  # the distinct keys found once by hashing, then sorted (few)
+        distinct = rows["key"].unique() if rows.height else None
+        out_keys = np.unique(_keys(distinct)) if distinct is not None else np.zeros(0, object)
+        if rows.height and rows["key"].dtype.is_integer():
+            out_keys = out_keys.astype(np.int64)
+    else:
+        out_keys = groups
     g = int(out_keys.shape[0])
     summed = rows.group_by("key", "name", "index").agg(pl.col("value").sum())
-    pos = np.searchsorted(out_keys, _keys(summed["key"])) if g else np.zeros(0, np.int64)
+    pos = _positions(out_keys, summed["key"]) if g else np.zeros(0, np.int64)
     names = summed["name"].to_numpy()
     index = summed["index"].to_numpy().astype(np.int64)
     value = summed["value"].to_numpy().astype(np.int64)
@@ -305,6 +308,14 @@ def table_from_rows(
             )
         values[spec.name] = entry
     return GroupTable(out_keys, column("records"), column("users"), values, types, facts)
+
+
+def _positions(out_keys: npt.NDArray[Any], keys: pl.Series) -> npt.NDArray[np.int64]:
+    """``np.searchsorted(out_keys, keys)`` with each distinct key searched once."""
+    distinct = keys.unique()
+    at = np.searchsorted(out_keys, _keys(distinct)).astype(np.int64)
+    mapped = keys.replace_strict(distinct, pl.Series(at, dtype=pl.Int64), return_dtype=pl.Int64)
+    return mapped.to_numpy().astype(np.int64)
 
 
 def value_range(lf: pl.LazyFrame, request: ValueRange, collect: Any) -> tuple[Any, Any]:

@@ -145,46 +145,103 @@ def bound(
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """The records of each user bounded to ``k`` groups and ``c`` records per group (module
     notes), with the numbers of users and of (user, group) pairs bounded; ``prio`` gives the
-    priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`)."""
+    priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`).
+
+    In NumPy over integer codes: each record's (user, group) pair is a code, one stable sort
+    groups the pairs; a user holding more than ``k`` groups keeps the ``k`` of smallest pair
+    priority; a kept pair with more than ``c`` records keeps the ``c`` smallest by (priority,
+    values with nulls last, rank among identical records), the order a sort of those columns
+    gives. The records kept are returned in their input order."""
     k = request.max_partitions or 1
     c = request.max_per_partition or 1
     facts = {"users_bounded": 0, "pairs_bounded": 0}
-    pairs = df.group_by("user", "key").len().sort("user", "key")
-    degree = pairs.group_by("user").len().rename({"len": "degree"})
-    pairs = pairs.join(degree, on="user")
-    over = pairs.filter(pl.col("degree") > k)
-    if over.height:
-        facts["users_bounded"] = int(over["user"].n_unique())
-        p = prio(over["user"].to_numpy(), _pair_codes(prio, over["key"]))
-        ranked = over.with_columns(pl.Series("p", p)).with_columns(
-            pl.col("p").rank("ordinal").over("user").alias("_r")  # smallest priority first
-        )
-        dropped = ranked.filter(pl.col("_r") > k).select("user", "key")
-        df = df.join(dropped, on=["user", "key"], how="anti")
-        pairs = pairs.join(dropped, on=["user", "key"], how="anti")
-    full = pairs.filter(pl.col("len") > c).select("user", "key")
-    if full.height:
-        facts["pairs_bounded"] = full.height
-        cols = [f"s{j}" for j in range(n_specs)]
-        rest = df.join(full, on=["user", "key"], how="anti")
-        big = df.join(full, on=["user", "key"], how="semi").with_columns(
-            pl.int_range(pl.len()).over("user", "key", *cols).alias("_k")  # among identical
-        )
+    n = df.height
+    if n == 0:
+        return df, facts
+    ucode, n_users = _codes(df["user"])
+    kcode, n_keys = _codes(df["key"])
+    if n_users * n_keys >= 1 << 62:  # keep the pair code in int64: make the key codes dense
+        _, kcode = np.unique(kcode, return_inverse=True)
+        kcode = kcode.reshape(-1).astype(np.int64)
+        n_keys = int(kcode.max()) + 1
+    pair_row = ucode * n_keys + kcode
+    order = np.argsort(pair_row, kind="stable")
+    start = _run_starts(pair_row[order])
+    starts = np.flatnonzero(start)
+    pairs = pair_row[order][starts]  # the distinct pairs, sorted
+    first = order[starts]  # a record of each
+    count = np.diff(np.append(starts, n))
+    pair_of = np.empty(n, dtype=np.int64)
+    pair_of[order] = np.cumsum(start) - 1
+    pair_user = pairs // n_keys
+    degree = np.bincount(pair_user, minlength=n_users)
+    keep_pair = np.ones(pairs.shape[0], dtype=bool)
+    over = np.flatnonzero(degree[pair_user] > k)
+    if over.size:
+        facts["users_bounded"] = int((degree > k).sum())
+        rows = pl.Series(first[over])
+        p = prio(df["user"].gather(rows).to_numpy(), _pair_codes(prio, df["key"].gather(rows)))
+        # the k of smallest priority per user (priorities of distinct pairs are distinct: the
+        # keyed function is a permutation of the pair)
+        ranks = _ranks(pair_user[over], np.lexsort((p, pair_user[over])))
+        keep_pair[over[ranks >= k]] = False
+    keep = keep_pair[pair_of]
+    full = keep_pair & (count > c)
+    if full.any():
+        facts["pairs_bounded"] = int(full.sum())
+        big = np.flatnonzero(full[pair_of])
+        rows = pl.Series(big)
+        cols = [df[f"s{j}"].gather(rows) for j in range(n_specs)]
+        fills = [x.fill_null(0).to_numpy().astype(np.int64) for x in cols]
+        nulls = [x.is_null().to_numpy() for x in cols]
+        values: list[npt.NDArray[Any]] = []  # sort keys, least significant first
+        for f, z in zip(reversed(fills), reversed(nulls), strict=True):
+            values += [f, z]
+        bp = pair_row[big]
+        # the rank among identical records (same pair and values), in input order
+        ident = np.lexsort((*values, bp))
+        same = ~_run_starts(bp[ident])
+        for f, z in zip(fills, nulls, strict=True):
+            same[1:] &= (f[ident][1:] == f[ident][:-1]) & (z[ident][1:] == z[ident][:-1])
+        ranks_k = _ranks(np.cumsum(~same), np.arange(big.size))
+        rank_k = np.empty(big.size, dtype=np.int64)
+        rank_k[ident] = ranks_k
         named = record_codes(
-            _group_codes(big["key"]),
-            [(big[x].fill_null(0).to_numpy(), big[x].is_null().to_numpy()) for x in cols],
-            big["_k"].to_numpy(),
+            _group_codes(df["key"].gather(rows)), list(zip(fills, nulls, strict=True)), rank_k
         )
-        p = prio(big["user"].to_numpy(), named.view(np.int64))
-        big = (
-            big.with_columns(pl.Series("p", p))
-            .sort("user", "key", "p", *cols, "_k", nulls_last=True)
-            .with_columns(pl.int_range(pl.len()).over("user", "key").alias("_r"))
-            .filter(pl.col("_r") < c)
-            .drop("p", "_k", "_r")
-        )
-        df = pl.concat([rest, big], how="vertical_relaxed")
-    return df, facts
+        p = prio(df["user"].gather(rows).to_numpy(), named.view(np.int64))
+        ranks = _ranks(bp, np.lexsort((rank_k, *values, p, bp)))
+        keep[big[ranks >= c]] = False
+    return df.filter(pl.Series(keep)), facts
+
+
+def _codes(series: pl.Series) -> tuple[npt.NDArray[np.int64], int]:
+    """Integer codes of a column's values (equal values, equal codes; from 0, not necessarily
+    dense) and one more than the largest."""
+    if series.dtype.is_integer():
+        codes = series.rank("dense").to_numpy().astype(np.int64) - 1
+    else:
+        codes = series.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    return codes, int(codes.max()) + 1
+
+
+def _run_starts(ids: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """Where each run of equal values of ``ids`` starts."""
+    start = np.empty(ids.shape[0], dtype=bool)
+    if ids.shape[0]:
+        start[0] = True
+        np.not_equal(ids[1:], ids[:-1], out=start[1:])
+    return start
+
+
+def _ranks(ids: npt.NDArray[Any], order: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """Each entry's rank within its id in the given ``order`` (a sort by id first)."""
+    sorted_ids = ids[order]
+    idx = np.arange(sorted_ids.shape[0], dtype=np.int64)
+    first = np.maximum.accumulate(np.where(_run_starts(sorted_ids), idx, 0))
+    out = np.empty(sorted_ids.shape[0], dtype=np.int64)
+    out[order] = idx - first
+    return out
 
 
 def _pair_codes(prio: LazyPriorities | PairPriorities, series: pl.Series) -> npt.NDArray[Any]:

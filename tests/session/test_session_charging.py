@@ -274,6 +274,29 @@ def test_same_file_through_links_and_for_files_not_yet_written(tmp_path: Path) -
     assert check_output(tmp_path / "fine.csv", None, [a], None, "histogram") == "csv"
 
 
+def test_same_file_when_the_system_cannot_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path that cannot be examined (here ``samefile`` refused, as for a file that cannot be
+    read, or a link to itself) counts as the protected file: the output is refused rather than
+    risk the ledger."""
+    ledger = tmp_path / "l.sqlite"
+    ledger.write_text("")
+    out = tmp_path / "out.csv"
+    out.write_text("x\n")
+
+    def refuse(a: Any, b: Any) -> bool:
+        raise PermissionError("no access")
+
+    loop = tmp_path / "loop.csv"
+    loop.symlink_to(loop)  # resolving it fails (an error, not an answer)
+    assert _same_file(loop, ledger)
+    monkeypatch.setattr("os.path.samefile", refuse)
+    assert _same_file(out, ledger)
+    with pytest.raises(ValidationError, match="the budget ledger"):
+        check_output(out, "csv", [], ledger, "histogram")
+
+
 def test_spent_and_remaining_after_a_release(tmp_path: Path) -> None:
     s = _session(tmp_path, Budget(2.0, 1e-5))
     s.histogram(

@@ -91,12 +91,14 @@ def check_output(
 
 
 def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are (or would be) one file; when the system cannot tell (a path
+    that cannot be examined), ``True``: a protected file is never risked on a guess."""
     try:
         if a.exists() and b.exists():
             return os.path.samefile(a, b)
         return a.resolve() == b.resolve()
-    except OSError:
-        return False
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop before Python 3.13
+        return True
 
 
 def read_domain(

@@ -112,6 +112,20 @@ _area(
             _noise("rare_paths", "branches", "binomial_direct"),
         ),
         "privhist/noise/rational.py": Target(("_best",), _noise("rational", "validation")),
+        "privhist/noise/exponential.py": Target(
+            (
+                "_Weights.__init__",
+                "_Weights.cumulative",
+                "ExponentialLevels.cdf_bounds",
+                "ExponentialLevels.sample_level",
+                "_less",
+                "exponential_blocks",
+            ),
+            _noise("exponential"),
+        ),
+        "privhist/noise/permute_flip.py": Target(
+            ("_word", "binomial_exp", "permute_and_flip_blocks"), _noise("permute_flip")
+        ),
     },
     sample=40,
 )
@@ -260,6 +274,7 @@ _ACC_TESTS = (
     "tests/accounting/test_accountant_rules.py",
     "tests/accounting/test_accountant.py",
     "tests/accounting/test_composition.py",
+    "tests/accounting/test_accountant_edges.py",
     "tests/accounting/test_release_guarantees.py",
     "tests/contracts/test_rounding_direction.py",
 )
@@ -366,6 +381,7 @@ _AGG_TESTS = (
     "tests/analytics/test_aggregate_metrics_dp.py",
     "tests/contracts/test_noise_spy.py",
     "tests/analytics/test_aggregate.py",
+    "tests/contracts/test_rounding_direction.py",
 )
 _AGG_KEYWORD = "aggregat or metric or count or sum or mean or variance or quantiles"
 _area(
@@ -382,6 +398,10 @@ _area(
                 "Aggregation._noisy",
                 "_sigma2",
                 "_sqrt_up",
+                "Aggregation._flip",
+                "Aggregation._em_epsilon",
+                "em_blocks",
+                "_em_quantiles",
             ),
             _AGG_TESTS,
             keyword=_AGG_KEYWORD,

@@ -80,3 +80,15 @@ def test_pld_inversion_recovers_the_tight_epsilon() -> None:
             lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
         root = float(hi)
     assert root <= eps <= root * (1 + 1e-9), (eps, root)
+
+
+def test_a_threshold_that_always_fails_gives_delta_one() -> None:
+    """A threshold failure probability of 1 (or more) certifies nothing: delta 1, without
+    evaluating the noise's profile at ``epsilon + ln(0)``."""
+
+    def profile(e: float) -> float:
+        raise AssertionError("not needed")
+
+    for p_f in (1.0, 1.5):
+        assert zcdp.with_threshold_failure(profile, 1.0, p_f) == 1.0
+    assert zcdp.with_threshold_failure(lambda e: 0.0, 1.0, 0.25) == 0.25 * (1 + 1e-12)

@@ -382,7 +382,7 @@ def test_selector_events_round_rho_and_the_failure_up() -> None:
         assert Fraction(ev.rho) - sel.zcdp_rho() <= sel.zcdp_rho() * Fraction(1, 2**50)
 
 
-def test_square_roots_of_sensitivities_round_up() -> None:
+def test_square_roots_of_aggregation_sensitivities_round_up() -> None:
     """``_sqrt_up(n)`` (a tree's L2 sensitivity over its levels, the stated L2 over ``k``
     groups) is never below ``sqrt(n)``, checked exactly (``r**2 >= n``) for every ``n`` below
     ``40,000``; the float ``sqrt`` rounded to the nearest rational of denominator at most

@@ -287,6 +287,22 @@ def test_spark_partition_bounding_keeps_exactly_k_and_c(
     assert facts["records"] == table.num_rows
 
 
+def test_spark_integer_codes_step_aside_for_keys_spanning_int64() -> None:
+    """One user holding the two ends of the int64 range: the packed code ``key - k0`` would
+    overflow, so the packed path declines (None) and the table comes from the general path,
+    each key counted once."""
+    from privhist.engines.spark.bounding import _count_int_pairs, bound_table
+
+    f = PairPriorities(bytes(range(32)))
+    user = np.array([7, 7], dtype=np.int64)
+    key = np.array([-(2**63) + 5, 2**63 - 5], dtype=np.int64)
+    assert _count_int_pairs(user, key, f, 2, 1) is None
+    table = pl.DataFrame({"user": user, "key": key}).to_arrow()
+    keys, counts, units, facts = _spark_rows(bound_table(table, f, 2, 1, True))
+    assert sorted(keys) == sorted(key.tolist()) and list(counts) == [1, 1] == list(units)
+    assert facts["users"] == 1 and facts["users_bounded"] == 0
+
+
 def test_spark_keep_mask_ties_fall_back_to_key_order() -> None:
     from privhist.engines.spark.bounding import keep_mask
 

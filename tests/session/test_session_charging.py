@@ -75,6 +75,10 @@ def test_auto_caps_are_charged_with_the_release_in_one_spend(
     eps_cap = EPS * 0.05
     assert cap["epsilon"] == pytest.approx(eps_cap * caps, rel=1e-12)
     assert cap["composition"].count(f"{eps_cap:.6g}") == caps
+    # the stated composition: each cap's epsilon and the mechanism's, adding up to epsilon
+    terms = cap["composition"].removeprefix("basic: (").split(", ")[0].split(" + ")
+    assert len(terms) == caps + 1
+    assert sum(float(t) for t in terms) == pytest.approx(EPS, rel=1e-5)
     eps_mech = rel.metadata["guarantee"]["epsilon"]
     # the parts add up to at most the requested epsilon, exactly
     assert Fraction(eps_cap) * caps + Fraction(eps_mech) <= Fraction(EPS)
@@ -314,3 +318,24 @@ def test_spent_and_remaining_after_a_release(tmp_path: Path) -> None:
     assert rest is not None
     exact = Fraction(2.0) - Fraction(0.7)
     assert Fraction(rest.epsilon) <= exact < Fraction(math.nextafter(rest.epsilon, math.inf))
+
+
+def test_session_refuses_outputs_a_release_cannot_be_written_to(tmp_path: Path) -> None:
+    """Checked before any data is read: a compact polynomial needs a JSON or Parquet file (no
+    file, a CSV file, or an engine's URI are refused, and nothing is written), and a format
+    without an output is refused for any release."""
+    frame = pl.DataFrame({"id": [1, 5, 5, 99]})
+    compact = dict(key="id", mechanism="compact", options={"max_keys": 4}, epsilon=1.0, seed=3)
+    with pytest.raises(ValidationError, match="CSV rows cannot hold"):
+        Session().histogram(frame, **compact)  # type: ignore[arg-type]
+    csv_out = tmp_path / "rel.csv"
+    with pytest.raises(ValidationError, match="json or parquet"):
+        Session().histogram(frame, output=csv_out, **compact)  # type: ignore[arg-type]
+    assert not csv_out.exists()
+    with pytest.raises(ValidationError, match="a plain path"):
+        Session().histogram(frame, output="hdfs://nn/rel.json", **compact)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="given with output"):
+        Session().histogram(frame, key="id", epsilon=1.0, delta=1e-6, output_format="csv")
+    written = tmp_path / "rel.json"
+    Session().histogram(frame, output=written, **compact)  # type: ignore[arg-type]
+    assert written.exists()

@@ -104,6 +104,15 @@ def test_eligible_at_the_edges() -> None:
     assert direct.eligible(np.array([2559, 2570], dtype=np.int64), q).tolist() == [False, True]
     huge_den = Fraction(1, 3 * 2**62)
     assert not direct.eligible(np.array([2**62], dtype=np.int64), huge_den).any()
+    # both sides exactly at MIN_MODE (n = 512, p = 1/2: M = 256 = n - M), from the definition
+    for q in (Fraction(1, 2), Fraction(1, 3), Fraction(2, 3)):
+        ns = np.arange(2 * direct.MIN_MODE - 8, 3 * direct.MIN_MODE + 8, dtype=np.int64)
+        want = []
+        for k in ns.tolist():
+            m = (k + 1) * q.numerator // q.denominator
+            want.append(m >= direct.MIN_MODE and k - m >= direct.MIN_MODE)
+        assert direct.eligible(ns, q).tolist() == want, q
+    assert direct.eligible(np.array([512], dtype=np.int64), Fraction(1, 2)).tolist() == [True]
 
 
 def test_mode_and_rest_exact_beyond_int64_products() -> None:

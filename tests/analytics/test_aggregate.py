@@ -377,6 +377,25 @@ def test_auto_bound_histogram_keeps_counts_at_least_the_cutoff(
     assert out.tolist() == [0, 0, 6, 7, 100]
 
 
+def test_aggregation_variances_are_whole_numbers_only_above_2_30() -> None:
+    """A Gaussian component's variance is ``sigma2_for``'s rational up to ``2**30`` and its
+    ceiling above (the large-variance sampler takes integers): both at least the calibrated
+    ``sensitivity2 / (2 rho)``."""
+    from privhist.analytics.aggregate import _sigma2
+    from privhist.mechanisms.user_level._gauss import sigma2_for
+
+    for target in (Fraction(2**30) - Fraction(1, 2), Fraction(2**30), Fraction(2**30) + 3 // 2):
+        rho, sens2 = Fraction(1, 2), target  # sensitivity2 / (2 rho) = target
+        s2 = _sigma2(rho, sens2)
+        assert s2 >= sens2 / (2 * rho)
+        if sigma2_for(rho, sens2) > 2**30:
+            assert s2 == math.ceil(sigma2_for(rho, sens2))
+        else:
+            assert s2 == sigma2_for(rho, sens2)
+    assert _sigma2(Fraction(1, 2), Fraction(2**30) - Fraction(1, 2)) == Fraction(2**31 - 1, 2)
+    assert _sigma2(Fraction(1, 2), Fraction(2**30) + Fraction(1, 2)) == 2**30 + 1
+
+
 def test_auto_bounds_are_chosen_inside_the_spend() -> None:
     g = np.random.default_rng(2)
     frame = pl.DataFrame({"g": g.choice(["a", "b"], 20_000), "x": g.uniform(0, 90, 20_000)})

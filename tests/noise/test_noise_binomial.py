@@ -552,3 +552,34 @@ def test_half_entries_with_different_m_in_one_call() -> None:
         assert_fits(chi2_integer(xs, _ScipyBinomial(size), lo, hi, max_cells=40))
         shifted = _ScipyBinomial(size + 2 * round(0.1 * sd) + 2)  # mean off by >= 0.1 sd
         assert_rejects([chi2_integer(xs, shifted, lo, hi, max_cells=40)])
+
+
+def test_popcount_of_an_entry_above_one_batch_counts_exactly_its_bits() -> None:
+    """An entry of more than ``2**26`` trials (more than one batch of words) counts exactly its
+    own bits: with every scripted word all ones, ``2**26 + 65`` trials give ``2**26 + 65``
+    successes from ``2**20`` whole words, one more whole word and one bit of a last word."""
+    from privhist.noise.binomial import binomial_half_popcount
+
+    m = 2**26 + 65
+    rng = ScriptedRandom([2**64 - 1] * (2**20 + 2))
+    assert binomial_half_popcount(np.array([m], dtype=np.int64), rng).tolist() == [m]
+    assert rng.used == 2**20 + 2
+
+
+def test_offsets_up_to_exact_offset_use_the_exact_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offsets ``d <= EXACT_OFFSET`` are compared with the threshold's exact digits (the
+    rational ``4**j perm(n, d) / perm(n + d, d)``), larger ones through bounds: the boundary
+    offset itself takes the oracle, and gives the same answer as the bounds."""
+    from privhist.noise import _binomial_large as big_path
+
+    n, d, j = 3 * big_path.EXACT_OFFSET, big_path.EXACT_OFFSET, 1
+    first = 1 << 62
+    want = big_path.less_by_bounds(
+        first, SeededRandom(0), lambda prec: big_path.threshold_interval(n, d, j, prec)
+    )
+
+    def refused(*args: Any) -> bool:
+        raise AssertionError("bounds used at the exact offset")
+
+    monkeypatch.setattr(big_path, "less_by_bounds", refused)
+    assert big_path.accept_exact(n, d, j, first, SeededRandom(0)) == want

@@ -688,3 +688,22 @@ def test_split_geometric_refuses_a_sample_of_2_62_or_more(monkeypatch: pytest.Mo
     monkeypatch.setattr(geo, "invert", scripted(1 << 50))
     with pytest.raises(OverflowError):
         geometric(x, SeededRandom(0), 1)
+
+
+def test_byte_guide_kept_while_at_most_half_its_entries_are_undecided() -> None:
+    """A table keeps its first-byte guide unless more than half of the 256 first bytes leave
+    the draw undecided (a threshold inside the byte's range): exactly 128 undecided keep it,
+    129 drop it (draws then read whole words)."""
+    from privhist.noise._exact import rational_oracle
+    from privhist.noise._tables import _finish
+
+    def threshold(k: int) -> Any:
+        return rational_oracle(1, 2)
+
+    for undecided, kept in ((128, True), (129, False)):
+        # one threshold inside each of the first `undecided` byte ranges, in decreasing order
+        floors = sorted(((b << 56) + (1 << 55) for b in range(undecided)), reverse=True)
+        table = _finish(floors, threshold)
+        assert (table.byte_guide is not None) == kept, undecided
+        if kept:
+            assert int((table.byte_guide < 0).sum()) == undecided

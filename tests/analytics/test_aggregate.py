@@ -510,3 +510,36 @@ def test_a_sum_beside_a_mean_of_the_same_column_shares_its_components() -> None:
     # a direct sum at the same pooled budget would have a spread of 10 sqrt(2) / 1 = 14.1: the
     # shared one (centre 5, M 5, 1:1 split) has sqrt(2) * sqrt(10**2 + 5**2 * 2**2) = 20
     assert err.std() > 17
+
+
+def test_aggregate_bounding_draws_its_secret_only_for_users_over_the_cap() -> None:
+    """Bounding in the local engine: users with exactly ``k`` groups and at most ``c`` records
+    in each are not bounded and draw no secret (a scripted source with no words would fail);
+    a user with ``k + 1`` groups is counted as bounded and keeps ``k``, and a pair with ``c + 1``
+    records keeps ``c``."""
+    from types import SimpleNamespace
+
+    from tests.scripted_random import ScriptedRandom
+
+    from privhist.engines.local.aggregate import bound
+    from privhist.engines.priorities import LazyPriorities
+
+    k, c = 2, 3
+    request: Any = SimpleNamespace(max_partitions=k, max_per_partition=c)
+    users = [u for u in range(10) for _ in range(k * c)]
+    keys = [f"g{(u + j // c) % 5}" for u in range(10) for j in range(k * c)]
+    frame = pl.DataFrame({"user": users, "key": keys, "s0": list(range(len(users)))})
+    out, facts = bound(frame, request, 1, LazyPriorities(ScriptedRandom([])))
+    assert out.height == frame.height
+    assert facts == {"users_bounded": 0, "pairs_bounded": 0}
+    extra = pl.DataFrame(
+        {"user": [0] * (c + 1) + [1] * 1, "key": ["g4"] * (c + 1) + ["g4"], "s0": [7] * (c + 2)}
+    )  # user 0: a third group with c + 1 records; user 1: a third group
+    out, facts = bound(pl.concat([frame, extra]), request, 1, LazyPriorities(SeededRandom(4)))
+    assert facts["users_bounded"] == 2
+    per_user = out.group_by("user").agg(pl.col("key").n_unique().alias("g"), pl.len())
+    assert per_user["g"].max() == k
+    assert sorted(per_user.filter(pl.col("user") <= 1)["g"].to_list()) == [k, k]
+    assert out.group_by("user", "key").len()["len"].max() == c  # c + 1 records cut to c
+    others = out.filter(pl.col("user") > 1)
+    assert others.height == frame.filter(pl.col("user") > 1).height  # untouched

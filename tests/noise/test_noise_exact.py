@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -368,3 +369,27 @@ def test_tables_with_dense_floors_draw_whole_words() -> None:
             ).tolist()
         )
         assert rng.used == 2
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(10, 3), Fraction(1000)])
+def test_gaussian_acceptance_table_bounds_decide_almost_every_entry(
+    sigma2: Fraction, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recurrence's interval bounds (rounded outwards, with ``2 log2(span) + 40`` spare
+    bits) decide the floor of all but a few entries; only those are computed from ``exp``'s
+    own digits (a recurrence that lost its bounds would send nearly every entry there)."""
+    from privhist.noise import gaussian
+
+    plan = _plan(sigma2)
+    assert plan.table is not None
+    calls = []
+    oracle = gaussian.exp_neg_oracle
+
+    def counted(x: Fraction) -> Any:
+        calls.append(x)
+        return oracle(x)
+
+    monkeypatch.setattr(gaussian, "exp_neg_oracle", counted)
+    table = gaussian._acceptance_table(sigma2, plan.centre, int(plan.table.shape[0]))
+    assert (table == plan.table).all()
+    assert len(calls) <= 2, len(calls)

@@ -119,3 +119,27 @@ def test_weight_bounds_contain_every_cumulative_weight() -> None:
                 acc += counts[t] * mpmath.exp(-rate * (scores[t] - scores[0]))
                 exact = acc * mpmath.mpf(2) ** (prec + GUARD)
                 assert w.lo_cum[t] <= exact <= w.hi_cum[t], (gamma, t)
+
+
+def test_a_tail_cut_at_the_last_level_still_bounds_the_law() -> None:
+    """A last level far below the others (weight ``e**-200``) is left out of the computed
+    weights at 96 bits and bounded instead: the cumulative law's bounds still contain the exact
+    values (``F_1 = 1 - 2**-288``, just below 1), which needs the left-out level in the total."""
+    scores, counts, gamma = [0, 1, 200], [1, 1, 1], Fraction(1)
+    law = ExponentialLevels(scores, counts, gamma)
+    with mpmath.workdps(200):
+        probs = _law(scores, counts, gamma, dps=200)
+        for prec in (96, 160):
+            for t in (0, 1):
+                lo, hi = law.cdf_bounds(t, prec)
+                exact = (1 - mpmath.fsum(probs[t + 1 :])) * mpmath.mpf(2) ** prec
+                assert lo <= exact <= hi, (prec, t)
+
+
+def test_blocks_are_refused_when_malformed() -> None:
+    from privhist.noise.exponential import exponential_blocks
+
+    rng = SeededRandom(0)
+    for scores, sizes in (([0, 1], [1, 0]), ([0, 1], [1]), ([], [])):
+        with pytest.raises(ValidationError):
+            exponential_blocks(scores, sizes, Fraction(1), rng)

@@ -584,3 +584,29 @@ def test_aggregate_bounding_names_identical_records_by_their_rank() -> None:
     for u, v in out.select("user", "s0").iter_rows():
         kept.setdefault(u, Counter())[v] += 1
     assert kept == expected
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_selection_quantiles_draw_uniformly_within_a_run_of_equal_scores(noise: str) -> None:
+    """Each group holds the values 0 and 100: every unit of ``[0, 100]`` is a median (rank
+    interval containing the target), so all 101 candidates score 0, most of them in one block
+    of empty units, and the draw is uniform over them (permute-and-flip with Laplace noise, the
+    exponential mechanism with Gaussian noise). 300 groups give many distinct medians, spread
+    over the range; a draw stuck at a block's first unit would give at most three values."""
+    groups = [f"g{i:03d}" for i in range(300)]
+    frame = pl.DataFrame({"g": [g for g in groups for _ in (0, 1)], "x": [0, 100] * 300})
+    metric = m.quantiles("x", [0.5], 0, 100, resolution=1, method="exponential")
+    rel = Session().aggregate(
+        frame,
+        by="g",
+        metrics={"q": metric},
+        partitions=groups,
+        epsilon=1.0,
+        delta=1e-6 if noise == "gaussian" else 0.0,
+        noise=noise,
+        seed=11,
+    )
+    values = rel.to_pandas()["q_0.5"].to_numpy()
+    assert ((values >= 0) & (values <= 100) & (values == np.round(values))).all()
+    assert len(set(values.tolist())) >= 60
+    assert (values < 34).sum() >= 60 and (values > 66).sum() >= 60  # both thirds reached

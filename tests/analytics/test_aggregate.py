@@ -610,3 +610,38 @@ def test_selection_quantiles_draw_uniformly_within_a_run_of_equal_scores(noise: 
     assert ((values >= 0) & (values <= 100) & (values == np.round(values))).all()
     assert len(set(values.tolist())) >= 60
     assert (values < 34).sum() >= 60 and (values > 66).sum() >= 60  # both thirds reached
+
+
+def test_aggregate_bounding_makes_sparse_key_codes_dense(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key codes too sparse for an int64 pair code (here spread ``2**58`` apart) are renumbered
+    densely first: the same records and facts as with compact codes."""
+    from types import SimpleNamespace
+
+    from privhist.engines.local import aggregate as local
+    from privhist.engines.priorities import PairPriorities
+
+    g = np.random.default_rng(2)
+    n = 600
+    frame = pl.DataFrame(
+        {
+            "user": g.integers(0, 50, n),
+            "key": [f"k{v}" for v in g.integers(0, 5, n)],
+            "s0": g.integers(0, 3, n),
+        }
+    )
+    request: Any = SimpleNamespace(max_partitions=2, max_per_partition=2)
+    f = PairPriorities(bytes(range(32)))
+    want, want_facts = local.bound(frame, request, 1, f)
+    assert want_facts["users_bounded"] > 0 and want_facts["pairs_bounded"] > 0
+    codes = local._codes
+
+    def sparse(series: pl.Series) -> Any:
+        c, top = codes(series)
+        if series.name == "key":
+            return c * (1 << 58), int(c.max()) * (1 << 58) + 1
+        return c, top
+
+    monkeypatch.setattr(local, "_codes", sparse)
+    got, got_facts = local.bound(frame, request, 1, f)
+    assert got_facts == want_facts
+    assert sorted(got.rows()) == sorted(want.rows())

@@ -181,8 +181,8 @@ def bound(
         facts["users_bounded"] = int((degree > k).sum())
         rows = pl.Series(first[over])
         p = prio(df["user"].gather(rows).to_numpy(), _pair_codes(prio, df["key"].gather(rows)))
-        # the k of smallest priority per user (priorities of distinct pairs are distinct: the
-        # keyed function is a permutation of the pair)
+        # the k of smallest priority per user (a tie of two pairs' 64-bit priorities, about
+        # 2**-64 a pair, goes to the pair of smaller code: the stable sort keeps their order)
         ranks = _ranks(pair_user[over], np.lexsort((p, pair_user[over])))
         keep_pair[over[ranks >= k]] = False
     keep = keep_pair[pair_of]

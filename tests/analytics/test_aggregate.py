@@ -645,3 +645,96 @@ def test_aggregate_bounding_makes_sparse_key_codes_dense(monkeypatch: pytest.Mon
     got, got_facts = local.bound(frame, request, 1, f)
     assert got_facts == want_facts
     assert sorted(got.rows()) == sorted(want.rows())
+
+
+@pytest.mark.parametrize("modulus", [1, 3, 2**20, 2**64])
+@pytest.mark.parametrize("scale", [1, 2**40])
+def test_aggregate_bounding_orders_tied_priorities_by_values_then_rank(
+    modulus: int, scale: int
+) -> None:
+    """The records kept in a pair over ``c`` are the ``c`` smallest by (priority, each value
+    with nulls last, rank among identical records), computed here from that definition while
+    the priorities are cut to few values (``modulus``): every tie of priorities, of their leading
+    bits only, or none, and values too wide (``scale``) for one packed sort key."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from privhist.engines.local.aggregate import bound
+    from privhist.engines.priorities import PairPriorities, group_code, record_codes
+
+    class Cut:
+        def __init__(self) -> None:
+            self.f = PairPriorities(bytes(range(32)))
+
+        def codes(self, values: Any) -> Any:
+            return self.f.codes(values)
+
+        def __call__(self, users: Any, keys: Any) -> Any:
+            p = self.f(users, keys)
+            return p if modulus == 2**64 else p % np.uint64(modulus)
+
+    g = np.random.default_rng(modulus % 1000 + scale % 7)
+    n, c = 900, 3
+    users = g.integers(0, 12, n)
+    keys = [f"k{v}" for v in g.integers(0, 4, n)]
+    a = (g.integers(-2, 3, n) * scale).tolist()
+    b = [None if g.random() < 0.3 else int(v) for v in g.integers(0, 3, n)]
+    frame = pl.DataFrame({"user": users, "key": keys, "s0": a, "s1": pl.Series(b, dtype=pl.Int64)})
+    request: Any = SimpleNamespace(max_partitions=4, max_per_partition=c)
+    prio = Cut()
+    out, facts = bound(frame, request, 2, prio)
+    assert facts["users_bounded"] == 0 and facts["pairs_bounded"] > 0
+    seen: Counter[tuple[Any, ...]] = Counter()
+    ranks = []
+    for row in zip(users.tolist(), keys, a, b, strict=True):
+        ranks.append(seen[row])
+        seen[row] += 1
+    names = record_codes(
+        np.array([group_code(k) for k in keys], dtype=np.uint64),
+        [
+            (np.array(a, dtype=np.int64), np.zeros(n, dtype=bool)),
+            (np.array([v or 0 for v in b], dtype=np.int64), np.array([v is None for v in b])),
+        ],
+        np.array(ranks, dtype=np.int64),
+    )
+    p = prio(users.astype(np.int64), names.view(np.int64))
+    expected: Counter[tuple[Any, ...]] = Counter()
+    for pair in {(u, k) for u, k in zip(users.tolist(), keys, strict=True)}:
+        rows = [i for i in range(n) if (int(users[i]), keys[i]) == pair]
+        rows.sort(key=lambda i: (int(p[i]), a[i], b[i] is None, b[i] or 0, ranks[i]))
+        expected.update((int(users[i]), keys[i], a[i], b[i]) for i in rows[:c])
+    assert Counter(out.select("user", "key", "s0", "s1").rows()) == expected
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["a", "b\\c", "d\x1fe", None, "\\\x1f\\s"],  # escapes needed
+        ["a", "b", None, "c d", "s"],  # none needed: the text is kept as it is
+    ],
+)
+def test_group_keys_encode_every_part_like_the_key_codec(texts: list[str | None]) -> None:
+    """The local engine's key of several columns is :func:`privhist.core.groups.encode` of the
+    row's values, whether or not a text column holds a backslash or the separator, and for
+    integer and boolean columns beside it; a null part gives a null key."""
+    from privhist.core.groups import decode, encode
+    from privhist.core.requests import Fields
+    from privhist.engines.local.aggregate import group_frame
+
+    n = len(texts)
+    frame = pl.DataFrame(
+        {"t": texts, "i": [3, -40, 5, 6, None][:n], "b": [True, False, True, None, False][:n]}
+    )
+    lf, types = group_frame(
+        frame, Fields(by=("t", "i", "b")), (), "aggregate", lambda cols: frame.lazy().select(cols)
+    )
+    got = lf.collect()["key"].to_list()
+    want = [
+        encode([t, i, "true" if b else "false"] if b is not None else [t, i, None])
+        for t, i, b in frame.rows()
+    ]
+    assert got == want
+    assert types == ("str", "int", "str")
+    for key, (t, i, _) in zip(got, frame.rows(), strict=True):
+        if key is not None:
+            assert decode(key, types)[:2] == (t, i)

@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
@@ -211,3 +212,18 @@ class LazyPriorities:
 
     def __call__(self, users: npt.ArrayLike, keys: npt.ArrayLike) -> U64:
         return self._function()(users, keys)
+
+
+def column_codes(prio: PairPriorities | LazyPriorities, series: pl.Series) -> npt.NDArray[np.int64]:
+    """The codes :meth:`PairPriorities.codes` gives a column's values (integers as themselves,
+    text under the secret), as int64, hashing each distinct text once; passing them to the
+    priority function gives the priorities the values would."""
+    if series.dtype.is_integer():
+        out: npt.NDArray[np.int64] = series.to_numpy().astype(np.int64, copy=False)
+        return out
+    distinct = series.unique()
+    codes = pl.Series(prio.codes(distinct.to_numpy().astype(object)).view(np.int64))
+    mapped: npt.NDArray[np.int64] = series.replace_strict(
+        distinct, codes, return_dtype=pl.Int64
+    ).to_numpy()
+    return mapped

@@ -28,7 +28,13 @@ from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
 from privhist.core.requests import Fields, GroupAggregates, GroupTable, ValueRange, ValueSpec
 from privhist.core.sparse import SparseCounts
-from privhist.engines.priorities import LazyPriorities, PairPriorities, group_code, record_codes
+from privhist.engines.priorities import (
+    LazyPriorities,
+    PairPriorities,
+    column_codes,
+    group_code,
+    record_codes,
+)
 
 
 def group_frame(
@@ -53,13 +59,7 @@ def group_frame(
         (c,) = by
         key = pl.col(c).cast(pl.Int64 if types[0] == "int" else pl.String)
     else:
-        parts = [
-            pl.col(c)
-            .cast(pl.String)
-            .str.replace_all("\\", "\\\\", literal=True)
-            .str.replace_all(SEPARATOR, "\\s", literal=True)
-            for c in by
-        ]
+        parts = [_key_part(c, schema[c]) for c in by]
         key = pl.concat_str(parts, separator=SEPARATOR)  # null if any part is null
     exprs = [key.alias("key")]
     if user is not None:
@@ -69,9 +69,28 @@ def group_frame(
     return lf.select(exprs), types
 
 
-def parsed(column: pl.Expr) -> pl.Expr:
+def _key_part(column: str, dtype: pl.DataType) -> pl.Expr:
+    """A group column's values as the text of a key part (:mod:`privhist.core.groups`): each
+    backslash doubled and each separator written ``\\s``. Numbers, booleans and dates print
+    neither, and a text column in which neither occurs needs no escape (the test is one scan)."""
+    raw = pl.col(column).cast(pl.String)
+    if dtype.is_numeric() or dtype.is_temporal() or dtype == pl.Boolean:
+        return raw
+    escaped = raw.str.replace_all("\\", "\\\\", literal=True).str.replace_all(
+        SEPARATOR, "\\s", literal=True
+    )
+    needed = (
+        raw.str.contains("\\", literal=True) | raw.str.contains(SEPARATOR, literal=True)
+    ).any()
+    return pl.when(needed).then(escaped).otherwise(raw)
+
+
+def parsed(column: pl.Expr, dtype: pl.DataType | None = None) -> pl.Expr:
     """A value column's cells as numbers: each read as text and parsed on its own (null when
-    empty, not a number, or not finite)."""
+    empty, not a number, or not finite). An integer column (``dtype``) is cast directly: its
+    text parsed and the integer converted are both the nearest double, so they are equal."""
+    if dtype is not None and dtype.is_integer():
+        return column.cast(pl.Float64)
     x = column.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
     return pl.when(x.is_finite()).then(x)
 
@@ -85,13 +104,19 @@ def with_units(
     division by a constant multiplies by its reciprocal, which can differ by one unit at a half).
     """
     index = {c: i for i, c in enumerate(columns)}
-    added = []
+    added: list[pl.Series] = []
+    done: dict[tuple[str, float, int, int], pl.Series] = {}  # specs of equal units share them
     for j, spec in enumerate(specs):
+        same = (spec.column, spec.resolution, spec.low, spec.high)
+        if same in done:
+            added.append(done[same].alias(f"s{j}"))
+            continue
         x = df[f"x{index[spec.column]}"].to_numpy().astype(np.float64)
         valid = ~np.isnan(x)
         v = np.floor(np.where(valid, x, 0.0) / spec.resolution + 0.5)
         v = np.clip(v, spec.low, spec.high).astype(np.int64)
-        added.append(pl.Series(f"s{j}", v, dtype=pl.Int64).scatter(np.flatnonzero(~valid), None))
+        done[same] = pl.Series(f"s{j}", v, dtype=pl.Int64).scatter(np.flatnonzero(~valid), None)
+        added.append(done[same])
     return df.with_columns(added).drop([f"x{i}" for i in range(len(columns))])
 
 
@@ -108,7 +133,11 @@ def aggregates(
     index = {c: i for i, c in enumerate(columns)}
     user_level = request.fields.user_level
     exprs = [pl.col("key")] + ([pl.col("user")] if user_level else [])
-    exprs += [parsed(pl.col(f"v{index[c]}")).alias(f"x{index[c]}") for c in columns]
+    schema = lf.collect_schema()
+    exprs += [
+        parsed(pl.col(f"v{index[c]}"), schema[f"v{index[c]}"]).alias(f"x{index[c]}")
+        for c in columns
+    ]
     df: pl.DataFrame = with_units(collect(lf.select(exprs)), specs, columns)
     facts: dict[str, Any] = {"records": df.height, "null_groups": int(df["key"].null_count())}
     keep = pl.col("key").is_not_null()
@@ -147,11 +176,13 @@ def bound(
     notes), with the numbers of users and of (user, group) pairs bounded; ``prio`` gives the
     priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`).
 
-    In NumPy over integer codes: each record's (user, group) pair is a code, one stable sort
-    groups the pairs; a user holding more than ``k`` groups keeps the ``k`` of smallest pair
-    priority; a kept pair with more than ``c`` records keeps the ``c`` smallest by (priority,
-    values with nulls last, rank among identical records), the order a sort of those columns
-    gives. The records kept are returned in their input order."""
+    In NumPy over integer codes: each record's (user, group) pair is a code, one sort groups the
+    pairs; a user holding more than ``k`` groups keeps the ``k`` of smallest pair priority; a kept
+    pair with more than ``c`` records keeps the ``c`` smallest by (priority, values with nulls
+    last, rank among identical records), the order a sort of those columns gives. Identical
+    records (same user, group and values) are interchangeable, so which of them takes which rank
+    changes no kept table; the sorts need not be stable. The records kept are returned in their
+    input order."""
     k = request.max_partitions or 1
     c = request.max_per_partition or 1
     facts = {"users_bounded": 0, "pairs_bounded": 0}
@@ -160,19 +191,21 @@ def bound(
         return df, facts
     ucode, n_users = _codes(df["user"])
     kcode, n_keys = _codes(df["key"])
-    if n_users * n_keys >= 1 << 62:  # keep the pair code in int64: make the key codes dense
-        _, kcode = np.unique(kcode, return_inverse=True)
-        kcode = kcode.reshape(-1).astype(np.int64)
-        n_keys = int(kcode.max()) + 1
+    if n_users * n_keys >= 1 << 62:  # keep the pair code in int64: make the codes dense
+        ucode, n_users = _dense(ucode)
+        kcode, n_keys = _dense(kcode)
     pair_row = ucode * n_keys + kcode
-    order = np.argsort(pair_row, kind="stable")
-    start = _run_starts(pair_row[order])
+    order = _argsort(pair_row)
+    sorted_pairs = pair_row[order]
+    start = _run_starts(sorted_pairs)
     starts = np.flatnonzero(start)
-    pairs = pair_row[order][starts]  # the distinct pairs, sorted
-    first = order[starts]  # a record of each
+    pairs = sorted_pairs[starts]  # the distinct pairs, sorted
+    del sorted_pairs
+    first = order[starts]  # a record of each (all of a pair's records share user and group)
     count = np.diff(np.append(starts, n))
     pair_of = np.empty(n, dtype=np.int64)
     pair_of[order] = np.cumsum(start) - 1
+    del order, start
     pair_user = pairs // n_keys
     degree = np.bincount(pair_user, minlength=n_users)
     keep_pair = np.ones(pairs.shape[0], dtype=bool)
@@ -180,7 +213,9 @@ def bound(
     if over.size:
         facts["users_bounded"] = int((degree > k).sum())
         rows = pl.Series(first[over])
-        p = prio(df["user"].gather(rows).to_numpy(), _pair_codes(prio, df["key"].gather(rows)))
+        p = prio(
+            column_codes(prio, df["user"].gather(rows)), column_codes(prio, df["key"].gather(rows))
+        )
         # the k of smallest priority per user (a tie of two pairs' 64-bit priorities, about
         # 2**-64 a pair, goes to the pair of smaller code: the stable sort keeps their order)
         ranks = _ranks(pair_user[over], np.lexsort((p, pair_user[over])))
@@ -194,31 +229,116 @@ def bound(
         cols = [df[f"s{j}"].gather(rows) for j in range(n_specs)]
         fills = [x.fill_null(0).to_numpy().astype(np.int64) for x in cols]
         nulls = [x.is_null().to_numpy() for x in cols]
-        values: list[npt.NDArray[Any]] = []  # sort keys, least significant first
-        for f, z in zip(reversed(fills), reversed(nulls), strict=True):
-            values += [f, z]
         bp = pair_row[big]
-        # the rank among identical records (same pair and values), in input order
-        ident = np.lexsort((*values, bp))
-        same = ~_run_starts(bp[ident])
-        for f, z in zip(fills, nulls, strict=True):
-            same[1:] &= (f[ident][1:] == f[ident][:-1]) & (z[ident][1:] == z[ident][:-1])
-        ranks_k = _ranks(np.cumsum(~same), np.arange(big.size))
+        # the rank among identical records (same pair and values)
+        record = _record_key(bp, fills, nulls)
+        if record is not None:
+            ident = _argsort(record)
+            same = ~_run_starts(record[ident])
+        else:
+            values: list[npt.NDArray[Any]] = []  # sort keys, least significant first
+            for f, z in zip(reversed(fills), reversed(nulls), strict=True):
+                values += [f, z]
+            ident = np.lexsort((*values, bp))
+            same = ~_run_starts(bp[ident])
+            for f, z in zip(fills, nulls, strict=True):
+                same[1:] &= (f[ident][1:] == f[ident][:-1]) & (z[ident][1:] == z[ident][:-1])
+        idx = np.arange(big.size, dtype=np.int64)
         rank_k = np.empty(big.size, dtype=np.int64)
-        rank_k[ident] = ranks_k
+        rank_k[ident] = idx - np.maximum.accumulate(np.where(same, 0, idx))
         named = record_codes(
             _group_codes(df["key"].gather(rows)), list(zip(fills, nulls, strict=True)), rank_k
         )
-        p = prio(df["user"].gather(rows).to_numpy(), named.view(np.int64))
-        ranks = _ranks(bp, np.lexsort((rank_k, *values, p, bp)))
+        p = prio(column_codes(prio, df["user"].gather(rows)), named.view(np.int64))
+        order = _by_pair_then_priority(pair_of[big], pairs.shape[0], bp, p, rank_k, fills, nulls)
+        ranks = _ranks(bp, order)
         keep[big[ranks >= c]] = False
     return df.filter(pl.Series(keep)), facts
 
 
+def _argsort(x: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """An order sorting ``x`` (not stable: Polars' parallel sort, several times NumPy's)."""
+    return pl.Series(x).arg_sort().to_numpy().astype(np.int64)
+
+
+def _dense(codes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
+    _, dense = np.unique(codes, return_inverse=True)
+    out = dense.reshape(-1).astype(np.int64)
+    return out, int(out.max()) + 1
+
+
+def _record_key(
+    bp: npt.NDArray[np.int64],
+    fills: list[npt.NDArray[np.int64]],
+    nulls: list[npt.NDArray[np.bool_]],
+) -> npt.NDArray[np.int64] | None:
+    """One int64 per record, equal exactly when the pair and every value (with its null flag)
+    are: the pair code and each column's offset value (0 for null) in mixed radix; None when
+    that does not fit in 63 bits. Columns equal to an earlier one add nothing."""
+    key = bp.copy()
+    width = int(bp.max()) + 1
+    seen: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = []
+    for f, z in zip(fills, nulls, strict=True):
+        if any(np.array_equal(f, g) and np.array_equal(z, y) for g, y in seen):
+            continue
+        seen.append((f, z))
+        lo, hi = int(f.min()), int(f.max())
+        span = hi - lo + 2
+        width *= span
+        if width >= 1 << 63:
+            return None
+        key = key * span + np.where(z, 0, f - lo + 1)
+    return key
+
+
+def _by_pair_then_priority(
+    pair: npt.NDArray[np.int64],
+    n_pairs: int,
+    bp: npt.NDArray[np.int64],
+    p: npt.NDArray[np.uint64],
+    rank_k: npt.NDArray[np.int64],
+    fills: list[npt.NDArray[np.int64]],
+    nulls: list[npt.NDArray[np.bool_]],
+) -> npt.NDArray[np.int64]:
+    """The order of records by (pair, priority, values with nulls last, rank among identical
+    records); ``pair`` is the pair's index among the ``n_pairs`` sorted pair codes ``bp``.
+
+    Two records of a pair tie on their 64-bit priority with probability about 2**-64, so one sort
+    of the pair index joined to the priority's leading bits in one int64 almost always decides;
+    a tie of those leading bits falls back to the sort by (pair, priority), and a tie of whole
+    priorities to the full sort."""
+    shift = 63 - max(n_pairs - 1, 1).bit_length()  # the bits left for the priority's prefix
+    joined = (pair.astype(np.uint64) << np.uint64(shift)) | (p >> np.uint64(64 - shift))
+    order = _argsort(joined.view(np.int64))
+    sj = joined[order]
+    if not (sj[1:] == sj[:-1]).any():
+        return order
+    order = (
+        pl.DataFrame({"bp": bp, "p": p})
+        .select(pl.arg_sort_by("bp", "p"))
+        .to_series()
+        .to_numpy()
+        .astype(np.int64)
+    )
+    sb, sp = bp[order], p[order]
+    if not ((sb[1:] == sb[:-1]) & (sp[1:] == sp[:-1])).any():
+        return order
+    values: list[npt.NDArray[Any]] = []  # sort keys, least significant first
+    for f, z in zip(reversed(fills), reversed(nulls), strict=True):
+        values += [f, z]
+    return np.lexsort((rank_k, *values, p, bp))
+
+
 def _codes(series: pl.Series) -> tuple[npt.NDArray[np.int64], int]:
     """Integer codes of a column's values (equal values, equal codes; from 0, not necessarily
-    dense) and one more than the largest."""
+    dense) and one more than the largest: integers as their offset from the smallest when their
+    range is at most a few times their number, else their dense rank; text by a categorical."""
     if series.dtype.is_integer():
+        lo, hi = series.min(), series.max()
+        if isinstance(lo, int) and isinstance(hi, int):
+            if -(1 << 62) <= lo <= hi < 1 << 62 and hi - lo < 4 * series.len() + 1024:
+                codes = series.to_numpy().astype(np.int64) - lo
+                return codes, hi - lo + 1
         codes = series.rank("dense").to_numpy().astype(np.int64) - 1
     else:
         codes = series.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
@@ -242,16 +362,6 @@ def _ranks(ids: npt.NDArray[Any], order: npt.NDArray[Any]) -> npt.NDArray[np.int
     out = np.empty(sorted_ids.shape[0], dtype=np.int64)
     out[order] = idx - first
     return out
-
-
-def _pair_codes(prio: LazyPriorities | PairPriorities, series: pl.Series) -> npt.NDArray[Any]:
-    """The keys as :class:`~privhist.engines.priorities.PairPriorities` codes them (integers
-    as themselves; each distinct text hashed once, under the secret), as int64."""
-    if series.dtype.is_integer():
-        return series.cast(pl.Int64).to_numpy()
-    distinct = series.unique()
-    codes = pl.Series(prio.codes(distinct.to_numpy().astype(object)).view(np.int64))
-    return series.replace_strict(distinct, codes, return_dtype=pl.Int64).to_numpy()
 
 
 def _group_codes(series: pl.Series) -> npt.NDArray[np.uint64]:

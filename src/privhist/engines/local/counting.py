@@ -81,7 +81,7 @@ from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource, SecureRandom
 from privhist.core.validation import check_positive_int
 from privhist.engines.local.progress import status
-from privhist.engines.priorities import LazyPriorities
+from privhist.engines.priorities import LazyPriorities, column_codes
 from privhist.io.readers import (
     FileFormat,
     check_key_type,
@@ -575,13 +575,11 @@ def _bound(
     boundary = (user != user.shift(1)).fill_null(True).to_numpy()
     starts = np.flatnonzero(boundary)
     sizes = np.diff(np.append(starts, m))  # distinct keys held by each user
-    users = pairs["user"].to_numpy()
-    keys = pairs["key"].to_numpy()
+    users, keys = pairs["user"], pairs["key"]
 
     def priorities(rows: npt.NDArray[np.int64] | None) -> npt.NDArray[np.uint64]:
-        if rows is None:
-            return prio(users, keys)
-        return prio(users[rows], keys[rows])
+        u, v = (users, keys) if rows is None else (users.gather(rows), keys.gather(rows))
+        return prio(column_codes(prio, u), column_codes(prio, v))
 
     keep, users_bounded = _keep_mask(sizes, k, priorities)
     if keep is not None:

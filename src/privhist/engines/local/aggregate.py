@@ -111,12 +111,18 @@ def with_units(
         if same in done:
             added.append(done[same].alias(f"s{j}"))
             continue
-        x = df[f"x{index[spec.column]}"].to_numpy().astype(np.float64)
-        valid = ~np.isnan(x)
-        v = np.floor(np.where(valid, x, 0.0) / spec.resolution + 0.5)
-        v = np.clip(v, spec.low, spec.high).astype(np.int64)
-        done[same] = pl.Series(f"s{j}", v, dtype=pl.Int64).scatter(np.flatnonzero(~valid), None)
-        added.append(done[same])
+        x = df[f"x{index[spec.column]}"].to_numpy()  # float64, null as NaN
+        invalid = np.isnan(x)
+        v = np.where(invalid, 0.0, x)  # then in place: floor(v / resolution + 1/2), clamped
+        np.divide(v, spec.resolution, out=v)
+        v += 0.5
+        np.floor(v, out=v)
+        np.clip(v, spec.low, spec.high, out=v)
+        units = pl.Series(f"s{j}", v.astype(np.int64), dtype=pl.Int64)
+        if invalid.any():
+            units = units.scatter(np.flatnonzero(invalid), None)
+        done[same] = units
+        added.append(units)
     return df.with_columns(added).drop([f"x{i}" for i in range(len(columns))])
 
 
@@ -194,7 +200,10 @@ def bound(
     if n_users * n_keys >= 1 << 62:  # keep the pair code in int64: make the codes dense
         ucode, n_users = _dense(ucode)
         kcode, n_keys = _dense(kcode)
-    pair_row = ucode * n_keys + kcode
+    pair_row = ucode
+    pair_row *= n_keys
+    pair_row += kcode
+    del kcode
     order = _argsort(pair_row)
     sorted_pairs = pair_row[order]
     start = _run_starts(sorted_pairs)
@@ -204,8 +213,10 @@ def bound(
     first = order[starts]  # a record of each (all of a pair's records share user and group)
     count = np.diff(np.append(starts, n))
     pair_of = np.empty(n, dtype=np.int64)
-    pair_of[order] = np.cumsum(start) - 1
-    del order, start
+    index = np.cumsum(start, dtype=np.int64)
+    index -= 1
+    pair_of[order] = index
+    del order, start, index
     pair_user = pairs // n_keys
     degree = np.bincount(pair_user, minlength=n_users)
     keep_pair = np.ones(pairs.shape[0], dtype=bool)
@@ -256,9 +267,10 @@ def bound(
     return df.filter(pl.Series(keep)), facts
 
 
-def _argsort(x: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """An order sorting ``x`` (not stable: Polars' parallel sort, several times NumPy's)."""
-    return pl.Series(x).arg_sort().to_numpy().astype(np.int64)
+def _argsort(x: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """An order sorting ``x`` (not stable: Polars' parallel sort, several times NumPy's), as
+    Polars' unsigned row indices."""
+    return pl.Series(x).arg_sort().to_numpy()
 
 
 def _dense(codes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
@@ -337,7 +349,8 @@ def _codes(series: pl.Series) -> tuple[npt.NDArray[np.int64], int]:
         lo, hi = series.min(), series.max()
         if isinstance(lo, int) and isinstance(hi, int):
             if -(1 << 62) <= lo <= hi < 1 << 62 and hi - lo < 4 * series.len() + 1024:
-                codes = series.to_numpy().astype(np.int64) - lo
+                codes = series.to_numpy().astype(np.int64)  # a copy: changed in place
+                codes -= lo
                 return codes, hi - lo + 1
         codes = series.rank("dense").to_numpy().astype(np.int64) - 1
     else:

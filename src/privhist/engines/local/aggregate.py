@@ -247,10 +247,7 @@ def bound(
             ident = _argsort(record)
             same = ~_run_starts(record[ident])
         else:
-            values: list[npt.NDArray[Any]] = []  # sort keys, least significant first
-            for f, z in zip(reversed(fills), reversed(nulls), strict=True):
-                values += [f, z]
-            ident = np.lexsort((*values, bp))
+            ident = np.lexsort((*_value_keys(fills, nulls), bp))
             same = ~_run_starts(bp[ident])
             for f, z in zip(fills, nulls, strict=True):
                 same[1:] &= (f[ident][1:] == f[ident][:-1]) & (z[ident][1:] == z[ident][:-1])
@@ -335,10 +332,18 @@ def _by_pair_then_priority(
     sb, sp = bp[order], p[order]
     if not ((sb[1:] == sb[:-1]) & (sp[1:] == sp[:-1])).any():
         return order
-    values: list[npt.NDArray[Any]] = []  # sort keys, least significant first
+    return np.lexsort((rank_k, *_value_keys(fills, nulls), p, bp))
+
+
+def _value_keys(
+    fills: list[npt.NDArray[np.int64]], nulls: list[npt.NDArray[np.bool_]]
+) -> list[npt.NDArray[Any]]:
+    """The ``np.lexsort`` keys ordering records by their values, the first column first and
+    each with nulls last (its null flag before its value), least significant key first."""
+    keys: list[npt.NDArray[Any]] = []
     for f, z in zip(reversed(fills), reversed(nulls), strict=True):
-        values += [f, z]
-    return np.lexsort((rank_k, *values, p, bp))
+        keys += [f, z]
+    return keys
 
 
 def _codes(series: pl.Series) -> tuple[npt.NDArray[np.int64], int]:

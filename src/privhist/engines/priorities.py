@@ -214,6 +214,15 @@ class LazyPriorities:
         return self._function()(users, keys)
 
 
+def _per_distinct(series: pl.Series, codes_of: Any) -> U64:
+    """``codes_of(distinct)`` (64-bit codes of a table's distinct values) for every row, each
+    distinct value coded once."""
+    distinct = series.unique()
+    codes = pl.Series(np.asarray(codes_of(distinct), dtype=np.uint64), dtype=pl.UInt64)
+    out: U64 = series.replace_strict(distinct, codes, return_dtype=pl.UInt64).to_numpy()
+    return out
+
+
 def column_codes(prio: PairPriorities | LazyPriorities, series: pl.Series) -> npt.NDArray[np.int64]:
     """The codes :meth:`PairPriorities.codes` gives a column's values (integers as themselves,
     text under the secret), as int64, hashing each distinct text once; passing them to the
@@ -221,9 +230,14 @@ def column_codes(prio: PairPriorities | LazyPriorities, series: pl.Series) -> np
     if series.dtype.is_integer():
         out: npt.NDArray[np.int64] = series.to_numpy().astype(np.int64, copy=False)
         return out
-    distinct = series.unique()
-    codes = pl.Series(prio.codes(distinct.to_numpy().astype(object)).view(np.int64))
-    mapped: npt.NDArray[np.int64] = series.replace_strict(
-        distinct, codes, return_dtype=pl.Int64
-    ).to_numpy()
-    return mapped
+    codes = _per_distinct(series, lambda d: prio.codes(d.to_numpy().astype(object)))
+    return codes.view(np.int64)
+
+
+def group_codes(series: pl.Series) -> U64:
+    """:func:`group_code` of every key of a column (integers as their int64 bits), each distinct
+    text once."""
+    if series.dtype.is_integer():
+        out: U64 = series.cast(pl.Int64).to_numpy().view(np.uint64)
+        return out
+    return _per_distinct(series, lambda d: [group_code(k) for k in d.to_list()])

@@ -32,7 +32,7 @@ from privhist.engines.priorities import (
     LazyPriorities,
     PairPriorities,
     column_codes,
-    group_code,
+    group_codes,
     record_codes,
 )
 
@@ -255,7 +255,7 @@ def bound(
         rank_k = np.empty(big.size, dtype=np.int64)
         rank_k[ident] = idx - np.maximum.accumulate(np.where(same, 0, idx))
         named = record_codes(
-            _group_codes(df["key"].gather(rows)), list(zip(fills, nulls, strict=True)), rank_k
+            group_codes(df["key"].gather(rows)), list(zip(fills, nulls, strict=True)), rank_k
         )
         p = prio(column_codes(prio, df["user"].gather(rows)), named.view(np.int64))
         order = _by_pair_then_priority(pair_of[big], pairs.shape[0], bp, p, rank_k, fills, nulls)
@@ -380,15 +380,6 @@ def _ranks(ids: npt.NDArray[Any], order: npt.NDArray[Any]) -> npt.NDArray[np.int
     out = np.empty(sorted_ids.shape[0], dtype=np.int64)
     out[order] = idx - first
     return out
-
-
-def _group_codes(series: pl.Series) -> npt.NDArray[np.uint64]:
-    """:func:`~privhist.engines.priorities.group_code` of every key, each distinct one once."""
-    if series.dtype.is_integer():
-        return series.cast(pl.Int64).to_numpy().view(np.uint64)
-    distinct = series.unique()
-    codes = pl.Series([group_code(k) for k in distinct.to_list()], dtype=pl.UInt64)
-    return series.replace_strict(distinct, codes, return_dtype=pl.UInt64).to_numpy()
 
 
 def _keys(series: pl.Series) -> npt.NDArray[Any]:

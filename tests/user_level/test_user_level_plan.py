@@ -25,6 +25,7 @@ from privhist.planning.user_level import (
     DEFAULT_PLAN_CAPS,
     HISTOGRAM_FRACTION,
     NON_VOTER_SHARE,
+    VOTE_COUNT_CAPS,
     choose,
     plan_cap,
     quantile_cap,
@@ -41,7 +42,12 @@ def test_default_plan_builds_every_candidate_and_spends_the_request(keys_only: b
     sips = plan.candidates["cumulative-sips"]
     assert sorted(sips) == list(DEFAULT_PLAN_CAPS)
     votes = plan.candidates["vote-selection"]
-    assert sorted(votes) == ([0] if keys_only else [5, 10, 20])
+    assert sorted(votes) == ([0] if keys_only else list(VOTE_COUNT_CAPS))
+    # the votes are cast once, before the decision: every candidate has the same selection
+    selections = {
+        (m.cap, m.top_cap, m.epsilon_selection, m.delta_selection) for m in votes.values()
+    }
+    assert len(selections) == 1
     rest = Fraction(eps) - Fraction(plan.histogram_epsilon)
     for m in [*sips.values(), *votes.values()]:
         assert m.counts is (not keys_only)
@@ -81,6 +87,44 @@ def test_decide_prefers_votes_when_voters_are_plentiful_and_weights_otherwise() 
     assert dense.name == "cumulative-sips" and dense.reasons["cap"] == 100
     assert dense.reasons["threshold"] == NON_VOTER_SHARE
     json.dumps(dense.reasons)
+
+
+@pytest.mark.parametrize(
+    "degrees,k_c",
+    [
+        ([1] * 20_000, 1),
+        ([2] * 20_000, 2),
+        ([4] * 20_000, 5),
+        ([2] * 15_000 + [7] * 5_000, 10),
+        ([40] * 20_000, 20),
+    ],
+)
+def test_vote_counts_take_the_histograms_09_quantile_cap_at_most_20(
+    degrees: list[int], k_c: int
+) -> None:
+    plan = choose(1.0, 1e-8)
+    d = plan.decide(_histogram(degrees), 20_000, SeededRandom(3))
+    assert d.name == "vote-selection" and d.reasons["count_max_keys"] == k_c
+    assert d.mechanism is plan.candidates["vote-selection"][k_c]
+    assert d.mechanism.count_max_keys == k_c
+
+
+@pytest.mark.parametrize("eps,delta", [(1.0, 1e-8), (1.0, 1e-5), (3.0, math.exp(-10)), (8.0, 1e-6)])
+def test_vote_candidates_share_one_selection_and_stay_within_the_budget(
+    eps: float, delta: float
+) -> None:
+    plan = choose(eps, delta)
+    votes = plan.candidates["vote-selection"]
+    rest = Fraction(eps) - Fraction(plan.histogram_epsilon)
+    kinds = {m.count_noise.kind for m in votes.values()}
+    for m in votes.values():
+        assert Fraction(m.epsilon_selection) + Fraction(m.epsilon_counts) <= rest
+        assert m.certified_delta() <= delta
+    shared = {(m.epsilon_selection, m.delta_selection, m.cap, m.top_cap) for m in votes.values()}
+    assert len(shared) == 1
+    # the delta goes whole to the selection only when no candidate's counts need it
+    d_s = next(iter(shared))[1]
+    assert (d_s == delta) == (kinds == {"discrete_laplace"})
 
 
 def test_the_statistics_noise_is_discrete_laplace_at_half_the_histogram_budget() -> None:

@@ -278,7 +278,7 @@ def _gaussian_delta(eps: float, mu2: float) -> float:
 
 @pytest.mark.parametrize("eps,delta", [(1.0, 1e-8), (1.0, 1e-5), (3.0, math.exp(-10))])
 def test_count_noise_and_the_whole_delta_recomputed_with_scipy(eps: float, delta: float) -> None:
-    m = VoteSelection(eps, delta, counts=True)
+    m = VoteSelection(eps, delta, counts=True, count_noise="gaussian")
     assert Fraction(m.epsilon_selection) + Fraction(m.epsilon_counts) <= Fraction(eps)
     assert Fraction(m.delta_selection) + Fraction(m.delta_counts) <= Fraction(delta)
     k, s2 = m.count_max_keys, float(m.count_sigma2)
@@ -330,7 +330,7 @@ def test_counts_are_clipped_and_say_what_they_cover() -> None:
     assert rel.estimates is None and "estimate" not in rel.columns()
     assert "covers" in rel.metadata["counts"]["interval"]
     # a count far below zero is clipped to 1 (a released key has at least one holder)
-    from privhist.mechanisms.user_level.votes import clipped_count_columns
+    from privhist.mechanisms.user_level._counts import clipped_count_columns
 
     cols = clipped_count_columns(np.array([-9, 0, 5]), Fraction(4), 0.95)
     assert cols["values"].tolist() == [1, 1, 5]

@@ -118,8 +118,10 @@ NON_VOTER_SHARE = 0.1
 #: heavy users' keys; on retail.dat (the cap sweep's best is 50; 0.9 gives 30) and checked on the
 #: retail households (its best, 100)
 CAP_QUANTILE = 0.975
-#: the count caps ``k_c`` of vote selection's candidates with counts: ``min(plan cap, 20)``
-VOTE_COUNT_CAPS = (5, 10, 20)
+#: the count caps ``k_c`` of vote selection's candidates with counts: the degree histogram's
+#: 0.9-quantile cap (a candidate of :data:`~privhist.mechanisms.user_level.caps.CAP_CANDIDATES`),
+#: at most 20 (:meth:`UserLevelPlan.decide`)
+VOTE_COUNT_CAPS = (1, 2, 3, 5, 10, 20)
 #: the degrees at which :func:`rank_user_level` tabulates each mechanism in an explanation
 EXPLAIN_DEGREES = (1, 5, 20, 100)
 #: the caps cumulative-sips may take in the default plan: the DP quantile, at least 5
@@ -400,8 +402,12 @@ class UserLevelPlan:
 
         Vote selection when at least :data:`NON_VOTER_SHARE` of the users have no key below the
         vote cap (every key they hold already had enough votes: votes are plentiful where they
-        are needed),
-        else cumulative-sips. ``non_voters`` may be None for a plan whose candidates do not
+        are needed), else cumulative-sips. Vote selection with counts counts each user on at
+        most ``k_c`` released keys, ``k_c`` the histogram's 0.9-quantile cap
+        (:func:`~privhist.mechanisms.user_level.caps.dp_degree_cap`: nine users in ten are
+        counted on all the keys they hold) and at most 20; its count noise is the one of smaller
+        expected absolute error at that ``k_c`` (:mod:`~privhist.mechanisms.user_level.votes`,
+        item 4). ``non_voters`` may be None for a plan whose candidates do not
         include vote selection."""
         fixed = self.fixed
         if fixed is not None:
@@ -439,7 +445,7 @@ class UserLevelPlan:
         )
         if use_votes:
             by_cap: dict[int, Any] = self.candidates["vote-selection"]
-            k_c = min(cap, VOTE_COUNT_CAPS[-1]) if not self.keys_only else 0
+            k_c = min(choice.cap, VOTE_COUNT_CAPS[-1]) if not self.keys_only else 0
             reasons["count_max_keys"] = k_c if k_c else None
             return Decision("vote-selection", by_cap[k_c], reasons)
         return Decision(self.selector_name, selector, reasons)
@@ -560,15 +566,45 @@ class _Built:
         self.keys_only, self.confidence = keys_only, confidence
         self.count_caps = count_caps
 
-    def get(self, name: str, cap: int | None, count_cap: int | None = None) -> Any:
+    def get(
+        self,
+        name: str,
+        cap: int | None,
+        count_cap: int | None = None,
+        count_delta_share: Fraction | None = None,
+    ) -> Any:
         """The mechanism ``name`` at cap ``cap`` (vote selection: no cap) counting on
         ``count_cap`` keys (None: the cap when ``count_caps``, else the default), or None when
-        the budget does not allow it (a :class:`ValidationError` at construction)."""
+        the budget does not allow it (a :class:`ValidationError` at construction). Vote
+        selection takes ``count_delta_share`` (None: its default)."""
         if count_cap is None and self.count_caps:
             count_cap = cap
         return _build(
-            name, cap, count_cap, self.epsilon, self.delta, self.keys_only, self.confidence
+            name,
+            cap,
+            count_cap,
+            self.epsilon,
+            self.delta,
+            self.keys_only,
+            self.confidence,
+            count_delta_share,
         )
+
+
+def _vote_candidates(built: _Built, counts: bool) -> dict[int, Any]:
+    """Vote selection keyed by its count cap ``k_c`` (:data:`VOTE_COUNT_CAPS`; 0 keys only),
+    all with one selection budget (the votes are cast once, with one pair of caps, before the
+    decision): each takes the count noise of smaller expected absolute error, and the delta
+    goes to the selection whole when none of them is Gaussian, else half of it."""
+    if not counts:
+        return {0: built.get("vote-selection", None)}
+    own = {k: built.get("vote-selection", None, k) for k in VOTE_COUNT_CAPS}
+    splits = {(m.epsilon_selection, m.delta_selection) for m in own.values()}
+    if len(splits) == 1:
+        return own
+    from privhist.mechanisms.user_level.votes import COUNT_DELTA_SHARE
+
+    return {k: built.get("vote-selection", None, k, COUNT_DELTA_SHARE) for k in VOTE_COUNT_CAPS}
 
 
 @functools.lru_cache(maxsize=512)
@@ -580,6 +616,7 @@ def _build(
     delta: float,
     keys_only: bool,
     confidence: float,
+    count_delta_share: Fraction | None = None,
 ) -> Any:
     """See :class:`_Built` (mechanisms are not changed after construction, so sharing is safe)."""
     from privhist.core.neighbouring import Neighbouring
@@ -592,6 +629,8 @@ def _build(
         kw["count_max_keys"] = count_cap
     try:
         if name == "vote-selection":
+            if counts and count_delta_share is not None:
+                kw["count_delta_share"] = count_delta_share
             return VoteSelection(epsilon, delta, **kw)
         if name in weighted_registry():
             if cap is not None:
@@ -632,7 +671,9 @@ def rank_user_level(
         if mech is None:
             continue
         std = math.nan
-        if getattr(mech, "count_sigma2", None) is not None:
+        if getattr(mech, "count_noise", None) is not None:  # vote selection
+            std = mech.count_noise.std()
+        elif getattr(mech, "count_sigma2", None) is not None:
             std = math.sqrt(float(mech.count_sigma2))
         elif not isinstance(mech, WeightedSelector) and hasattr(mech, "noise_std"):
             std = mech.noise_std()
@@ -775,10 +816,7 @@ def choose(
     candidates: dict[str, Any] = {name: sips}
     if mechanism == "default" and votes:
         # keyed by the count cap k_c (0 when keys only): min(the cap, 20) (UserLevelPlan.decide)
-        candidates["vote-selection"] = {
-            k: built.get("vote-selection", None, k or None)
-            for k in (VOTE_COUNT_CAPS if counts else (0,))
-        }
+        candidates["vote-selection"] = _vote_candidates(built, counts)
         rule = (
             "two DP statistics: a histogram of users' numbers of keys and the number of users "
             f"who find every key they hold at the vote cap; vote-selection when those are at "

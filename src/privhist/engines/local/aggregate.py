@@ -49,24 +49,79 @@ def group_frame(
     wanted = [*by, *([user] if user is not None else []), *values]
     lf: pl.LazyFrame = read(wanted)
     schema = lf.collect_schema()
+    types = _group_types(by, schema, function)
+    exprs = [_group_key(by, [schema[c] for c in by], types).alias("key")]
+    if user is not None:
+        exprs.append(_user_id(user, schema[user]).alias("user"))
+    exprs += [pl.col(c).alias(f"v{i}") for i, c in enumerate(values)]
+    return lf.select(exprs), types
+
+
+def group_tallies(fields: Fields, function: str, read: Any) -> pl.LazyFrame:
+    """The records as a lazy table of tallies: one row per distinct combination of the user
+    (user-level data) and the group columns' values, with columns ``key`` (the group, as in
+    :func:`group_frame`), ``user`` and ``n`` (its number of records, ``Int64``).
+
+    The records are grouped before any key text is written, so the text is built once per row
+    of the tally, not once per record. Integer, text and boolean columns are grouped by their
+    values, which are equal exactly when their texts are; a column of any other type (floats,
+    where ``-0.0`` and ``0.0`` group together but print differently, dates, decimals) is grouped
+    by its text. Either way the key is a one-to-one function of a row's non-null values
+    (:mod:`privhist.core.groups`), so the rows with a non-null key are exactly the distinct
+    (user, key) pairs (distinct keys, record-level) with their record counts; rows with a null
+    key or user stand for the records that carry one. ``read(columns)`` gives the source's
+    columns."""
+    by = fields.by or (fields.key_column,)
+    user = str(fields.user) if fields.user_level else None
+    lf: pl.LazyFrame = read([*by, *([user] if user is not None else [])])
+    schema = lf.collect_schema()
+    types = _group_types(by, schema, function)
+    dtypes = [schema[c] for c in by]
+    names = [f"g{i}" for i in range(len(by))]
+    columns = [
+        (pl.col(c) if _groups_by_value(d) else pl.col(c).cast(pl.String)).alias(g)
+        for c, d, g in zip(by, dtypes, names, strict=True)
+    ]
+    keys = names
+    if user is not None:
+        columns.insert(0, _user_id(user, schema[user]).alias("user"))
+        keys = ["user", *names]
+    tally = lf.select(columns).group_by(keys).len("n")
+    out = [_group_key(names, dtypes, types).alias("key")]
+    if user is not None:
+        out.append(pl.col("user"))
+    return tally.select(*out, pl.col("n").cast(pl.Int64))
+
+
+def _group_types(by: Sequence[str], schema: pl.Schema, function: str) -> tuple[str, ...]:
+    """The type of each group column (``"int"`` or ``"str"``), refusing nested columns."""
     for c in by:
         if schema[c].is_nested():
             raise InputDataError(
                 f"parameter 'by' of {function} must name scalar columns; got {c!r}"
             )
-    types = tuple("int" if schema[c].is_integer() else "str" for c in by)
-    if len(by) == 1:
-        (c,) = by
-        key = pl.col(c).cast(pl.Int64 if types[0] == "int" else pl.String)
-    else:
-        parts = [_key_part(c, schema[c]) for c in by]
-        key = pl.concat_str(parts, separator=SEPARATOR)  # null if any part is null
-    exprs = [key.alias("key")]
-    if user is not None:
-        u = pl.col(user)
-        exprs.append(u.cast(pl.Int64 if schema[user].is_integer() else pl.String).alias("user"))
-    exprs += [pl.col(c).alias(f"v{i}") for i, c in enumerate(values)]
-    return lf.select(exprs), types
+    return tuple("int" if schema[c].is_integer() else "str" for c in by)
+
+
+def _group_key(
+    columns: Sequence[str], dtypes: Sequence[pl.DataType], types: tuple[str, ...]
+) -> pl.Expr:
+    """The key of the group columns ``columns`` (of ``dtypes``): one column as its integer or
+    text, several as one text key (null when any part is null)."""
+    if len(columns) == 1:
+        return pl.col(columns[0]).cast(pl.Int64 if types[0] == "int" else pl.String)
+    parts = [_key_part(c, d) for c, d in zip(columns, dtypes, strict=True)]
+    return pl.concat_str(parts, separator=SEPARATOR)  # null if any part is null
+
+
+def _user_id(column: str, dtype: pl.DataType) -> pl.Expr:
+    """A user column as the engines compare it: integers as ``Int64``, anything else as text."""
+    return pl.col(column).cast(pl.Int64 if dtype.is_integer() else pl.String)
+
+
+def _groups_by_value(dtype: pl.DataType) -> bool:
+    """Whether a group column's values are equal exactly when their key texts are."""
+    return dtype.is_integer() or dtype == pl.String or dtype == pl.Boolean
 
 
 def _key_part(column: str, dtype: pl.DataType) -> pl.Expr:

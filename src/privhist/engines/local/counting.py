@@ -308,6 +308,70 @@ def count_array(
     return result
 
 
+def count_tallies(
+    tallies: pl.LazyFrame,
+    *,
+    user: bool,
+    max_partitions_contributed: int | None = None,
+    max_contributions_per_partition: int | None = None,
+    rng: RandomSource | None = None,
+    progress: bool = True,
+    label: str = "table",
+) -> Counts:
+    """:func:`count` of records given as tallies: each row of ``tallies`` (columns ``key``,
+    ``user`` when ``user`` is True, and ``n``, a positive integer) stands for ``n`` records of
+    that key (and user).
+
+    The result is the one :func:`count` gives on the records themselves, seeded draws included:
+    tallies of the same (user, key) are added up before bounding, so rows need not be distinct;
+    only the pairs and their record counts enter the bounding. Keys keep the table's type
+    (``Int64`` or ``String``), as do users.
+
+    Args:
+        tallies: the rows, a lazy table.
+        user: whether the rows carry a ``user`` column (user-level counts).
+        max_partitions_contributed: ``k`` (with ``user`` only; default 1).
+        max_contributions_per_partition: ``c`` (with ``user`` only; default 1).
+        rng: randomness for contribution bounding; ``SecureRandom()`` when None.
+        progress: allow a status display on stderr (only when stderr is a terminal).
+        label: how errors name the data.
+
+    Returns:
+        Counts as :func:`count` returns them for a table (``info`` counts records, not rows).
+
+    Raises:
+        InputDataError: the table cannot be read or lacks a column.
+        ValidationError: a bound is out of range or given without ``user``, or a tally ``n``
+            is below 1 (a pair of no records would count as a key its user holds).
+
+    Example:
+        >>> rows = pl.LazyFrame({"key": ["a", "b", None], "n": [3, 1, 2]})
+        >>> c = count_tallies(rows, user=False)
+        >>> c.keys.tolist(), c.counts.tolist(), c.info["records"], c.info["null_keys"]
+        (['a', 'b'], [3, 1], 6, 2)
+    """
+    fn = "count"
+    k, c, defaulted = _bounds(user, max_partitions_contributed, max_contributions_per_partition, fn)
+    try:
+        schema = tallies.collect_schema()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputDataError(f"cannot read {label}: {first}") from exc
+    wanted = ["key", *(["user"] if user else []), "n"]
+    missing = [name for name in wanted if name not in schema]
+    if missing:
+        raise InputDataError(f"the tallies of {label} lack the columns {', '.join(missing)}")
+    if not schema["n"].is_integer():
+        raise ValidationError("tallies", fn, "a table whose column 'n' is of integers", schema["n"])
+    with status(f"Counting {label}", enabled=progress):
+        if user:
+            result = _count_users(tallies, k, c, rng or SecureRandom(), label, tallied=True)
+            result.info["bounds_defaulted"] = defaulted
+        else:
+            result = _count_records(tallies, label, tallied=True)
+    return result
+
+
 # -- internals ----------------------------------------------------------------------------
 
 
@@ -356,14 +420,24 @@ def _collect(query: pl.LazyFrame, label: str) -> pl.DataFrame:
         raise InputDataError(f"cannot read {label}: {first}") from exc
 
 
-def _count_records(lf: pl.LazyFrame, label: str) -> Counts:
+def _count_records(lf: pl.LazyFrame, label: str, tallied: bool = False) -> Counts:
+    """Record counts per key; with ``tallied``, each row of ``lf`` stands for ``n`` records."""
     try:
         integer_keys = lf.collect_schema()["key"] == pl.Int64
     except (pl.exceptions.PolarsError, OSError):
         integer_keys = False  # the read below reports the problem
-    if integer_keys:
+    if integer_keys and not tallied:
         return _count_integer_stream(lf, label)
-    df = _collect(lf.group_by("key").agg(pl.len().alias("n")), label)
+    if tallied:
+        df = _collect(
+            lf.group_by("key").agg(
+                pl.col("n").cast(pl.Int64).sum(), pl.col("n").fill_null(0).min().alias("least")
+            ),
+            label,
+        )
+        _check_tallies(df["least"])
+    else:
+        df = _collect(lf.group_by("key").agg(pl.len().alias("n")), label)
     n = df["n"].cast(pl.Int64)
     nulls = df["key"].is_null()
     records = int(n.sum())
@@ -441,9 +515,16 @@ def _count_integer_stream(lf: pl.LazyFrame, label: str) -> Counts:
 
 
 def _count_users(
-    lf: pl.LazyFrame, k: int, c: int, rng: RandomSource, label: str, partitions: int = 1
+    lf: pl.LazyFrame,
+    k: int,
+    c: int,
+    rng: RandomSource,
+    label: str,
+    partitions: int = 1,
+    tallied: bool = False,
 ) -> Counts:
-    """Bounded per-key counts and units, over ``partitions`` disjoint sets of users.
+    """Bounded per-key counts and units, over ``partitions`` disjoint sets of users; with
+    ``tallied``, each row of ``lf`` stands for ``n`` records of its (user, key).
 
     With ``partitions > 1`` the users are split by a hash of the user id and each part is read,
     bounded and counted on its own, so memory holds one part's (user, key) pairs at a time. A
@@ -458,7 +539,7 @@ def _count_users(
     except (pl.exceptions.PolarsError, OSError):
         integer_ids = False  # the read below reports the problem
     prio = LazyPriorities(rng)
-    if integer_ids:
+    if integer_ids and not tallied:
         fast = _count_user_codes(lf, k, c, prio, label)
         if fast is not None:
             return fast
@@ -470,7 +551,13 @@ def _count_users(
         if partitions > 1:
             bucket = pl.col("user").hash(seed=_PARTITION_SEED) % partitions
             query = lf.filter(bucket == part)
-        pairs = _collect(query.group_by("user", "key").agg(pl.len().alias("n")), label)
+        if tallied:  # repeated pairs are merged by _bound, after its sort
+            query = query.select("user", "key", pl.col("n").cast(pl.Int64))
+        else:
+            query = query.group_by("user", "key").agg(pl.len().alias("n"))
+        pairs = _collect(query, label)
+        if tallied:
+            _check_tallies(pairs["n"])
         pairs = pairs.with_columns(pl.col("n").cast(pl.Int64))
         null_key = pairs["key"].is_null()
         null_user = pairs["user"].is_null()
@@ -479,7 +566,7 @@ def _count_users(
         null_users += int(pairs["n"].filter(null_user).sum())
         pairs = pairs.filter(~null_key & ~null_user)
         keys_seen.append(pairs.select(pl.col("key").unique()))
-        kept, part_users, part_bounded = _bound(pairs, k, c, prio)
+        kept, part_users, part_bounded = _bound(pairs, k, c, prio, merge=tallied)
         del pairs
         users += part_users
         users_bounded += part_bounded
@@ -514,6 +601,13 @@ def _count_users(
         neighbouring=Neighbouring.user(k, c),
         info=info,
     )
+
+
+def _check_tallies(n: pl.Series) -> None:
+    """Refuse tallies below one record (a null tally too)."""
+    least = n.min()
+    if n.null_count() or (least is not None and int(least) < 1):  # type: ignore[arg-type]
+        raise ValidationError("tallies", "count", "a table of tallies n >= 1", least)
 
 
 def bound_contributions(
@@ -557,13 +651,15 @@ def bound_contributions(
 
 
 def _bound(
-    pairs: pl.DataFrame, k: int, c: int, prio: LazyPriorities
+    pairs: pl.DataFrame, k: int, c: int, prio: LazyPriorities, merge: bool = False
 ) -> tuple[pl.DataFrame, int, int]:
     """:func:`bound_contributions`, also returning the number of users and of bounded users.
 
     The pairs are sorted by user (by (user, key) for a seeded source, which fixes the order the
     priorities are drawn in, so seeded runs are reproducible): each user's pairs are then one
-    contiguous run, and per-user sizes and ranks come from run boundaries in linear time.
+    contiguous run, and per-user sizes and ranks come from run boundaries in linear time. With
+    ``merge`` a pair may come in several rows (tallies of its records): after the sort, adjacent
+    rows of one pair are added up (one comparison of neighbours finds them).
     """
     # priorities are a function of the pair, so only grouping users together matters; the key
     # order inside a user breaks ties (equal priorities) reproducibly
@@ -572,7 +668,13 @@ def _bound(
     if m == 0:
         return pairs, 0, 0
     user = pairs["user"]
-    boundary = (user != user.shift(1)).fill_null(True).to_numpy()
+    same_user = user == user.shift(1)
+    if merge and (same_user & (pairs["key"] == pairs["key"].shift(1))).any():
+        pairs = pairs.group_by("user", "key", maintain_order=True).agg(pl.col("n").sum())
+        m = pairs.height
+        user = pairs["user"]
+        same_user = user == user.shift(1)
+    boundary = (~same_user).fill_null(True).to_numpy()
     starts = np.flatnonzero(boundary)
     sizes = np.diff(np.append(starts, m))  # distinct keys held by each user
     users, keys = pairs["user"], pairs["key"]

@@ -41,8 +41,8 @@ from privhist.core.requests import (
 from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler
 from privhist.engines.keyed_noise import release_keyed
-from privhist.engines.local.aggregate import aggregates, group_frame, value_range
-from privhist.engines.local.counting import count
+from privhist.engines.local.aggregate import aggregates, group_frame, group_tallies, value_range
+from privhist.engines.local.counting import count, count_tallies
 from privhist.engines.local.progress import status
 from privhist.engines.local.weighting import LocalWeightedSource
 from privhist.engines.weights import per_key_weights
@@ -237,9 +237,20 @@ class LocalEngine(Engine):
         fields = request.fields
         user = fields.user if fields.user_level else None
         if fields.composite:
-            source = self._grouped(source, fields, "count")
-            fields = Fields("key", "user" if user is not None else None)
-            user = fields.user
+            # the records reduced to distinct (user, group values) with their numbers before
+            # any key text is written: the text is built once per tally, not once per record
+            tallies = group_tallies(fields, "count", self._columns(source, fields, "count"))
+            return count_tallies(
+                tallies,
+                user=user is not None,
+                max_partitions_contributed=request.max_partitions if user is not None else None,
+                max_contributions_per_partition=(
+                    request.max_per_partition if user is not None else None
+                ),
+                rng=rng,
+                progress=progress,
+                label=self.describe(source),
+            )
         if not is_path(source):
             source = as_polars(source, "count")
         return count(

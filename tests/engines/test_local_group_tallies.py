@@ -1,0 +1,278 @@
+"""Counts of keys over several columns on the local engine, which groups the records by their
+values before it writes any key text (:func:`privhist.engines.local.aggregate.group_tallies`,
+:func:`privhist.engines.local.counting.count_tallies`).
+
+Every count is compared, for the same seed, with two references computed from a key written
+row by row in plain Python (:func:`privhist.core.groups.encode` of each value's text): the local
+count of that one text column record by record, and the brute-force reference engine
+(tests/engines/reference.py), which bounds users in dicts and loops.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from tests.engines.reference import ReferenceEngine
+
+from privhist.core.data import Counts
+from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.groups import encode
+from privhist.core.random import SeededRandom
+from privhist.core.requests import Fields, KeyCounts
+from privhist.engines.local import LocalEngine, count
+from privhist.engines.local.aggregate import group_tallies
+from privhist.engines.local.counting import count_tallies
+
+#: text values, most of them needing an escape (a backslash, the separator, both, "\s" itself)
+TEXTS = ["a", "b\\c", "d\x1fe", "\\s", "x\\\x1fy", "plain", ""]
+
+
+def _with_nulls(g: np.random.Generator, values: list[Any], rate: float) -> list[Any]:
+    return [None if g.random() < rate else v for v in values]
+
+
+def records(seed: int, n: int = 4000, users: int = 60, text_users: bool = False) -> pl.DataFrame:
+    """Skewed groups (so users repeat groups and hold many), nulls in every column."""
+    g = np.random.default_rng(seed)
+    skew = np.array([0.4, 0.2, 0.12, 0.1, 0.08, 0.06, 0.04])
+    t = [TEXTS[i] for i in g.choice(len(TEXTS), n, p=skew)]
+    t2 = [TEXTS[i] for i in g.choice(len(TEXTS), n, p=skew[::-1])]
+    i = [int(v) for v in g.choice([-3, 0, 7, 12, -40], n, p=[0.5, 0.2, 0.15, 0.1, 0.05])]
+    b = [bool(v) for v in g.random(n) < 0.7]
+    f = [float(v) for v in g.choice([0.0, -0.0, 2.5, -1.25], n)]
+    u = [int(v) for v in g.integers(0, users, n)]
+    return pl.DataFrame(
+        {
+            "t": pl.Series(_with_nulls(g, t, 0.03), dtype=pl.String),
+            "t2": pl.Series(_with_nulls(g, t2, 0.03), dtype=pl.String),
+            "i": pl.Series(_with_nulls(g, i, 0.03), dtype=pl.Int32),
+            "b": pl.Series(_with_nulls(g, b, 0.03), dtype=pl.Boolean),
+            "f": pl.Series(_with_nulls(g, f, 0.03), dtype=pl.Float64),
+            "user": pl.Series(
+                _with_nulls(g, [f"u{v}" if text_users else v for v in u], 0.02),
+                dtype=pl.String if text_users else pl.Int64,
+            ),
+        }
+    )
+
+
+def _text(value: Any) -> Any:
+    """A value's text as a key part writes it: booleans as true/false, floats as Python's repr
+    (equal to Polars' text for the values above, -0.0 included), integers in decimal."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(int(value))
+
+
+def keyed(frame: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
+    """The records as (key, user): the key written row by row in plain Python."""
+    keys = [encode([_text(v) for v in row]) for row in frame.select(by).rows()]
+    return pl.DataFrame(
+        {"key": pl.Series(keys, dtype=pl.String), "user": frame["user"]},
+    )
+
+
+def same(got: Counts, want: Counts) -> None:
+    assert got.keys.tolist() == want.keys.tolist()
+    assert got.counts.tolist() == want.counts.tolist()
+    if want.units is None:
+        assert got.units is None
+    else:
+        assert got.units is not None and got.units.tolist() == want.units.tolist()
+    assert got.neighbouring == want.neighbouring
+
+
+GROUPS = [("t", "i"), ("t", "b", "i"), ("t", "t2"), ("i", "b"), ("t", "f"), ("f", "b", "t2")]
+BOUNDS = [(1, 1), (1, 4), (3, 1), (3, 4)]
+
+
+@pytest.mark.parametrize("by", GROUPS, ids="-".join)
+@pytest.mark.parametrize("k,c", BOUNDS)
+@pytest.mark.parametrize("text_users", [False, True])
+def test_user_counts_over_several_columns_equal_counts_of_the_written_keys(
+    by: tuple[str, ...], k: int, c: int, text_users: bool
+) -> None:
+    seed = 11 * k + c
+    frame = records(seed, text_users=text_users)
+    request = KeyCounts(Fields(None, "user", by=by), k, c)
+    got = LocalEngine().count(frame, request, SeededRandom(seed))
+    written = keyed(frame, by)
+    want = count(
+        written,
+        user="user",
+        max_partitions_contributed=k,
+        max_contributions_per_partition=c,
+        rng=SeededRandom(seed),
+    )
+    same(got, want)
+    assert got.info == want.info
+    brute = ReferenceEngine().count(
+        written, KeyCounts(Fields("key", "user"), k, c), SeededRandom(seed)
+    )
+    same(got, brute)
+    for fact in ("records", "null_keys", "null_users"):
+        assert got.info[fact] == brute.info[fact]
+    # the data makes every part of the bounding matter: users holding more than k keys (drawn
+    # priorities), pairs of more than c records, null keys and users, and (floats) a key
+    # differing only in the sign of a zero
+    assert got.info["users_bounded"] > 0 and got.info["null_keys"] > 0
+    assert got.info["null_users"] > 0
+    held = Counter(
+        written.drop_nulls().select("user", "key").rows()
+    )  # records per (user, key) pair
+    assert max(held.values()) > c
+    if "f" in by:
+        assert any("-0.0" in key for key in got.keys.tolist())
+        assert any(key.startswith("0.0") or "\x1f0.0" in key for key in got.keys.tolist())
+
+
+@pytest.mark.parametrize("by", GROUPS, ids="-".join)
+def test_record_counts_over_several_columns_equal_counts_of_the_written_keys(
+    by: tuple[str, ...],
+) -> None:
+    frame = records(5)
+    got = LocalEngine().count(frame, KeyCounts(Fields(None, None, by=by)), SeededRandom(5))
+    written = keyed(frame, by).select("key")
+    want = count(written)
+    same(got, want)
+    assert got.info == want.info
+    brute = ReferenceEngine().count(written, KeyCounts(Fields("key")), SeededRandom(5))
+    same(got, brute)
+    assert got.info["null_keys"] > 0 and max(got.counts.tolist()) > 1
+
+
+@pytest.mark.parametrize("user", ["user", None])
+def test_parquet_files_count_like_their_tables(tmp_path: Path, user: str | None) -> None:
+    frame = records(3)
+    path = tmp_path / "records.parquet"
+    frame.write_parquet(path)
+    k, c = (2, 3) if user else (None, None)
+    request = KeyCounts(Fields(None, user, by=("t", "b", "i", "f")), k, c)
+    got = LocalEngine().count(path, request, SeededRandom(3))
+    written = keyed(frame, ("t", "b", "i", "f"))
+    if user is None:
+        want = count(written.select("key"))
+    else:
+        want = count(
+            written,
+            user="user",
+            max_partitions_contributed=2,
+            max_contributions_per_partition=3,
+            rng=SeededRandom(3),
+        )
+    same(got, want)
+    assert got.info == want.info
+
+
+def test_group_tallies_are_the_distinct_pairs_with_their_records() -> None:
+    frame = records(9)
+    by = ("t", "f", "i")
+    tallies = group_tallies(Fields(None, "user", by=by), "count", lambda c: frame.lazy().select(c))
+    rows = tallies.collect()
+    assert rows.columns == ["key", "user", "n"] and rows["n"].dtype == pl.Int64
+    want = Counter(keyed(frame, by).rows())  # records per (key, user), nulls included
+    full = rows.drop_nulls()
+    # every pair with a non-null key and user is one row, holding its number of records
+    assert full.height == full.select("key", "user").n_unique()
+    assert {(k, u): n for k, u, n in full.rows()} == {
+        (k, u): n for (k, u), n in want.items() if k is not None and u is not None
+    }
+    assert int(rows["n"].sum()) == frame.height
+
+
+# -- count_tallies on its own -------------------------------------------------------------
+
+
+def _split(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """Tallies of ``frame``'s records (key, user): each (key, user)'s records cut into one to
+    three rows at random, in a shuffled order, so pairs come in several rows."""
+    g = np.random.default_rng(seed)
+    rows: list[tuple[Any, Any, int]] = []
+    for (key, user), n in Counter(frame.rows()).items():
+        parts = int(g.integers(1, min(n, 3) + 1))
+        cuts = sorted(g.choice(np.arange(1, n), parts - 1, replace=False).tolist()) if n > 1 else []
+        rows += [(key, user, b - a) for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+    order = g.permutation(len(rows))
+    shuffled = [rows[i] for i in order]
+    return pl.DataFrame(
+        {
+            "key": pl.Series([r[0] for r in shuffled], dtype=frame["key"].dtype),
+            "user": pl.Series([r[1] for r in shuffled], dtype=frame["user"].dtype),
+            "n": pl.Series([r[2] for r in shuffled], dtype=pl.UInt32),
+        }
+    )
+
+
+@pytest.mark.parametrize("k,c", BOUNDS)
+@pytest.mark.parametrize("integer_keys", [False, True])
+def test_tallies_of_a_pair_in_several_rows_count_as_its_records(
+    k: int, c: int, integer_keys: bool
+) -> None:
+    g = np.random.default_rng(k * 10 + c)
+    n = 3000
+    keys = g.zipf(1.6, n) % 40
+    frame = pl.DataFrame(
+        {
+            "key": pl.Series(
+                _with_nulls(g, [int(x) if integer_keys else f"k{x}" for x in keys], 0.02)
+            ),
+            "user": pl.Series(_with_nulls(g, [int(x) for x in g.integers(0, 50, n)], 0.02)),
+        }
+    )
+    tallies = _split(frame, k + c)
+    assert tallies.height > tallies.select("key", "user").n_unique()  # repeated pairs
+    got = count_tallies(
+        tallies.lazy(),
+        user=True,
+        max_partitions_contributed=k,
+        max_contributions_per_partition=c,
+        rng=SeededRandom(k),
+    )
+    want = count(
+        frame,
+        user="user",
+        max_partitions_contributed=k,
+        max_contributions_per_partition=c,
+        rng=SeededRandom(k),
+    )
+    same(got, want)
+    assert got.info == want.info
+    assert got.info["users_bounded"] > 0
+    records = count_tallies(tallies.lazy().drop("user"), user=False)
+    plain = count(frame.drop("user"))
+    same(records, plain)
+    assert records.info == plain.info
+
+
+def test_bad_tallies_fail_closed() -> None:
+    good = pl.LazyFrame({"key": ["a", "b"], "user": [1, 2], "n": [1, 2]})
+    for n in ([0, 2], [1, None], [-1, 3]):
+        bad = good.with_columns(pl.Series("n", n, dtype=pl.Int64))
+        for user in (True, False):
+            with pytest.raises(ValidationError, match="tallies"):
+                count_tallies(bad if user else bad.drop("user"), user=user)
+    with pytest.raises(ValidationError, match="tallies"):
+        count_tallies(good.with_columns(pl.col("n").cast(pl.Float64)), user=True)
+    with pytest.raises(InputDataError, match="n"):
+        count_tallies(good.drop("n"), user=True)
+    with pytest.raises(InputDataError, match="user"):
+        count_tallies(good.drop("user"), user=True)
+    with pytest.raises(ValidationError, match="max_partitions_contributed"):
+        count_tallies(good.drop("user"), user=False, max_partitions_contributed=2)
+    with pytest.raises(ValidationError, match="max_contributions_per_partition"):
+        count_tallies(good, user=True, max_contributions_per_partition=0)
+    c = count_tallies(good, user=True, rng=SeededRandom(0))
+    assert c.counts.tolist() == [1, 1] and c.info["records"] == 3
+    assert c.info["bounds_defaulted"] == [
+        "max_partitions_contributed",
+        "max_contributions_per_partition",
+    ]

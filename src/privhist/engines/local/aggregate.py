@@ -205,13 +205,15 @@ def aggregates(
     if user_level:
         facts["null_users"] = int(df["user"].null_count())
         keep = keep & pl.col("user").is_not_null()
-    df = df.filter(keep)
+    if facts["null_groups"] or facts.get("null_users"):  # a filter copies every column
+        df = df.filter(keep)
     groups = None
     if request.groups is not None:
         groups = _group_array(request.groups, df["key"].dtype)
         inside = df["key"].is_in(pl.Series(groups.tolist(), dtype=df["key"].dtype).implode())
         facts["records_outside_groups"] = int((~inside).sum())
-        df = df.filter(inside)
+        if facts["records_outside_groups"]:
+            df = df.filter(inside)
     if user_level:
         df, bounded = bound(df, request, len(specs), LazyPriorities(rng))
         facts["users"] = int(df["user"].n_unique()) if df.height else 0

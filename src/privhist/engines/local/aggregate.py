@@ -315,8 +315,9 @@ def bound(
             group_codes(df["key"].gather(rows)), list(zip(fills, nulls, strict=True)), rank_k
         )
         p = prio(column_codes(prio, df["user"].gather(rows)), named.view(np.int64))
-        order = _by_pair_then_priority(pair_of[big], pairs.shape[0], bp, p, rank_k, fills, nulls)
-        ranks = _ranks(bp, order)
+        pair = pair_of[big]
+        order = _by_pair_then_priority(pair, pairs.shape[0], p, rank_k, fills, nulls)
+        ranks = _ranks(pair, order)
         keep[big[ranks >= c]] = False
     return df.filter(pl.Series(keep)), facts
 
@@ -360,14 +361,14 @@ def _record_key(
 def _by_pair_then_priority(
     pair: npt.NDArray[np.int64],
     n_pairs: int,
-    bp: npt.NDArray[np.int64],
     p: npt.NDArray[np.uint64],
     rank_k: npt.NDArray[np.int64],
     fills: list[npt.NDArray[np.int64]],
     nulls: list[npt.NDArray[np.bool_]],
 ) -> npt.NDArray[np.int64]:
     """The order of records by (pair, priority, values with nulls last, rank among identical
-    records); ``pair`` is the pair's index among the ``n_pairs`` sorted pair codes ``bp``.
+    records); ``pair`` is the pair's index among the ``n_pairs`` sorted pair codes (it orders
+    the pairs as their codes do).
 
     Two records of a pair tie on their 64-bit priority with probability about 2**-64, so one sort
     of the pair index joined to the priority's leading bits in one int64 almost always decides;
@@ -380,16 +381,16 @@ def _by_pair_then_priority(
     if not (sj[1:] == sj[:-1]).any():
         return order
     order = (
-        pl.DataFrame({"bp": bp, "p": p})
-        .select(pl.arg_sort_by("bp", "p"))
+        pl.DataFrame({"pair": pair, "p": p})
+        .select(pl.arg_sort_by("pair", "p"))
         .to_series()
         .to_numpy()
         .astype(np.int64)
     )
-    sb, sp = bp[order], p[order]
+    sb, sp = pair[order], p[order]
     if not ((sb[1:] == sb[:-1]) & (sp[1:] == sp[:-1])).any():
         return order
-    return np.lexsort((rank_k, *_value_keys(fills, nulls), p, bp))
+    return np.lexsort((rank_k, *_value_keys(fills, nulls), p, pair))
 
 
 def _value_keys(

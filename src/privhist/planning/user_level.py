@@ -815,7 +815,7 @@ def choose(
         raise ValidationError("epsilon", fn, f"large enough for {name} at every cap", epsilon)
     candidates: dict[str, Any] = {name: sips}
     if mechanism == "default" and votes:
-        # keyed by the count cap k_c (0 when keys only): min(the cap, 20) (UserLevelPlan.decide)
+        # keyed by the count cap k_c (0 when keys only): min(the 0.9-quantile cap, 20) (decide)
         candidates["vote-selection"] = _vote_candidates(built, counts)
         rule = (
             "two DP statistics: a histogram of users' numbers of keys and the number of users "

@@ -141,7 +141,6 @@ DEFAULT_VOTE_COUNT_SHARE = 0.25
 COUNT_DELTA_SHARE = Fraction(1, 2)
 #: users are counted on at most this many released keys in the count release
 DEFAULT_VOTE_COUNT_MAX_KEYS = 20
-#: denominator bound of the rational count variance
 
 
 @runtime_checkable
@@ -571,14 +570,9 @@ class VoteSelection:
         """The release from vote counts already cast with this mechanism's caps (``source``
         answers the count step's unit counts: a :class:`VoteSource` or a
         :class:`~privhist.core.weighted.WeightedSource`; None when keys only)."""
+        fn = type(self).__name__
         if rng is None:
             rng = SecureRandom()
-        return self.release_selected(self.select(votes, rng), votes, source, rng)
-
-    def select(self, votes: VoteCounts, rng: RandomSource | None = None) -> npt.NDArray[Any]:
-        """The released keys, sorted: each key with votes kept with probability ``pi`` of its
-        votes (item 3)."""
-        fn = type(self).__name__
         if not isinstance(rng, RandomSource):
             raise ValidationError("rng", fn, "a RandomSource", type(rng).__name__)
         if not isinstance(votes, VoteCounts) or (
@@ -588,19 +582,7 @@ class VoteSelection:
                 "votes", fn, f"VoteCounts cast with top cap {self.top_cap}", votes
             )
         keep = self.selection.keep(votes.votes, rng)
-        keys: npt.NDArray[Any] = np.sort(votes.keys[keep], kind="stable")
-        return keys
-
-    def release_selected(
-        self,
-        keys: npt.NDArray[Any],
-        votes: VoteCounts,
-        source: VoteSource | WeightedSource | None,
-        rng: RandomSource,
-    ) -> Release:
-        """The release of keys :meth:`select` chose from ``votes`` (by this mechanism or one with
-        the same selection parameters), counted when ``counts`` (item 4)."""
-        fn = type(self).__name__
+        keys = np.sort(votes.keys[keep], kind="stable")
         info = dict(votes.info)
         columns: dict[str, Any] = {}
         meta = self.metadata(rng)

@@ -454,15 +454,18 @@ class VoteSelection:
                     d_c = math.nextafter(d_c, 0.0)
                 return d_s, d_c
 
+            chosen: CountNoise | None = None
             if count_delta_share is not None:
                 share = Fraction(check("count_delta_share", count_delta_share))
             else:  # Laplace counts need no delta: the selection keeps all of it
-                probe = CountNoise.of(
+                chosen = CountNoise.of(
                     eps_c, split(COUNT_DELTA_SHARE)[1], self.count_max_keys, noise
                 )
-                share = Fraction(0) if probe.sigma2 is None else COUNT_DELTA_SHARE
+                share = Fraction(0) if chosen.sigma2 is None else COUNT_DELTA_SHARE
             delta_s, delta_c = split(share)
-            self.count_noise = CountNoise.of(eps_c, delta_c, self.count_max_keys, noise)
+            if chosen is None:  # else final: its delta_c is the split's (Laplace needs none)
+                chosen = CountNoise.of(eps_c, delta_c, self.count_max_keys, noise)
+            self.count_noise = chosen
             self.epsilon_counts, self.delta_counts = eps_c, delta_c
         else:
             eps_s, delta_s = self.epsilon, self.delta

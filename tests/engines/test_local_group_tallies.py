@@ -276,3 +276,70 @@ def test_bad_tallies_fail_closed() -> None:
         "max_partitions_contributed",
         "max_contributions_per_partition",
     ]
+
+
+# -- integer group codes (integer users) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("text_users", [False, True])
+def test_integer_users_are_counted_by_group_codes_and_text_users_by_tallies(
+    monkeypatch: pytest.MonkeyPatch, text_users: bool
+) -> None:
+    """With integer users the composite count takes the code path (no tallies are counted);
+    with text users it falls back to the tallies. The counts themselves are checked against
+    the written keys above."""
+    from privhist.engines.local import engine as local_engine
+
+    def refused(*args: Any, **kwargs: Any) -> Counts:
+        raise AssertionError("the tallies were counted")
+
+    monkeypatch.setattr(local_engine, "count_tallies", refused)
+    frame = records(5, text_users=text_users)
+    request = KeyCounts(Fields(None, "user", by=("t", "i")), 2, 2)
+    if text_users:
+        with pytest.raises(AssertionError, match="tallies"):
+            LocalEngine().count(frame, request, SeededRandom(5))
+    else:
+        got = LocalEngine().count(frame, request, SeededRandom(5))
+        assert got.info["users_bounded"] > 0
+
+
+def test_groups_too_wide_for_codes_fall_back_to_the_same_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from privhist.engines.local import aggregate
+
+    frame = records(8)
+    by = ("t", "b", "i")
+    request = KeyCounts(Fields(None, "user", by=by), 2, 3)
+    coded = LocalEngine().count(frame, request, SeededRandom(8))
+    monkeypatch.setattr(aggregate, "MAX_GROUP_CODES", 10)
+    fields = Fields(None, "user", by=by)
+    assert (
+        aggregate.count_group_codes(
+            fields, "count", frame.lazy().select, 2, 3, SeededRandom(8), pl.LazyFrame.collect, "t"
+        )
+        is None
+    )
+    tallied = LocalEngine().count(frame, request, SeededRandom(8))
+    same(coded, tallied)
+    assert coded.info == tallied.info
+
+
+@pytest.mark.parametrize("by", GROUPS, ids="-".join)
+def test_group_codes_write_the_keys_of_their_records(by: tuple[str, ...]) -> None:
+    """Each record's code, written back as text, is the key written row by row (null when a
+    part is null), and equal keys have equal codes."""
+    from privhist.engines.local.aggregate import _group_types, group_coder
+
+    frame = records(13, n=1500)
+    types = _group_types(by, frame.schema, "count")
+    coder = group_coder(frame.lazy(), by, types, pl.LazyFrame.collect)
+    assert coder is not None
+    codes = frame.select(coder.expr().alias("code"))["code"]
+    want = keyed(frame, by)["key"]
+    assert codes.is_null().to_list() == want.is_null().to_list()
+    present = codes.drop_nulls().to_numpy()
+    assert coder.keys(present).to_list() == want.drop_nulls().to_list()
+    pairs = set(zip(present.tolist(), want.drop_nulls().to_list(), strict=True))
+    assert len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs})

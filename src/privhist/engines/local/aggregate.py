@@ -16,18 +16,22 @@ the same ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
 from privhist.core.requests import Fields, GroupAggregates, GroupTable, ValueRange, ValueSpec
 from privhist.core.sparse import SparseCounts
+from privhist.engines.local.counting import count_user_codes
 from privhist.engines.priorities import (
     LazyPriorities,
     PairPriorities,
@@ -91,6 +95,152 @@ def group_tallies(fields: Fields, function: str, read: Any) -> pl.LazyFrame:
     if user is not None:
         out.append(pl.col("user"))
     return tally.select(*out, pl.col("n").cast(pl.Int64))
+
+
+#: composite groups are coded as integers while the product of their columns' code ranges is at
+#: most this (beyond it their key text is written per record, as before)
+MAX_GROUP_CODES: Final[int] = 1 << 22
+
+
+@dataclass(frozen=True)
+class GroupCoder:
+    """Integer codes of the groups of several columns, one per record, before any key text is
+    written: the columns' codes in mixed radix (an integer column's value minus its smallest, a
+    column of any other type the rank of its text among the column's distinct texts), null when
+    any part is null. Equal codes are equal keys of :func:`group_frame` and the reverse;
+    :meth:`keys` writes the key text of codes (built once per distinct code)."""
+
+    by: tuple[str, ...]
+    types: tuple[str, ...]
+    lows: tuple[int, ...]  # an integer column's smallest value (0 for the others)
+    texts: tuple[pl.Series | None, ...]  # the sorted distinct texts of a non-integer column
+    radices: tuple[int, ...]
+
+    @property
+    def width(self) -> int:
+        """One more than the largest code."""
+        return math.prod(self.radices)
+
+    def expr(self) -> pl.Expr:
+        """Each record's code (``Int64``)."""
+        code: pl.Expr | None = None
+        for c, t, lo, texts, r in zip(
+            self.by, self.types, self.lows, self.texts, self.radices, strict=True
+        ):
+            if t == "int":
+                digit = pl.col(c).cast(pl.Int64) - lo
+            else:
+                assert texts is not None
+                digit = pl.col(c).cast(pl.String).cast(pl.Enum(texts)).to_physical()
+            digit = digit.cast(pl.Int64)
+            code = digit if code is None else code * r + digit
+        assert code is not None
+        return code
+
+    def keys(self, codes: npt.NDArray[np.int64]) -> pl.Series:
+        """The key text (:func:`group_frame`'s ``key``) of each code."""
+        rest = np.asarray(codes, dtype=np.int64).copy()
+        parts: list[pl.Series] = []
+        for i in reversed(range(len(self.by))):
+            digit = rest % self.radices[i]
+            rest //= self.radices[i]
+            texts = self.texts[i]
+            if texts is None:
+                parts.append(pl.Series(f"g{i}", digit + self.lows[i], dtype=pl.Int64))
+            else:
+                parts.append(texts.gather(digit).alias(f"g{i}"))
+        frame = pl.DataFrame(parts[::-1])
+        names = [f"g{i}" for i in range(len(self.by))]
+        dtypes: list[pl.DataType] = [pl.Int64() if t == "int" else pl.String() for t in self.types]
+        return frame.select(_group_key(names, dtypes, self.types).alias("key")).to_series()
+
+    def key_codes(
+        self, prio: LazyPriorities | PairPriorities
+    ) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
+        """A function from group codes to the codes the priority function gives their key texts
+        (:func:`~privhist.engines.priorities.column_codes`), each text hashed once: the bounded
+        pairs get the priorities their key texts would, as in every other engine."""
+        known = np.zeros(self.width, dtype=np.bool_)
+        cache = np.zeros(self.width, dtype=np.int64)
+
+        def of(codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+            missing = np.unique(codes[~known[codes]])
+            if missing.size:  # threads may code the same texts: they write equal values
+                cache[missing] = column_codes(prio, self.keys(missing))
+                known[missing] = True
+            out: npt.NDArray[np.int64] = cache[codes]
+            return out
+
+        return of
+
+
+def group_coder(
+    lf: pl.LazyFrame, by: Sequence[str], types: tuple[str, ...], collect: Any
+) -> GroupCoder | None:
+    """The :class:`GroupCoder` of ``lf``'s group columns ``by`` (one pass for their ranges and
+    distinct texts), or None when their codes would exceed :data:`MAX_GROUP_CODES`."""
+    stats: list[pl.Expr] = []
+    for i, (c, t) in enumerate(zip(by, types, strict=True)):
+        if t == "int":
+            stats += [pl.col(c).min().alias(f"lo{i}"), pl.col(c).max().alias(f"hi{i}")]
+        else:
+            text = pl.col(c).cast(pl.String).drop_nulls().unique().sort()
+            stats.append(text.implode().alias(f"t{i}"))
+    row = collect(lf.select(stats)).row(0, named=True)
+    lows: list[int] = []
+    texts: list[pl.Series | None] = []
+    radices: list[int] = []
+    for i, t in enumerate(types):
+        if t == "int":
+            lo, hi = row[f"lo{i}"], row[f"hi{i}"]
+            lows.append(0 if lo is None else int(lo))
+            texts.append(None)
+            radices.append(1 if lo is None else int(hi) - int(lo) + 1)
+        else:
+            values = pl.Series(row[f"t{i}"] or [], dtype=pl.String)
+            lows.append(0)
+            texts.append(values)
+            radices.append(max(values.len(), 1))
+        if math.prod(radices) > MAX_GROUP_CODES:
+            return None
+    return GroupCoder(tuple(by), types, tuple(lows), tuple(texts), tuple(radices))
+
+
+def count_group_codes(
+    fields: Fields,
+    function: str,
+    read: Any,
+    k: int,
+    c: int,
+    rng: RandomSource,
+    collect: Any,
+    label: str,
+) -> Counts | None:
+    """User-level bounded counts per group of several columns, with integer users, through the
+    integer code path of :func:`~privhist.engines.local.counting.count`: each record's (user,
+    group code) sorted as one integer, the key text written once per group. The counts, the
+    bounding and its priorities (of the key texts) are those of :func:`group_tallies` counted
+    by :func:`~privhist.engines.local.counting.count_tallies`. None when the users are not
+    integers or the codes too wide (the tallies then count)."""
+    by = fields.by or (fields.key_column,)
+    user = str(fields.user)
+    lf: pl.LazyFrame = read([*by, user])
+    schema = lf.collect_schema()
+    if not schema[user].is_integer():
+        return None
+    types = _group_types(by, schema, function)
+    coder = group_coder(lf, by, types, collect)
+    if coder is None:
+        return None
+    coded = lf.select(_user_id(user, schema[user]).alias("user"), coder.expr().alias("key"))
+    prio = LazyPriorities(rng)
+    counts = count_user_codes(coded, k, c, prio, label, key_codes=coder.key_codes(prio))
+    if counts is None:
+        return None
+    text = coder.keys(counts.keys).to_numpy().astype(object)
+    order = np.argsort(text, kind="stable")
+    units = counts.units[order] if counts.units is not None else None
+    return Counts(text[order], counts.counts[order], units, counts.neighbouring, counts.info)
 
 
 def _group_types(by: Sequence[str], schema: pl.Schema, function: str) -> tuple[str, ...]:

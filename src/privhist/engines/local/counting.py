@@ -540,7 +540,7 @@ def _count_users(
         integer_ids = False  # the read below reports the problem
     prio = LazyPriorities(rng)
     if integer_ids and not tallied:
-        fast = _count_user_codes(lf, k, c, prio, label)
+        fast = count_user_codes(lf, k, c, prio, label)
         if fast is not None:
             return fast
     records = null_keys = null_users = users = users_bounded = 0
@@ -809,8 +809,13 @@ def _run_rows(
     return rows
 
 
-def _count_user_codes(
-    lf: pl.LazyFrame, k: int, c: int, prio: LazyPriorities, label: str
+def count_user_codes(
+    lf: pl.LazyFrame,
+    k: int,
+    c: int,
+    prio: LazyPriorities,
+    label: str,
+    key_codes: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None,
 ) -> Counts | None:
     """:func:`_count_users` for integer users and keys, by sorting one integer per record.
 
@@ -823,6 +828,10 @@ def _count_user_codes(
     With more than :data:`_CODE_ROWS_PER_PASS` records the users are split into ranges of ids,
     one pass (one read) each, so memory holds one pass's codes. Returns None when the codes
     would not fit in 63 bits (the general path then counts).
+
+    ``key_codes``, when given, maps keys to the codes the priority function takes for them
+    (keys that stand for texts: :meth:`~privhist.engines.local.aggregate.GroupCoder.key_codes`);
+    else keys enter the priorities as themselves.
     """
     stats = _collect(
         lf.select(
@@ -872,7 +881,9 @@ def _count_user_codes(
         chunks = _code_chunks(codes, width)
         # one worker per core, each over every threads-th chunk with its own tallies (the
         # keyed priorities are a function of the pair, so the split changes nothing drawn)
-        work = partial(_tally_chunks, codes, width=width, k=k, c=c, prio=prio, u0=u0, k0=k0)
+        work = partial(
+            _tally_chunks, codes, width=width, k=k, c=c, prio=prio, u0=u0, k0=k0, names=key_codes
+        )
         if threads > 1 and len(chunks) > 1:
             with ThreadPoolExecutor(max_workers=threads) as pool:
                 parts = list(pool.map(work, [chunks[t::threads] for t in range(threads)]))
@@ -1024,9 +1035,10 @@ def _tally_chunks(
     prio: LazyPriorities,
     u0: int,
     k0: int,
+    names: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None,
 ) -> _Tally:
     """Pairs, contribution bounding and per-key sums for chunks of sorted codes (whole users
-    each), in chunk order."""
+    each), in chunk order; ``names`` maps keys to their priority codes (default: themselves)."""
     tally = _Tally(width, c)
     for start, stop in chunks:
         chunk = codes[start:stop]
@@ -1052,9 +1064,9 @@ def _tally_chunks(
             users: npt.NDArray[np.int64] = users,
             keys: npt.NDArray[np.int64] = keys,
         ) -> npt.NDArray[np.uint64]:
-            if rows is None:
-                return prio(users + u0, keys + k0)
-            return prio(users[rows] + u0, keys[rows] + k0)
+            u, kk = (users, keys) if rows is None else (users[rows], keys[rows])
+            kk = kk + k0
+            return prio(u + u0, kk if names is None else names(kk))
 
         keep, bounded = _keep_mask(sizes, k, priorities)
         tally.users += int(user_starts.shape[0])

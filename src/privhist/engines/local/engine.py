@@ -41,7 +41,13 @@ from privhist.core.requests import (
 from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler
 from privhist.engines.keyed_noise import release_keyed
-from privhist.engines.local.aggregate import aggregates, group_frame, group_tallies, value_range
+from privhist.engines.local.aggregate import (
+    aggregates,
+    count_group_codes,
+    group_frame,
+    group_tallies,
+    value_range,
+)
 from privhist.engines.local.counting import count, count_tallies
 from privhist.engines.local.progress import status
 from privhist.engines.local.weighting import LocalWeightedSource
@@ -237,9 +243,33 @@ class LocalEngine(Engine):
         fields = request.fields
         user = fields.user if fields.user_level else None
         if fields.composite:
+            label = self.describe(source)
+            read = self._columns(source, fields, "count")
+            if user is not None:  # integer users: one integer per record, sorted
+                with status(f"Counting {label}", enabled=progress):
+                    coded = count_group_codes(
+                        fields,
+                        "count",
+                        read,
+                        request.max_partitions or 1,
+                        request.max_per_partition or 1,
+                        rng,
+                        lambda q: collect(q, label, progress),
+                        label,
+                    )
+                if coded is not None:
+                    coded.info["bounds_defaulted"] = [
+                        name
+                        for name, given in (
+                            ("max_partitions_contributed", request.max_partitions),
+                            ("max_contributions_per_partition", request.max_per_partition),
+                        )
+                        if given is None
+                    ]
+                    return coded
             # the records reduced to distinct (user, group values) with their numbers before
             # any key text is written: the text is built once per tally, not once per record
-            tallies = group_tallies(fields, "count", self._columns(source, fields, "count"))
+            tallies = group_tallies(fields, "count", read)
             return count_tallies(
                 tallies,
                 user=user is not None,
@@ -249,7 +279,7 @@ class LocalEngine(Engine):
                 ),
                 rng=rng,
                 progress=progress,
-                label=self.describe(source),
+                label=label,
             )
         if not is_path(source):
             source = as_polars(source, "count")

@@ -725,15 +725,26 @@ def test_group_keys_encode_every_part_like_the_key_codec(texts: list[str | None]
     frame = pl.DataFrame(
         {"t": texts, "i": [3, -40, 5, 6, None][:n], "b": [True, False, True, None, False][:n]}
     )
-    lf, types = group_frame(
-        frame, Fields(by=("t", "i", "b")), (), "aggregate", lambda cols: frame.lazy().select(cols)
+    fields = Fields(by=("t", "i", "b"))
+    lf, types, coder = group_frame(
+        frame, fields, (), "aggregate", lambda cols: frame.lazy().select(cols)
     )
+    assert coder is None  # without a collect the key is written per record
     got = lf.collect()["key"].to_list()
     want = [
         encode([t, i, "true" if b else "false"] if b is not None else [t, i, None])
         for t, i, b in frame.rows()
     ]
     assert got == want
+    # with a collect the key holds integer codes, written back as the same texts
+    coded, _, coder = group_frame(
+        frame, fields, (), "aggregate", lambda cols: frame.lazy().select(cols), pl.LazyFrame.collect
+    )
+    assert coder is not None
+    codes = coded.collect()["key"]
+    assert codes.dtype == pl.Int64
+    texts = iter(coder.keys(codes.drop_nulls().to_numpy()).to_list())
+    assert [None if c is None else next(texts) for c in codes.to_list()] == want
     assert types == ("str", "int", "str")
     for key, (t, i, _) in zip(got, frame.rows(), strict=True):
         if key is not None:

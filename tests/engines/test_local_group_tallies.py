@@ -343,3 +343,50 @@ def test_group_codes_write_the_keys_of_their_records(by: tuple[str, ...]) -> Non
     assert coder.keys(present).to_list() == want.drop_nulls().to_list()
     pairs = set(zip(present.tolist(), want.drop_nulls().to_list(), strict=True))
     assert len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs})
+
+
+@pytest.mark.parametrize("partitions", [None, "some"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_aggregates_over_group_codes_equal_those_over_written_keys(
+    monkeypatch: pytest.MonkeyPatch, partitions: str | None, seed: int
+) -> None:
+    """A seeded aggregate of several columns is the same release whether its records carry
+    integer group codes or key texts (groups too wide for codes write the text per record):
+    users bounded to k groups and c records, public groups given as texts, nulls."""
+    from privhist import Session
+    from privhist import metrics as m
+    from privhist.engines.local import aggregate
+
+    frame = records(20 + seed, n=12000, users=1500).with_columns(
+        pl.Series("x", np.random.default_rng(seed).integers(0, 50, 12000))
+    )
+    by = ["t", "i", "b"]
+    groups = None
+    if partitions is not None:
+        groups = frame.select(by).drop_nulls().unique().sort(by).head(9)
+        absent = pl.DataFrame({"t": ["absent"], "i": [1], "b": [True]}, schema=groups.schema)
+        groups = pl.concat([groups, absent])
+
+    def run() -> pl.DataFrame:
+        release = Session().aggregate(
+            frame,
+            by=by,
+            user="user",
+            metrics={"n": m.count(), "s": m.sum("x", 0, 50), "q": m.quantiles("x", [0.5], 0, 50)},
+            partitions=groups,
+            max_partitions=2,
+            max_per_partition=2,
+            epsilon=8.0,
+            delta=1e-6,
+            seed=seed,
+        )
+        return release.to_polars()
+
+    # the bounding matters: users hold more than k = 2 groups and pairs more than c = 2 records
+    pairs = frame.drop_nulls(["user", *by]).group_by("user", *by).len()
+    assert pairs.group_by("user").len()["len"].max() > 2 and pairs["len"].max() > 2
+    coded = run()
+    monkeypatch.setattr(aggregate, "group_coder", lambda *args: None)
+    written = run()
+    assert coded.equals(written), (coded, written)
+    assert coded.height > 0

@@ -12,6 +12,11 @@ rank among the user's identical records, which are interchangeable). The secret 
 release's source only when some user is bounded, as every count of this package does; the choices
 depend on the records and the secret only, not on their order or partitioning, so every engine makes
 the same ones.
+
+Groups of several columns are carried through the local engine as integer codes
+(:class:`GroupCoder`: the columns' codes in mixed radix), not as a key text per record; the text
+is written once per group, for the priorities and for the output, so the choices and the table
+are those the key texts give.
 """
 
 from __future__ import annotations
@@ -42,11 +47,18 @@ from privhist.engines.priorities import (
 
 
 def group_frame(
-    source: Any, fields: Fields, values: Sequence[str], function: str, read: Any
-) -> tuple[pl.LazyFrame, tuple[str, ...]]:
+    source: Any,
+    fields: Fields,
+    values: Sequence[str],
+    function: str,
+    read: Any,
+    collect: Any = None,
+) -> tuple[pl.LazyFrame, tuple[str, ...], GroupCoder | None]:
     """The records as a lazy table with ``key`` (the group: one column as it is, several as one
     text key, :mod:`privhist.core.groups`), ``user`` (user-level data) and the raw value columns
-    ``v0, v1, ...``; and the type of each group column. ``read(columns)`` gives the source's
+    ``v0, v1, ...``; the type of each group column; and, when ``collect`` is given and the groups
+    span several columns whose codes fit (:func:`group_coder`), the :class:`GroupCoder` whose
+    integer codes ``key`` then holds instead of the text. ``read(columns)`` gives the source's
     columns (a file scan or a table)."""
     by = fields.by or (fields.key_column,)
     user = str(fields.user) if fields.user_level else None
@@ -54,11 +66,13 @@ def group_frame(
     lf: pl.LazyFrame = read(wanted)
     schema = lf.collect_schema()
     types = _group_types(by, schema, function)
-    exprs = [_group_key(by, [schema[c] for c in by], types).alias("key")]
+    coder = group_coder(lf, by, types, collect) if collect is not None and len(by) > 1 else None
+    key = coder.expr() if coder is not None else _group_key(by, [schema[c] for c in by], types)
+    exprs = [key.alias("key")]
     if user is not None:
         exprs.append(_user_id(user, schema[user]).alias("user"))
     exprs += [pl.col(c).alias(f"v{i}") for i, c in enumerate(values)]
-    return lf.select(exprs), types
+    return lf.select(exprs), types, coder
 
 
 def group_tallies(fields: Fields, function: str, read: Any) -> pl.LazyFrame:
@@ -172,6 +186,23 @@ class GroupCoder:
             return out
 
         return of
+
+    def mapped(self, codes: pl.Series, fn: Callable[[pl.Series], npt.ArrayLike]) -> Any:
+        """``fn`` of the key texts of ``codes`` (no nulls), as a NumPy array, computed once per
+        distinct code."""
+        distinct = codes.unique()
+        values = pl.Series(np.asarray(fn(self.keys(distinct.to_numpy()))))
+        return codes.replace_strict(distinct, values, return_dtype=values.dtype).to_numpy()
+
+    def written(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """``rows`` with their ``key`` codes written as key texts."""
+        if rows.height == 0:
+            return rows.with_columns(pl.col("key").cast(pl.String))
+        distinct = rows["key"].unique()
+        texts = self.keys(distinct.to_numpy())
+        return rows.with_columns(
+            pl.col("key").replace_strict(distinct, texts, return_dtype=pl.String)
+        )
 
 
 def group_coder(
@@ -337,8 +368,10 @@ def aggregates(
     request: GroupAggregates,
     rng: RandomSource,
     collect: Any,
+    coder: GroupCoder | None = None,
 ) -> GroupTable:
-    """Answer ``request`` from :func:`group_frame`'s table (see the module notes)."""
+    """Answer ``request`` from :func:`group_frame`'s table (see the module notes); ``coder``:
+    the one whose codes the table's ``key`` holds, if any."""
     specs = request.values
     columns = sorted({s.column for s in specs})
     index = {c: i for i, c in enumerate(columns)}
@@ -359,17 +392,26 @@ def aggregates(
         df = df.filter(keep)
     groups = None
     if request.groups is not None:
-        groups = _group_array(request.groups, df["key"].dtype)
-        inside = df["key"].is_in(pl.Series(groups.tolist(), dtype=df["key"].dtype).implode())
+        if coder is None:
+            groups = _group_array(request.groups, df["key"].dtype)
+            wanted = pl.Series(groups.tolist(), dtype=df["key"].dtype)
+        else:  # the codes present whose key texts are among the groups
+            groups = _group_array(request.groups, pl.String())
+            present = df["key"].drop_nulls().unique()
+            texts = coder.keys(present.to_numpy())
+            wanted = present.filter(texts.is_in(pl.Series(groups.tolist(), dtype=pl.String)))
+        inside = df["key"].is_in(wanted.implode())
         facts["records_outside_groups"] = int((~inside).sum())
         if facts["records_outside_groups"]:
             df = df.filter(inside)
     if user_level:
-        df, bounded = bound(df, request, len(specs), LazyPriorities(rng))
+        df, bounded = bound(df, request, len(specs), LazyPriorities(rng), coder)
         facts["users"] = int(df["user"].n_unique()) if df.height else 0
         facts.update(bounded)
     facts["records_kept"] = df.height
     rows = partial_rows(df, specs, user_level)
+    if coder is not None:
+        rows = coder.written(rows)
     return table_from_rows(rows, specs, types, groups, facts)
 
 
@@ -384,10 +426,12 @@ def bound(
     request: GroupAggregates,
     n_specs: int,
     prio: LazyPriorities | PairPriorities,
+    coder: GroupCoder | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """The records of each user bounded to ``k`` groups and ``c`` records per group (module
     notes), with the numbers of users and of (user, group) pairs bounded; ``prio`` gives the
-    priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`).
+    priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`);
+    ``coder``, the one whose codes ``key`` holds: groups are then named by their key texts.
 
     In NumPy over integer codes: each record's (user, group) pair is a code, one sort groups the
     pairs; a user holding more than ``k`` groups keeps the ``k`` of smallest pair priority; a kept
@@ -399,6 +443,15 @@ def bound(
     k = request.max_partitions or 1
     c = request.max_per_partition or 1
     facts = {"users_bounded": 0, "pairs_bounded": 0}
+
+    def key_codes(keys: pl.Series) -> Any:
+        if coder is None:
+            return column_codes(prio, keys)
+        return coder.mapped(keys, lambda texts: column_codes(prio, texts))
+
+    def named_groups(keys: pl.Series) -> Any:
+        return group_codes(keys) if coder is None else coder.mapped(keys, group_codes)
+
     n = df.height
     if n == 0:
         return df, facts
@@ -431,9 +484,7 @@ def bound(
     if over.size:
         facts["users_bounded"] = int((degree > k).sum())
         rows = pl.Series(first[over])
-        p = prio(
-            column_codes(prio, df["user"].gather(rows)), column_codes(prio, df["key"].gather(rows))
-        )
+        p = prio(column_codes(prio, df["user"].gather(rows)), key_codes(df["key"].gather(rows)))
         # the k of smallest priority per user (a tie of two pairs' 64-bit priorities, about
         # 2**-64 a pair, goes to the pair of smaller code: the stable sort keeps their order)
         ranks = _ranks(pair_user[over], np.lexsort((p, pair_user[over])))
@@ -462,7 +513,7 @@ def bound(
         rank_k = np.empty(big.size, dtype=np.int64)
         rank_k[ident] = idx - np.maximum.accumulate(np.where(same, 0, idx))
         named = record_codes(
-            group_codes(df["key"].gather(rows)), list(zip(fills, nulls, strict=True)), rank_k
+            named_groups(df["key"].gather(rows)), list(zip(fills, nulls, strict=True)), rank_k
         )
         p = prio(column_codes(prio, df["user"].gather(rows)), named.view(np.int64))
         pair = pair_of[big]

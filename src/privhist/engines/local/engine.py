@@ -212,7 +212,9 @@ class LocalEngine(Engine):
 
     def _grouped(self, source: Any, fields: Fields, function: str) -> pl.LazyFrame:
         """A source whose key combines several columns, as a table of ``key`` (and ``user``)."""
-        lf, _ = group_frame(source, fields, (), function, self._columns(source, fields, function))
+        lf, _, _ = group_frame(
+            source, fields, (), function, self._columns(source, fields, function)
+        )
         return lf
 
     def _group_aggregates(
@@ -220,11 +222,15 @@ class LocalEngine(Engine):
     ) -> GroupTable:
         fn = "aggregate"
         columns = sorted({s.column for s in request.values})
-        lf, types = group_frame(
-            source, request.fields, columns, fn, self._columns(source, request.fields, fn)
-        )
         label = self.describe(source)
-        return aggregates(lf, types, request, rng, lambda q: collect(q, label, progress))
+
+        def run(q: pl.LazyFrame) -> pl.DataFrame:
+            return collect(q, label, progress)
+
+        lf, types, coder = group_frame(
+            source, request.fields, columns, fn, self._columns(source, request.fields, fn), run
+        )
+        return aggregates(lf, types, request, rng, run, coder)
 
     def _value_range(
         self, source: Any, request: ValueRange, rng: RandomSource, progress: bool

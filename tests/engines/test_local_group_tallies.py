@@ -390,3 +390,61 @@ def test_aggregates_over_group_codes_equal_those_over_written_keys(
     written = run()
     assert coded.equals(written), (coded, written)
     assert coded.height > 0
+
+
+@pytest.mark.parametrize("user", ["user", None])
+@pytest.mark.parametrize("by", [["t", "i"], ["t"]], ids="-".join)
+@pytest.mark.parametrize("partitions", [None, "some"])
+def test_aggregates_in_several_passes_equal_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+    user: str | None,
+    by: list[str],
+    partitions: str | None,
+    tmp_path: Path,
+) -> None:
+    """A large table is aggregated in passes over disjoint users (or records); the seeded
+    release, facts included, is the one a single pass gives, from a table and from a file."""
+    from privhist import Session
+    from privhist import metrics as m
+    from privhist.engines.local import aggregate
+
+    frame = records(31, n=12000, users=1500).with_columns(
+        pl.Series("x", np.random.default_rng(31).integers(0, 50, 12000))
+    )
+    path = tmp_path / "records.parquet"
+    frame.write_parquet(path)
+    groups = None
+    if partitions is not None:
+        groups = frame.select(by).drop_nulls().unique().sort(by).head(5)
+    bounds = {"max_partitions": 2, "max_per_partition": 2} if user else {}
+
+    def run(source: Any) -> tuple[pl.DataFrame, dict[str, Any]]:
+        release = Session().aggregate(
+            source,
+            by=by,
+            user=user,
+            metrics={"n": m.count(), "s": m.sum("x", 0, 50), "q": m.quantiles("x", [0.5], 0, 50)},
+            partitions=groups,
+            epsilon=8.0,
+            delta=1e-6,
+            seed=3,
+            **bounds,
+        )
+        return release.to_polars(), dict(release.diagnostics)
+
+    once, once_facts = run(frame)
+    assert once.height > 0 and once_facts["records"] == 12000
+    monkeypatch.setattr(aggregate, "ROWS_PER_AGGREGATE_PASS", 2500)  # 5 passes
+    seen: list[int] = []
+    real = aggregate.aggregates
+
+    def counted(*args: Any) -> Any:
+        seen.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr("privhist.engines.local.engine.aggregates", counted)
+    for source in (frame, path):
+        passes, passes_facts = run(source)
+        assert passes.equals(once), (passes, once)
+        assert passes_facts == {**once_facts, "passes": 5}
+    assert seen == [5, 5]

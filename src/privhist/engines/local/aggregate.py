@@ -362,6 +362,22 @@ def with_units(
     return df.with_columns(added).drop([f"x{i}" for i in range(len(columns))])
 
 
+#: aggregates of more records than this are answered in several passes over disjoint sets of
+#: users (user-level data, by a hash of the user id) or of records, so memory holds one pass's
+#: records (about 250 bytes a record at the peak of the bounding)
+ROWS_PER_AGGREGATE_PASS: Final[int] = 12_000_000
+
+#: the seed of the hash that assigns users to passes (it decides only which pass reads a user)
+_PASS_SEED: Final[int] = 0x27A66
+
+
+def aggregate_passes(lf: pl.LazyFrame, collect: Any) -> int:
+    """How many passes :func:`aggregates` takes over ``lf`` (one per
+    :data:`ROWS_PER_AGGREGATE_PASS` records; a Parquet file's count is in its metadata)."""
+    rows = int(collect(lf.select(pl.len())).item())
+    return max(1, -(-rows // ROWS_PER_AGGREGATE_PASS))
+
+
 def aggregates(
     lf: pl.LazyFrame,
     types: tuple[str, ...],
@@ -369,9 +385,16 @@ def aggregates(
     rng: RandomSource,
     collect: Any,
     coder: GroupCoder | None = None,
+    passes: int = 1,
 ) -> GroupTable:
     """Answer ``request`` from :func:`group_frame`'s table (see the module notes); ``coder``:
-    the one whose codes the table's ``key`` holds, if any."""
+    the one whose codes the table's ``key`` holds, if any.
+
+    With ``passes > 1`` the table is read once per pass, each pass keeping a disjoint set of
+    users (user-level: by a hash of the user id, so each user's records are all in one pass) or
+    of records, and its long rows (:func:`partial_rows`) and facts are added up. Each user's
+    bounding depends only on their own records and the one secret of ``rng``, so the table is
+    the one a single pass gives, draws included."""
     specs = request.values
     columns = sorted({s.column for s in specs})
     index = {c: i for i, c in enumerate(columns)}
@@ -382,21 +405,58 @@ def aggregates(
         parsed(pl.col(f"v{index[c]}"), schema[f"v{index[c]}"]).alias(f"x{index[c]}")
         for c in columns
     ]
-    df: pl.DataFrame = with_units(collect(lf.select(exprs)), specs, columns)
-    facts: dict[str, Any] = {"records": df.height, "null_groups": int(df["key"].null_count())}
+    query = lf.select(exprs)
+    groups = None
+    if request.groups is not None:
+        groups = _group_array(request.groups, pl.String() if coder else schema["key"])
+    prio = LazyPriorities(rng)
+    facts: dict[str, Any] = {}
+    parts: list[pl.DataFrame] = []
+    for part in range(passes):
+        if passes > 1:
+            if user_level:
+                bucket = pl.col("user").hash(seed=_PASS_SEED) % passes
+                read = query.filter(bucket == part)
+            else:
+                read = query.with_row_index("_row").filter(pl.col("_row") % passes == part)
+                read = read.drop("_row")
+        else:
+            read = query
+        df: pl.DataFrame = with_units(collect(read), specs, columns)
+        rows, found = _one_pass(df, request, groups, prio, coder)
+        parts.append(rows)
+        for name, value in found.items():
+            facts[name] = facts.get(name, 0) + value
+    if passes > 1:
+        facts["passes"] = passes
+    rows = parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical_relaxed")
+    if coder is not None:
+        rows = coder.written(rows)
+    return table_from_rows(rows, specs, types, groups, facts)
+
+
+def _one_pass(
+    df: pl.DataFrame,
+    request: GroupAggregates,
+    groups: npt.NDArray[Any] | None,
+    prio: LazyPriorities,
+    coder: GroupCoder | None,
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The long rows of one pass's records (:func:`aggregates`), and its facts (numbers of
+    records, all additive over passes)."""
+    specs = request.values
+    user_level = request.fields.user_level
+    facts: dict[str, int] = {"records": df.height, "null_groups": int(df["key"].null_count())}
     keep = pl.col("key").is_not_null()
     if user_level:
         facts["null_users"] = int(df["user"].null_count())
         keep = keep & pl.col("user").is_not_null()
     if facts["null_groups"] or facts.get("null_users"):  # a filter copies every column
         df = df.filter(keep)
-    groups = None
-    if request.groups is not None:
+    if groups is not None:
         if coder is None:
-            groups = _group_array(request.groups, df["key"].dtype)
             wanted = pl.Series(groups.tolist(), dtype=df["key"].dtype)
         else:  # the codes present whose key texts are among the groups
-            groups = _group_array(request.groups, pl.String())
             present = df["key"].drop_nulls().unique()
             texts = coder.keys(present.to_numpy())
             wanted = present.filter(texts.is_in(pl.Series(groups.tolist(), dtype=pl.String)))
@@ -405,14 +465,11 @@ def aggregates(
         if facts["records_outside_groups"]:
             df = df.filter(inside)
     if user_level:
-        df, bounded = bound(df, request, len(specs), LazyPriorities(rng), coder)
+        df, bounded = bound(df, request, len(specs), prio, coder)
         facts["users"] = int(df["user"].n_unique()) if df.height else 0
         facts.update(bounded)
     facts["records_kept"] = df.height
-    rows = partial_rows(df, specs, user_level)
-    if coder is not None:
-        rows = coder.written(rows)
-    return table_from_rows(rows, specs, types, groups, facts)
+    return partial_rows(df, specs, user_level), facts
 
 
 def _group_array(groups: Sequence[Any], dtype: pl.DataType) -> npt.NDArray[Any]:

@@ -42,6 +42,7 @@ from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler
 from privhist.engines.keyed_noise import release_keyed
 from privhist.engines.local.aggregate import (
+    aggregate_passes,
     aggregates,
     count_group_codes,
     group_frame,
@@ -230,7 +231,8 @@ class LocalEngine(Engine):
         lf, types, coder = group_frame(
             source, request.fields, columns, fn, self._columns(source, request.fields, fn), run
         )
-        return aggregates(lf, types, request, rng, run, coder)
+        passes = aggregate_passes(lf, run)
+        return aggregates(lf, types, request, rng, run, coder, passes)
 
     def _value_range(
         self, source: Any, request: ValueRange, rng: RandomSource, progress: bool

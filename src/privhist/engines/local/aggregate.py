@@ -208,27 +208,29 @@ class GroupCoder:
 def group_coder(
     lf: pl.LazyFrame, by: Sequence[str], types: tuple[str, ...], collect: Any
 ) -> GroupCoder | None:
-    """The :class:`GroupCoder` of ``lf``'s group columns ``by`` (one pass for their ranges and
-    distinct texts), or None when their codes would exceed :data:`MAX_GROUP_CODES`."""
-    stats: list[pl.Expr] = []
-    for i, (c, t) in enumerate(zip(by, types, strict=True)):
-        if t == "int":
-            stats += [pl.col(c).min().alias(f"lo{i}"), pl.col(c).max().alias(f"hi{i}")]
-        else:
-            text = pl.col(c).cast(pl.String).drop_nulls().unique().sort()
-            stats.append(text.implode().alias(f"t{i}"))
-    row = collect(lf.select(stats)).row(0, named=True)
+    """The :class:`GroupCoder` of ``lf``'s group columns ``by`` (one pass for the integer
+    columns' ranges, one per text column for its distinct texts: each query's result is small,
+    so the columns stream through it), or None when their codes would exceed
+    :data:`MAX_GROUP_CODES`."""
+    ranges = [
+        e
+        for i, (c, t) in enumerate(zip(by, types, strict=True))
+        if t == "int"
+        for e in (pl.col(c).min().alias(f"lo{i}"), pl.col(c).max().alias(f"hi{i}"))
+    ]
+    row = collect(lf.select(ranges)).row(0, named=True) if ranges else {}
     lows: list[int] = []
     texts: list[pl.Series | None] = []
     radices: list[int] = []
-    for i, t in enumerate(types):
+    for i, (c, t) in enumerate(zip(by, types, strict=True)):
         if t == "int":
             lo, hi = row[f"lo{i}"], row[f"hi{i}"]
             lows.append(0 if lo is None else int(lo))
             texts.append(None)
             radices.append(1 if lo is None else int(hi) - int(lo) + 1)
         else:
-            values = pl.Series(row[f"t{i}"] or [], dtype=pl.String)
+            distinct = collect(lf.select(pl.col(c).cast(pl.String).alias("v")).unique())["v"]
+            values = distinct.drop_nulls().sort()
             lows.append(0)
             texts.append(values)
             radices.append(max(values.len(), 1))
@@ -365,7 +367,7 @@ def with_units(
 #: aggregates of more records than this are answered in several passes over disjoint sets of
 #: users (user-level data, by a hash of the user id) or of records, so memory holds one pass's
 #: records (about 250 bytes a record at the peak of the bounding)
-ROWS_PER_AGGREGATE_PASS: Final[int] = 12_000_000
+ROWS_PER_AGGREGATE_PASS: Final[int] = 8_000_000
 
 #: the seed of the hash that assigns users to passes (it decides only which pass reads a user)
 _PASS_SEED: Final[int] = 0x27A66

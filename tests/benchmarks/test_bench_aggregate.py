@@ -194,3 +194,32 @@ def test_quick_run_has_a_row_per_system_and_metric(tmp_path: Path) -> None:
             assert r["median_rel_error"] is not None and r["median_rel_error"] >= 0
             if r["partitions"] == "public":
                 assert r["released"] == r["true_groups"]
+
+
+@pytest.mark.skipif(not _has_aggregate(), reason=NO_AGGREGATE)
+def test_scale_benchmark_runs_both_systems_from_files(tmp_path: Path) -> None:
+    """``bench_aggregate_scale.py`` on small files: both systems run from the generated Parquet
+    file and the memory line compares their peaks (no figure is asserted)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(BENCH)])}
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_aggregate_scale.py"),
+            "--sizes",
+            "30000",
+            "--warm",
+            "20000",
+            "--dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=True,
+    ).stdout
+    rows = [line for line in out.splitlines() if line.strip().startswith("0 ")]
+    assert {r.split()[1] for r in rows} == {"aggregate", "histogram"}, out
+    assert "error" not in out.lower(), out
+    assert '"groups"' in out and '"keys"' in out, out
+    assert "3e+04: aggregate" in out and "histogram" in out, out

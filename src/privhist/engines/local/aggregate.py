@@ -577,8 +577,13 @@ def bound(
         p = prio(column_codes(prio, df["user"].gather(rows)), named.view(np.int64))
         pair = pair_of[big]
         order = _by_pair_then_priority(pair, pairs.shape[0], p, rank_k, fills, nulls)
-        ranks = _ranks(pair, order)
-        keep[big[ranks >= c]] = False
+        # sorted by pair, the over-full pairs' records are blocks of their counts in pair order:
+        # a record's rank in its pair is its position less its block's start
+        sizes = count[full]
+        starts_at = np.cumsum(sizes) - sizes
+        position = np.arange(big.size, dtype=np.int64)
+        position -= np.repeat(starts_at, sizes)
+        keep[big[order[position >= c]]] = False
     return df.filter(pl.Series(keep)), facts
 
 

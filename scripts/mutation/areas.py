@@ -257,7 +257,7 @@ _area(
     "per-user contribution bounding (local and Spark engines, weighted sources)",
     {
         "privhist/engines/local/counting.py": Target(
-            ("_bound", "_keep_mask", "_count_user_codes", "bound_contributions", "_count_users"),
+            ("_bound", "_keep_mask", "count_user_codes", "bound_contributions", "_count_users"),
             _BOUND_TESTS,
         ),
         "privhist/engines/local/weighting.py": Target(
@@ -407,7 +407,21 @@ _area(
             keyword=_AGG_KEYWORD,
         ),
         "privhist/engines/local/aggregate.py": Target(
-            ("with_units", "bound", "partial_rows"), _AGG_TESTS, keyword=_AGG_KEYWORD
+            (
+                "with_units",
+                "bound",
+                "partial_rows",
+                "aggregates",
+                "_one_pass",
+                "GroupCoder.expr",
+                "GroupCoder.keys",
+                "GroupCoder.key_codes",
+                "GroupCoder.mapped",
+                "group_coder",
+                "count_group_codes",
+            ),
+            (*_AGG_TESTS, "tests/engines/test_local_group_tallies.py"),
+            keyword=_AGG_KEYWORD + " or group or passes",
         ),
     },
 )

@@ -1468,9 +1468,9 @@ def test_the_aggregation_contract_sees_less_noise_and_a_loose_cap(
     _aggregation_contract("mean", "gaussian")  # unpatched, the same case passes
     bound = local_aggregate.bound
 
-    def looser(df: Any, request: Any, n_specs: int, prio: Any) -> Any:
+    def looser(df: Any, request: Any, n_specs: int, prio: Any, coder: Any = None) -> Any:
         wider = dataclasses.replace(request, max_partitions=request.max_partitions + 1)
-        return bound(df, wider, n_specs, prio)
+        return bound(df, wider, n_specs, prio, coder)
 
     monkeypatch.setattr(local_aggregate, "bound", looser)
     with pytest.raises(AssertionError, match="records"):

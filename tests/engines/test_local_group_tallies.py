@@ -304,6 +304,31 @@ def test_integer_users_are_counted_by_group_codes_and_text_users_by_tallies(
         assert got.info["users_bounded"] > 0
 
 
+@pytest.mark.parametrize("given", [(None, None), (2, None), (None, 3), (2, 3)])
+def test_group_codes_state_their_defaulted_bounds_as_the_tallies_do(
+    given: tuple[int | None, int | None],
+) -> None:
+    """The code path (integer users) and the tallies (text users) fill in the same default
+    bounds and name the same ones as defaulted; a bound of 0 is refused by both."""
+    k, c = given
+    request = KeyCounts(Fields(None, "user", by=("t", "i")), k, c)
+    coded = LocalEngine().count(records(6), request, SeededRandom(6))
+    tallied = LocalEngine().count(records(6, text_users=True), request, SeededRandom(6))
+    want = [
+        name
+        for name, value in (
+            ("max_partitions_contributed", k),
+            ("max_contributions_per_partition", c),
+        )
+        if value is None
+    ]
+    assert coded.info["bounds_defaulted"] == tallied.info["bounds_defaulted"] == want
+    for text_users in (False, True):
+        zero = KeyCounts(Fields(None, "user", by=("t", "i")), 0, c)
+        with pytest.raises(ValidationError, match="max_partitions_contributed"):
+            LocalEngine().count(records(6, text_users=text_users), zero, SeededRandom(6))
+
+
 def test_groups_too_wide_for_codes_fall_back_to_the_same_counts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

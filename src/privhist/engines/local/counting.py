@@ -201,7 +201,7 @@ def count(
     if user is False:
         user = None
     with_user = user is not None
-    k, c, defaulted = _bounds(
+    k, c, defaulted = contribution_bounds(
         with_user, max_partitions_contributed, max_contributions_per_partition, fn
     )
     path: str | os.PathLike[str] | None = None
@@ -283,12 +283,14 @@ def count_array(
     if arr.ndim != 1:
         raise ValidationError("keys", fn, "a one-dimensional array", f"shape {arr.shape}")
     if users is None:
-        _bounds(False, max_partitions_contributed, max_contributions_per_partition, fn)
+        contribution_bounds(False, max_partitions_contributed, max_contributions_per_partition, fn)
         if arr.dtype.kind in "iu":
             return _count_integers(arr, fn)
         frame = pl.DataFrame({"key": _string_series(arr, fn)})
         return _count_records(frame.lazy(), "array")
-    k, c, defaulted = _bounds(True, max_partitions_contributed, max_contributions_per_partition, fn)
+    k, c, defaulted = contribution_bounds(
+        True, max_partitions_contributed, max_contributions_per_partition, fn
+    )
     u = np.asarray(users)
     if u.ndim != 1 or u.shape[0] != arr.shape[0]:
         raise ValidationError(
@@ -351,7 +353,9 @@ def count_tallies(
         (['a', 'b'], [3, 1], 6, 2)
     """
     fn = "count"
-    k, c, defaulted = _bounds(user, max_partitions_contributed, max_contributions_per_partition, fn)
+    k, c, defaulted = contribution_bounds(
+        user, max_partitions_contributed, max_contributions_per_partition, fn
+    )
     try:
         schema = tallies.collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
@@ -387,7 +391,11 @@ def _user_partitions(path: str | os.PathLike[str] | None, fmt: str | None) -> in
     return max(1, -(-rows // ROWS_PER_USER_PARTITION))
 
 
-def _bounds(with_user: bool, k: int | None, c: int | None, fn: str) -> tuple[int, int, list[str]]:
+def contribution_bounds(
+    with_user: bool, k: int | None, c: int | None, fn: str
+) -> tuple[int, int, list[str]]:
+    """``(k, c, defaulted)``: the bounds checked, defaults filled in, and the names of those
+    that took their default; with no user column both must be None (each record is a unit)."""
     if not with_user:
         for name, value in (
             ("max_partitions_contributed", k),

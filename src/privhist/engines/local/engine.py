@@ -49,7 +49,7 @@ from privhist.engines.local.aggregate import (
     group_tallies,
     value_range,
 )
-from privhist.engines.local.counting import count, count_tallies
+from privhist.engines.local.counting import contribution_bounds, count, count_tallies
 from privhist.engines.local.progress import status
 from privhist.engines.local.weighting import LocalWeightedSource
 from privhist.engines.weights import per_key_weights
@@ -254,26 +254,22 @@ class LocalEngine(Engine):
             label = self.describe(source)
             read = self._columns(source, fields, "count")
             if user is not None:  # integer users: one integer per record, sorted
+                k, c, defaulted = contribution_bounds(
+                    True, request.max_partitions, request.max_per_partition, "count"
+                )
                 with status(f"Counting {label}", enabled=progress):
                     coded = count_group_codes(
                         fields,
                         "count",
                         read,
-                        request.max_partitions or 1,
-                        request.max_per_partition or 1,
+                        k,
+                        c,
                         rng,
                         lambda q: collect(q, label, progress),
                         label,
                     )
                 if coded is not None:
-                    coded.info["bounds_defaulted"] = [
-                        name
-                        for name, given in (
-                            ("max_partitions_contributed", request.max_partitions),
-                            ("max_contributions_per_partition", request.max_per_partition),
-                        )
-                        if given is None
-                    ]
+                    coded.info["bounds_defaulted"] = defaulted
                     return coded
             # the records reduced to distinct (user, group values) with their numbers before
             # any key text is written: the text is built once per tally, not once per record

@@ -417,6 +417,7 @@ def test_aggregates_over_group_codes_equal_those_over_written_keys(
     assert coded.height > 0
 
 
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("user", ["user", None])
 @pytest.mark.parametrize("by", [["t", "i"], ["t"]], ids="-".join)
 @pytest.mark.parametrize("partitions", [None, "some"])
@@ -425,10 +426,12 @@ def test_aggregates_in_several_passes_equal_one_pass(
     user: str | None,
     by: list[str],
     partitions: str | None,
+    threads: int,
     tmp_path: Path,
 ) -> None:
-    """A large table is aggregated in passes over disjoint users (or records); the seeded
-    release, facts included, is the one a single pass gives, from a table and from a file."""
+    """A large table is aggregated in passes over disjoint users (or records), one after the
+    other or several at once on threads; the seeded release, facts included, is the one a
+    single pass gives, from a table and from a file."""
     from privhist import Session
     from privhist import metrics as m
     from privhist.engines.local import aggregate
@@ -457,19 +460,23 @@ def test_aggregates_in_several_passes_equal_one_pass(
         )
         return release.to_polars(), dict(release.diagnostics)
 
-    once, once_facts = run(frame)
+    monkeypatch.setattr("privhist.engines.local.engine.worker_threads", lambda: threads)
+    once, once_facts = run(frame)  # 12000 records: below the concurrent size, one pass
     assert once.height > 0 and once_facts["records"] == 12000
-    monkeypatch.setattr(aggregate, "ROWS_PER_AGGREGATE_PASS", 2500)  # 5 passes
-    seen: list[int] = []
+    assert "passes" not in once_facts
+    monkeypatch.setattr(aggregate, "ROWS_PER_AGGREGATE_PASS", 2500)  # 5 passes a thread
+    monkeypatch.setattr(aggregate, "CONCURRENT_AGGREGATE_RECORDS", 10000)
+    seen: list[tuple[int, int]] = []
     real = aggregate.aggregates
 
     def counted(*args: Any) -> Any:
-        seen.append(args[-1])
+        seen.append(tuple(args[6:]))
         return real(*args)
 
     monkeypatch.setattr("privhist.engines.local.engine.aggregates", counted)
     for source in (frame, path):
         passes, passes_facts = run(source)
         assert passes.equals(once), (passes, once)
-        assert passes_facts == {**once_facts, "passes": 5}
-    assert seen == [5, 5]
+        assert passes_facts == {**once_facts, "passes": 5 * threads}
+    want = (5,) if threads == 1 else (5 * threads, threads)
+    assert seen == [want, want]

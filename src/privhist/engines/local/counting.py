@@ -128,7 +128,8 @@ _PARTITION_SEED: Final[int] = 0x5EED
 #: ``np.bincount``; wider ranges are sorted
 _DENSE_SLACK: Final[int] = 1 << 20
 
-#: user-level counts tally their chunks on one thread per core, at most this many
+#: user-level counts tally their chunks, and aggregates run their passes, on one thread per
+#: core, at most this many
 _MAX_THREADS: Final[int] = 4
 
 
@@ -876,7 +877,7 @@ def count_user_codes(
     code = ((pl.col("user") - u0) * width + (pl.col("key") - k0)).alias("code")
     span = u1 - u0 + 1
     tally = _Tally(width, c)
-    threads = _threads()
+    threads = worker_threads()
     for part in range(partitions):
         lo = u0 + span * part // partitions
         hi = u0 + span * (part + 1) // partitions
@@ -1135,9 +1136,9 @@ def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
     )
 
 
-def _threads() -> int:
-    """Threads for tallying chunks: the cores this process may use, at most
-    :data:`_MAX_THREADS`."""
+def worker_threads() -> int:
+    """Threads for work split in chunks (tallies, aggregate passes): the cores this process
+    may use, at most :data:`_MAX_THREADS`."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

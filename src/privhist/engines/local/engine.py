@@ -49,7 +49,12 @@ from privhist.engines.local.aggregate import (
     group_tallies,
     value_range,
 )
-from privhist.engines.local.counting import contribution_bounds, count, count_tallies
+from privhist.engines.local.counting import (
+    contribution_bounds,
+    count,
+    count_tallies,
+    worker_threads,
+)
 from privhist.engines.local.progress import status
 from privhist.engines.local.weighting import LocalWeightedSource
 from privhist.engines.weights import per_key_weights
@@ -231,8 +236,15 @@ class LocalEngine(Engine):
         lf, types, coder = group_frame(
             source, request.fields, columns, fn, self._columns(source, request.fields, fn), run
         )
-        passes = aggregate_passes(lf, run)
-        return aggregates(lf, types, request, rng, run, coder, passes)
+        threads = worker_threads()
+        passes = aggregate_passes(lf, run, threads)
+        if threads == 1 or passes == 1:
+            return aggregates(lf, types, request, rng, run, coder, passes)
+        # passes running together read without a display each (one live display at a time)
+        with status(f"Aggregating {label} in {passes} passes", enabled=progress):
+            return aggregates(
+                lf, types, request, rng, lambda q: collect(q, label, False), coder, passes, threads
+            )
 
     def _value_range(
         self, source: Any, request: ValueRange, rng: RandomSource, progress: bool

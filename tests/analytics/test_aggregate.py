@@ -531,12 +531,12 @@ def test_aggregate_bounding_draws_its_secret_only_for_users_over_the_cap() -> No
     frame = pl.DataFrame({"user": users, "key": keys, "s0": list(range(len(users)))})
     out, facts = bound(frame, request, 1, LazyPriorities(ScriptedRandom([])))
     assert out.height == frame.height
-    assert facts == {"users_bounded": 0, "pairs_bounded": 0}
+    assert facts == {"users": 10, "users_bounded": 0, "pairs_bounded": 0}
     extra = pl.DataFrame(
         {"user": [0] * (c + 1) + [1] * 1, "key": ["g4"] * (c + 1) + ["g4"], "s0": [7] * (c + 2)}
     )  # user 0: a third group with c + 1 records; user 1: a third group
     out, facts = bound(pl.concat([frame, extra]), request, 1, LazyPriorities(SeededRandom(4)))
-    assert facts["users_bounded"] == 2
+    assert facts["users_bounded"] == 2 and facts["users"] == 10
     per_user = out.group_by("user").agg(pl.col("key").n_unique().alias("g"), pl.len())
     assert per_user["g"].max() == k
     assert sorted(per_user.filter(pl.col("user") <= 1)["g"].to_list()) == [k, k]

@@ -88,7 +88,6 @@ def aggregate_rows(
         if request.fields.user_level and frame.height:
             frame, bounded = bound(frame, request, len(request.values), PairPriorities(secret))
             facts.update(bounded)
-            facts["users"] = int(frame["user"].n_unique()) if frame.height else 0
         rows = partial_rows(frame, request.values, request.fields.user_level)
         key_type = pl.Int64 if key_is_int else pl.String
         extra = pl.DataFrame(

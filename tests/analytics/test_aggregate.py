@@ -529,13 +529,13 @@ def test_aggregate_bounding_draws_its_secret_only_for_users_over_the_cap() -> No
     users = [u for u in range(10) for _ in range(k * c)]
     keys = [f"g{(u + j // c) % 5}" for u in range(10) for j in range(k * c)]
     frame = pl.DataFrame({"user": users, "key": keys, "s0": list(range(len(users)))})
-    out, facts = bound(frame, request, 1, LazyPriorities(ScriptedRandom([])))
+    out, facts, _ = bound(frame, request, 1, LazyPriorities(ScriptedRandom([])))
     assert out.height == frame.height
     assert facts == {"users": 10, "users_bounded": 0, "pairs_bounded": 0}
     extra = pl.DataFrame(
         {"user": [0] * (c + 1) + [1] * 1, "key": ["g4"] * (c + 1) + ["g4"], "s0": [7] * (c + 2)}
     )  # user 0: a third group with c + 1 records; user 1: a third group
-    out, facts = bound(pl.concat([frame, extra]), request, 1, LazyPriorities(SeededRandom(4)))
+    out, facts, _ = bound(pl.concat([frame, extra]), request, 1, LazyPriorities(SeededRandom(4)))
     assert facts["users_bounded"] == 2 and facts["users"] == 10
     per_user = out.group_by("user").agg(pl.col("key").n_unique().alias("g"), pl.len())
     assert per_user["g"].max() == k
@@ -563,7 +563,7 @@ def test_aggregate_bounding_names_identical_records_by_their_rank() -> None:
     values = [v for _ in range(300) for v in pattern]
     frame = pl.DataFrame({"user": users, "key": ["g"] * len(users), "s0": values})
     f = PairPriorities(bytes(range(32)))
-    out, _ = bound(frame, request, 1, f)
+    out, _, _ = bound(frame, request, 1, f)
     seen: dict[tuple[int, int], int] = {}
     ranks = []
     for u, v in zip(users, values, strict=True):
@@ -631,7 +631,7 @@ def test_aggregate_bounding_makes_sparse_key_codes_dense(monkeypatch: pytest.Mon
     )
     request: Any = SimpleNamespace(max_partitions=2, max_per_partition=2)
     f = PairPriorities(bytes(range(32)))
-    want, want_facts = local.bound(frame, request, 1, f)
+    want, want_facts, _ = local.bound(frame, request, 1, f)
     assert want_facts["users_bounded"] > 0 and want_facts["pairs_bounded"] > 0
     codes = local._codes
 
@@ -642,9 +642,32 @@ def test_aggregate_bounding_makes_sparse_key_codes_dense(monkeypatch: pytest.Mon
         return c, top
 
     monkeypatch.setattr(local, "_codes", sparse)
-    got, got_facts = local.bound(frame, request, 1, f)
+    got, got_facts, _ = local.bound(frame, request, 1, f)
     assert got_facts == want_facts
     assert sorted(got.rows()) == sorted(want.rows())
+
+
+@pytest.mark.parametrize("keys", ["text", "int", "wide"])
+def test_bounding_counts_each_groups_users_as_the_kept_records_hold_them(keys: str) -> None:
+    """The users per group and in all that the bounding reports are the distinct users of the
+    records it keeps (text keys, integer keys, and integer keys too wide for offset codes)."""
+    from types import SimpleNamespace
+
+    from privhist.engines.local.aggregate import bound
+    from privhist.engines.priorities import PairPriorities
+
+    g = np.random.default_rng(7)
+    n = 3000
+    raw = g.integers(0, 40, n)
+    key: Any = {"text": [f"k{v}" for v in raw], "int": raw, "wide": raw * 10**15 - 7}[keys]
+    frame = pl.DataFrame({"user": g.integers(0, 300, n), "key": key, "s0": g.integers(0, 3, n)})
+    request: Any = SimpleNamespace(max_partitions=3, max_per_partition=2)
+    out, facts, users = bound(frame, request, 1, PairPriorities(bytes(range(32))))
+    assert facts["users_bounded"] > 0 and facts["users"] == out["user"].n_unique() == 300
+    want = out.group_by("key").agg(pl.col("user").n_unique().cast(pl.Int64).alias("users"))
+    assert users.sort("key").equals(want.sort("key")), (users, want)
+    empty = bound(frame.head(0), request, 1, PairPriorities(bytes(range(32))))
+    assert empty[1]["users"] == 0 and empty[2].height == 0 and empty[2].columns == ["key", "users"]
 
 
 @pytest.mark.parametrize("modulus", [1, 3, 2**20, 2**64])
@@ -682,7 +705,7 @@ def test_aggregate_bounding_orders_tied_priorities_by_values_then_rank(
     frame = pl.DataFrame({"user": users, "key": keys, "s0": a, "s1": pl.Series(b, dtype=pl.Int64)})
     request: Any = SimpleNamespace(max_partitions=4, max_per_partition=c)
     prio = Cut()
-    out, facts = bound(frame, request, 2, prio)
+    out, facts, _ = bound(frame, request, 2, prio)
     assert facts["users_bounded"] == 0 and facts["pairs_bounded"] > 0
     seen: Counter[tuple[Any, ...]] = Counter()
     ranks = []

@@ -85,10 +85,13 @@ def aggregate_rows(
         assert isinstance(frame, pl.DataFrame)
         frame = with_units(frame, request.values, sorted({s.column for s in request.values}))
         facts = {"users_bounded": 0, "pairs_bounded": 0, "users": 0}
+        users = None
         if request.fields.user_level and frame.height:
-            frame, bounded = bound(frame, request, len(request.values), PairPriorities(secret))
+            frame, bounded, users = bound(
+                frame, request, len(request.values), PairPriorities(secret)
+            )
             facts.update(bounded)
-        rows = partial_rows(frame, request.values, request.fields.user_level)
+        rows = partial_rows(frame, request.values, request.fields.user_level, users)
         key_type = pl.Int64 if key_is_int else pl.String
         extra = pl.DataFrame(
             {

@@ -30,6 +30,7 @@ ends and ``U_j = p`` has probability 0. The choices among heads are exact unifor
 
 from __future__ import annotations
 
+import bisect
 import functools
 from fractions import Fraction
 from typing import Any
@@ -47,6 +48,42 @@ I64 = npt.NDArray[np.int64]
 _MASK = (1 << WORD_BITS) - 1
 #: beyond this exponent ``exp(-x) < 2**-66``: the first word of its digits is 0
 _ZERO_WORD = 46
+
+
+#: bits of the running products of :func:`_first_words`
+_PRODUCT_BITS = 192
+
+
+def _first_words(gamma: Fraction, gaps: list[int], bits: int = _PRODUCT_BITS) -> list[int]:
+    """``[_word(gamma * d, 0) for d in gaps]`` for ascending positive integer ``gaps``, from
+    running products instead of one exact evaluation per gap (about 16 microseconds each).
+
+    With ``s = 2**bits``, ``R = floor(exp(-gamma) s)`` (exact) and ``P_0 = s``, the products
+    ``P_d = floor(P_(d-1) R / s)`` satisfy ``P_d <= T_d < P_d + 2 d`` for ``T_d = exp(-gamma d) s``:
+    ``P_d <= P_(d-1) R / s <= P_(d-1) exp(-gamma) <= T_d`` by induction, and ``P_d > P_(d-1) R / s
+    - 1 > P_(d-1) exp(-gamma) - P_(d-1) / s - 1 >= P_(d-1) exp(-gamma) - 2`` while
+    ``T_d - P_(d-1) exp(-gamma) = exp(-gamma) (T_(d-1) - P_(d-1))``, so the error grows by less
+    than 2 a step. The word ``floor(T_d / 2**(bits - 64))`` is therefore decided when ``P_d`` and
+    ``P_d + 2 d`` give the same one; otherwise (about ``d 2**(65 - bits)`` of the time) it is
+    evaluated exactly. Gaps beyond ``_ZERO_WORD / gamma`` have word 0, as in :func:`_word`. Sparse
+    gaps (the products would take far more steps than there are gaps) are evaluated one by one.
+    """
+    limit = _ZERO_WORD * gamma.denominator // gamma.numerator  # gamma d <= _ZERO_WORD
+    needed = gaps[: bisect.bisect_right(gaps, limit)]
+    zeros = [0] * (len(gaps) - len(needed))
+    if not needed or needed[-1] > 64 * len(needed) + 4096:
+        return [_word(gamma * d, 0) for d in needed] + zeros
+    shift = bits - WORD_BITS
+    ratio = exp_neg_floor(gamma, bits)
+    product, d = 1 << bits, 0
+    out: list[int] = []
+    for gap in needed:
+        while d < gap:
+            product = (product * ratio) >> bits
+            d += 1
+        low, high = product >> shift, (product + 2 * d) >> shift
+        out.append(low if low == high else _word(gamma * d, 0))
+    return out + zeros
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -84,7 +121,10 @@ def binomial_exp(n: Any, gaps: Any, gamma: Fraction, rng: RandomSource) -> I64:
     which = which.reshape(-1)
     w = 0
     while active.size:
-        table = np.asarray([_word(gamma * int(d), w) for d in distinct.tolist()], dtype=np.uint64)
+        if w == 0:
+            table = np.asarray(_first_words(gamma, distinct.tolist()), dtype=np.uint64)
+        else:
+            table = np.asarray([_word(gamma * int(d), w) for d in distinct.tolist()], np.uint64)
         words = table[which]
         for k in range(WORD_BITS - 1, -1, -1):
             digit = ((words >> np.uint64(k)) & np.uint64(1)).astype(bool)

@@ -513,9 +513,9 @@ def bound(
     coder: GroupCoder | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int], pl.DataFrame]:
     """The records of each user bounded to ``k`` groups and ``c`` records per group (module
-    notes), with the numbers of users (``users``: every user keeps at least one record) and of
-    users and of (user, group) pairs bounded, and the users of each group (a table of ``key``
-    and ``users``, the kept pairs per group, for :func:`partial_rows`); ``prio`` gives the
+    notes), with its facts (``users``, the users kept: each keeps at least one record;
+    ``users_bounded`` and ``pairs_bounded``) and the users of each group (a table of ``key`` and
+    ``users``: the kept pairs of each group, for :func:`partial_rows`); ``prio`` gives the
     priorities of (user, name) pairs (:class:`~privhist.engines.priorities.PairPriorities`);
     ``coder``, the one whose codes ``key`` holds: groups are then named by their key texts.
 

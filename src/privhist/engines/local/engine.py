@@ -236,7 +236,10 @@ class LocalEngine(Engine):
         lf, types, coder = group_frame(
             source, request.fields, columns, fn, self._columns(source, request.fields, fn), run
         )
-        threads = worker_threads()
+        # passes over a table in memory run on one thread per core; a file's passes run one
+        # after the other, since each pass reads the file (10^8 rows of Parquet: 26 passes two at
+        # a time took 66 s and 125 CPU s, 13 in turn 61 s and 98 CPU s)
+        threads = 1 if is_path(source) else worker_threads()
         passes = aggregate_passes(lf, run, threads)
         if threads == 1 or passes == 1:
             return aggregates(lf, types, request, rng, run, coder, passes)

@@ -138,9 +138,10 @@ def test_record_level_private_groups_are_dp_with_the_group_absent(noise: str) ->
         noise=noise,
     )
     sel = agg._selector
-    # the selection: one share beside the two metrics' (a third), and all of delta with Laplace
-    assert Fraction(sel.epsilon) == Fraction(6.0) / 3
-    assert sel.delta == (1e-3 if noise == "laplace" else float(Fraction(1e-3) / 3))
+    # the selection: one share beside the metrics' three noisy components (the count, and the
+    # mean's count and centred sum): a quarter, and all of delta with Laplace
+    assert Fraction(sel.epsilon) == Fraction(6.0) / 4
+    assert sel.delta == (1e-3 if noise == "laplace" else float(Fraction(1e-3) / 4))
     params = agg.noise_parameters()
     pmfs = [_pmf(noise, p) for _, p in params]
     radii = [_radius(noise, p) for _, p in params]
@@ -186,7 +187,9 @@ def test_user_level_private_groups_account_for_every_component() -> None:
     }
     agg = Aggregation(metrics, ("g", "h"), 1.0, 1e-6, True, max_partitions=3, max_per_partition=2)
     rho_total, _ = calibrate(1.0, 1e-6, 0.5)
-    assert agg.rho_m == rho_total * Fraction(6, 7)  # the selection's share: 1 / (1 + 6 metrics)
+    # the selection's share: 1 / (1 + 9 components): count, users, sum, a mean's count and
+    # centred sum, a variance's count, centred sum and squares, and the quantiles
+    assert agg.rho_m == rho_total * Fraction(9, 10)
     chosen = {"avg": (-4.0, 30.0)}
     k, c = 3, 2
     used = Fraction(0)
@@ -772,3 +775,47 @@ def test_group_keys_encode_every_part_like_the_key_codec(texts: list[str | None]
     for key, (t, i, _) in zip(got, frame.rows(), strict=True):
         if key is not None:
             assert decode(key, types)[:2] == (t, i)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "share"),
+    [
+        ({"s": m.sum("x", 0, 10)}, Fraction(1, 2)),
+        ({"a": m.mean("x", 0, 10)}, Fraction(1, 3)),
+        ({"v": m.variance("x", 0, 10)}, Fraction(1, 4)),
+        ({"n": m.count(), "q": m.quantiles("x", [0.5, 0.9], 0, 10)}, Fraction(1, 3)),
+        ({"s": m.sum("x", 0, 10), "a": m.mean("x", 0, 10)}, Fraction(1, 3)),  # shared
+        ({"s": m.sum("x", 0, 20), "a": m.mean("x", 0, 10)}, Fraction(1, 4)),  # not shared
+        (
+            {"s": m.sum("x", 0, 10), "a": m.mean("x", 0, 10), "q": m.quantiles("x", [0.5], 0, 10)},
+            Fraction(1, 4),
+        ),
+    ],
+)
+def test_the_selection_takes_one_share_beside_each_noisy_component(
+    metrics: dict[str, Any], share: Fraction
+) -> None:
+    """Private groups: the selection's share of epsilon is ``1 / (1 + components)`` (a mean
+    counts its count and centred sum, a variance three, a shared sum none), and the metrics get
+    the rest, with all of delta for the selection under Laplace noise."""
+    agg = Aggregation(metrics, ("g",), 1.0, 1e-6, False, noise="laplace")
+    assert agg.selection_share == share
+    assert Fraction(agg.selection["selection_epsilon"]) + Fraction(agg.eps_m) <= 1
+    assert agg.selection["selection_epsilon"] == pytest.approx(float(share), rel=1e-12)
+    assert agg.eps_m == pytest.approx(float(1 - share), rel=1e-12)
+
+
+def test_the_selection_and_metric_spends_add_up_exactly() -> None:
+    """A share's part of a float budget is a float whose rest is a float too (the spends add up
+    to the budget exactly), at most the exact share and short of it by under 2**-50 of the
+    budget."""
+    from privhist.analytics.aggregate import _part_of
+
+    for total in (1.0, 6.0, 0.7, 1e-3, 1e-6, 3.0e-10, 1e5):
+        for share in (Fraction(1, 2), Fraction(1, 3), Fraction(1, 4), Fraction(1, 7)):
+            part = _part_of(total, share)
+            rest = Fraction(total) - Fraction(part)
+            assert Fraction(float(rest)) == rest and rest > 0, (total, share)
+            exact = Fraction(total) * share
+            assert Fraction(part) <= exact
+            assert exact - Fraction(part) < Fraction(total) / 2**50, (total, share)

@@ -490,13 +490,12 @@ def _one_pass(
         facts["records_outside_groups"] = int((~inside).sum())
         if facts["records_outside_groups"]:
             df = df.filter(inside)
+    users = None
     if user_level:
         df, bounded, users = bound(df, request, len(specs), prio, coder)
         facts.update(bounded)
-        facts["records_kept"] = df.height
-        return partial_rows(df, specs, user_level, users), facts
     facts["records_kept"] = df.height
-    return partial_rows(df, specs, user_level), facts
+    return partial_rows(df, specs, user_level, users), facts
 
 
 def _group_array(groups: Sequence[Any], dtype: pl.DataType) -> npt.NDArray[Any]:

@@ -84,6 +84,15 @@ and CPU seconds of the process tree), the machine's load beside every figure. Ev
 one draw of the errors. A system that cannot run (not installed, its environment absent) says
 so and gets no ratio.
 
+Many releases (``--releases PEERS [PRIVHIST]``): a few rounds cannot tell two mechanisms of the
+same error apart (on adult's 32 groups, the worst of six noisy ratios per metric lands on either
+side of 1). After the timed rounds (none with ``--rounds 0``), each system makes that many
+releases in one process (privhist 4x the peers' count unless given), each group's error is
+averaged over the releases that gave it, and privhist's error over each peer's is the ratio of
+the means (and of the medians) over the groups both released, with a 95% interval from
+resampling each system's releases. The verdict is "met" at most 1, "level" above 1 with 1 inside
+the interval, and "not met" when the whole interval is above 1.
+
 Goals (issue 27): on every metric the error is at most the best peer's at equal budget and
 bounds (moonshot: 0.8 of it), compared on the groups both released; at 10**7 rows at least 20x
 PipelineDP's speed and 5x OpenDP's.
@@ -99,8 +108,9 @@ Run: ``python benchmarks/bench_aggregate.py`` (the full comparison; PipelineDP t
 release at 10**7 rows), ``--quick`` (small data, one round, seconds), ``--data DIR`` (default
 ``../shared/data`` beside the repository, then ``/work/shared/data``), ``--rows N``,
 ``--datasets adult,synthetic``, ``--modes sum,mean,median,all``, ``--partitions
-private,public``, ``--json PATH`` (the accuracy table as JSON), and the harness's ``--rounds``,
-``--wait-quiet``, ``--save``.
+private,public``, ``--json PATH`` (the accuracy table as JSON), ``--releases 50 200`` (adult,
+about 40 minutes with every peer), and the harness's ``--rounds``, ``--wait-quiet``,
+``--save``.
 """
 
 from __future__ import annotations
@@ -630,6 +640,17 @@ def tumult(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     return run
 
 
+def repeated(task: dict[str, Any], factory: str, releases: int) -> Callable[[], dict[str, Any]]:
+    """``releases`` releases in a row by the system ``factory`` names (its setup done once):
+    the draws that tell a tie from a loss (``--releases``); not a timing."""
+    run = globals()[factory](task)
+
+    def many() -> dict[str, Any]:
+        return {"releases": [run() for _ in range(releases)]}
+
+    return many
+
+
 def unavailable(why: str) -> Callable[[], Any]:
     """A system that cannot run here: reported as not run, with the reason."""
     raise Skip(why)
@@ -649,44 +670,55 @@ def _peer_child(spec_json: str) -> None:
     _harness._child(spec_json, out)
 
 
-def _peer_system(name: str, python: str | None, factory: str, task: dict[str, Any]) -> System:
+def _target(
+    factory: str, task: dict[str, Any], releases: int | None
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The harness target, its parameters and its warm-up's: one release of ``factory``, or
+    ``releases`` of them in a row (:func:`repeated`, warmed by one release)."""
     warm = {"task": {**task, "limit": WARM_ROWS}}
+    if releases is None:
+        return f"{MODULE}:{factory}", {"task": task}, warm
+    params = {"task": task, "factory": factory}
+    return (
+        f"{MODULE}:repeated",
+        {**params, "releases": releases},
+        {**warm, "factory": factory, "releases": 1},
+    )
+
+
+def _peer_system(
+    name: str, python: str | None, factory: str, task: dict[str, Any], releases: int | None
+) -> System:
     if python is None or not Path(python).exists():
         where = python or "(none given)"
         why = f"{name}'s environment {where} is absent: {PEER_SETUP[name]}"
         return System(name, f"{MODULE}:unavailable", {"why": why}, work=task["rows"])
-    spec = {"target": f"{MODULE}:{factory}", "params": {"task": task}, "warm": warm}
+    target, params, warm = _target(factory, task, releases)
+    spec = {"target": target, "params": params, "warm": warm}
     command = [python, str(Path(__file__).resolve()), "child", json.dumps(spec)]
     return System(name, command=command, work=task["rows"], timeout=task["timeout"])
 
 
-def systems_for(task: dict[str, Any], args: argparse.Namespace) -> list[System]:
-    warm = {"task": {**task, "limit": WARM_ROWS}}
-    out = [
-        System(
-            "privhist",
-            f"{MODULE}:privhist",
-            {"task": task},
-            warm,
-            work=task["rows"],
-            timeout=task["timeout"],
-        )
-    ]
+def systems_for(
+    task: dict[str, Any], args: argparse.Namespace, releases: dict[str, int] | None = None
+) -> list[System]:
+    """The systems of one task; with ``releases`` (system -> count), each makes that many
+    releases in one process instead of one timed release."""
+
+    def count(name: str) -> int | None:
+        return None if releases is None else releases[name]
+
+    def local(name: str, factory: str) -> System:
+        target, params, warm = _target(factory, task, count(name))
+        return System(name, target, params, warm, work=task["rows"], timeout=task["timeout"])
+
+    out = [local("privhist", "privhist")]
     if "PipelineDP" in args.systems:
-        out.append(
-            System(
-                "PipelineDP",
-                f"{MODULE}:pipelinedp",
-                {"task": task},
-                warm,
-                work=task["rows"],
-                timeout=task["timeout"],
-            )
-        )
+        out.append(local("PipelineDP", "pipelinedp"))
     if "OpenDP" in args.systems:
-        out.append(_peer_system("OpenDP", args.opendp_python, "opendp", task))
+        out.append(_peer_system("OpenDP", args.opendp_python, "opendp", task, count("OpenDP")))
     if "Tumult" in args.systems:
-        out.append(_peer_system("Tumult", args.tumult_python, "tumult", task))
+        out.append(_peer_system("Tumult", args.tumult_python, "tumult", task, count("Tumult")))
     return out
 
 
@@ -801,6 +833,156 @@ def summarise_config(
                 }
             )
     return rows, pairs
+
+
+def _per_group(releases: Sequence[dict[str, Any]], keys: Sequence[str]) -> Any:
+    """A releases x groups array of relative errors (NaN where a release left a group out)."""
+    import numpy as np
+
+    out = np.full((len(releases), len(keys)), np.nan)
+    for i, x in enumerate(releases):
+        for j, k in enumerate(keys):
+            if k in x["errors"]:
+                out[i, j] = x["errors"][k]
+    return out
+
+
+def _ratios(a: Any, b: Any) -> tuple[float, float]:
+    """privhist's error over the peer's from two releases x groups arrays: the ratio of the
+    mean over groups of each group's mean error, and of the medians over groups of it."""
+    import numpy as np
+
+    ea, eb = np.nanmean(a, axis=0), np.nanmean(b, axis=0)
+    ok = np.isfinite(ea) & np.isfinite(eb)
+    ea, eb = ea[ok], eb[ok]
+    mean = float(ea.mean() / eb.mean()) if eb.size and eb.mean() > 0 else math.inf
+    med = float(np.median(ea) / np.median(eb)) if eb.size and np.median(eb) > 0 else math.inf
+    return mean, med
+
+
+def summarise_releases(
+    config: dict[str, Any],
+    measurements: Sequence[Measurement],
+    true: dict[str, dict[str, float]],
+    boot: int = 1000,
+) -> list[dict[str, Any]]:
+    """privhist's error over each peer's from many releases of each (``--releases``): each
+    group's relative error averaged over the releases that gave it, then the ratio of the means
+    over the groups both released and of the medians, with 95% intervals from resampling each
+    system's releases (``boot`` times, a fixed seed: the interval is a fact of the data)."""
+    import warnings
+
+    import numpy as np
+
+    base = {k: config[k] for k in ("dataset", "rows", "partitions", "mode")}
+    done = {
+        m.system: m.result["releases"]
+        for m in measurements
+        if m.ok and isinstance(m.result, dict) and "releases" in m.result
+    }
+    out = []
+    rng = np.random.default_rng(27)
+    keys = sorted(true)
+    for metric in config["metrics"]:
+        lo_hi = config.get("bounds", {}).get(metric) if metric != "sum" else None
+        arrays = {
+            name: _per_group([score_release(r, metric, true, lo_hi) for r in rs], keys)
+            for name, rs in done.items()
+        }
+        ours = arrays.get("privhist")
+        if ours is None:
+            continue
+        for peer, theirs in arrays.items():
+            if peer == "privhist":
+                continue
+            with warnings.catch_warnings():  # groups a system never released: NaN, left out
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean, med = _ratios(ours, theirs)
+                draws = [
+                    max(
+                        _ratios(
+                            ours[rng.integers(0, len(ours), len(ours))],
+                            theirs[rng.integers(0, len(theirs), len(theirs))],
+                        )
+                    )
+                    for _ in range(boot)
+                ]
+                common = int(
+                    np.sum(
+                        np.isfinite(np.nanmean(ours, axis=0))
+                        & np.isfinite(np.nanmean(theirs, axis=0))
+                    )
+                )
+            out.append(
+                {
+                    **base,
+                    "metric": metric,
+                    "peer": peer,
+                    "releases": [len(ours), len(theirs)],
+                    "common_groups": common,
+                    "ratio_mean": mean,
+                    "ratio_median": med,
+                    "ratio": max(mean, med),
+                    "interval": [
+                        float(np.quantile(draws, 0.025)),
+                        float(np.quantile(draws, 0.975)),
+                    ],
+                }
+            )
+    return out
+
+
+def print_release_goals(pairs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The error goals from many releases: per configuration and metric, the worst peer's
+    ratio (the larger of the mean and median ratios) with its 95% interval. "met" when it is
+    at most 1, "level" when it is above 1 but its interval reaches 1 (no loss the releases can
+    tell from noise), "not met" when the whole interval is above 1."""
+    print(
+        "\nerror goals from many releases (issue 27: at most the best peer's, moonshot 0.8 of it;"
+        " privhist / peer, each group's error averaged over the releases, then the mean and"
+        " median over the groups both released; 95% intervals by resampling the releases):"
+    )
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for p in pairs:
+        groups.setdefault(
+            (p["dataset"], p["rows"], p["partitions"], p["mode"], p["metric"]), []
+        ).append(p)
+    verdicts = []
+    for tag, ps in groups.items():
+        worst = max(ps, key=lambda p: p["ratio"])
+        lo, hi = worst["interval"]
+        w = worst["ratio"]
+        if w <= 0.8:
+            verdict = f"met, moonshot too ({w:.2f}x {worst['peer']})"
+        elif w <= 1.0:
+            verdict = f"met ({w:.2f}x {worst['peer']}; moonshot 0.8 not met)"
+        elif lo <= 1.0:
+            verdict = f"level ({w:.2f}x {worst['peer']}, interval {lo:.2f}-{hi:.2f} holds 1)"
+        else:
+            verdict = f"not met ({w:.2f}x {worst['peer']}, interval {lo:.2f}-{hi:.2f})"
+        parts = [
+            f"{p['peer']} {p['ratio_mean']:.2f}x mean, {p['ratio_median']:.2f}x median "
+            f"[{p['interval'][0]:.2f}, {p['interval'][1]:.2f}] "
+            f"({p['common_groups']} groups, {p['releases'][0]}/{p['releases'][1]} releases)"
+            for p in ps
+        ]
+        dataset, rows, partitions, mode, metric = tag
+        print(f"  {dataset} {partitions} {mode} {metric}: {verdict}; " + "; ".join(parts))
+        verdicts.append(
+            {
+                "dataset": dataset,
+                "rows": rows,
+                "partitions": partitions,
+                "mode": mode,
+                "metric": metric,
+                "worst_ratio": w,
+                "interval": [lo, hi],
+                "verdict": verdict,
+            }
+        )
+    if not groups:
+        print("  no comparison (privhist or every peer made no releases)")
+    return verdicts
 
 
 def _f(x: Any, spec: str = ".3g") -> str:
@@ -961,6 +1143,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--quick", action="store_true", help="small data (20,000 generated rows, 5,000 of adult)"
     )
     ap.add_argument("--rounds", type=int, default=None, help="default 3 (1 with --quick)")
+    ap.add_argument(
+        "--releases",
+        type=int,
+        nargs="+",
+        metavar=("PEERS", "PRIVHIST"),
+        default=None,
+        help="after the timed rounds, each system makes this many releases in one process "
+        "(privhist the second number, default 4x the first) for error ratios with 95%% "
+        "intervals; --rounds 0 skips the timed rounds",
+    )
     ap.add_argument("--wait-quiet", type=float, nargs=2, metavar=("CORES", "SECONDS"))
     ap.add_argument("--save", default=None, help="append every measurement as JSON lines")
     args = ap.parse_args(argv)
@@ -969,6 +1161,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.rows = 20_000
     args.systems = [s for s in args.systems.split(",") if s]
+    if args.releases is not None:
+        if len(args.releases) > 2 or min(args.releases) < 2:
+            ap.error("--releases takes one or two counts, each at least 2")
+        peers = args.releases[0]
+        ours = args.releases[1] if len(args.releases) == 2 else 4 * peers
+        args.releases = {name: peers for name in SYSTEMS} | {"privhist": ours}
+    if args.rounds < 0 or (args.rounds == 0 and args.releases is None):
+        ap.error("--rounds 0 needs --releases")
     return args
 
 
@@ -1014,6 +1214,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     accuracy: list[dict[str, Any]] = []
     pairs: list[dict[str, Any]] = []
+    release_pairs: list[dict[str, Any]] = []
     truths: dict[tuple[str, Any], dict[str, dict[str, float]]] = {}
     print(
         f"epsilon = {args.epsilon}, delta = {args.delta}; rounds = {args.rounds}; "
@@ -1041,7 +1242,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 else " (all metrics together, each library's own split)"
             )
         )
-        ms, _ = compare(chosen, ratios=ratios, goals=goals, title=title, **options(args))
         config = {
             "dataset": task["dataset"],
             "rows": n_rows,
@@ -1050,12 +1250,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "metrics": task["metrics"],
             "bounds": task["bounds"],
         }
-        rows, prs = summarise_config(config, ms, true)
-        accuracy.extend(rows)
-        pairs.extend(prs)
-    print_accuracy(accuracy)
-    verdicts = print_error_goals(pairs)
-    report = {"accuracy": accuracy, "pairs": pairs, "goals": verdicts}
+        if args.rounds:
+            ms, _ = compare(chosen, ratios=ratios, goals=goals, title=title, **options(args))
+            rows, prs = summarise_config(config, ms, true)
+            accuracy.extend(rows)
+            pairs.extend(prs)
+        if args.releases:
+            many = systems_for(task, args, args.releases)
+            counts = ", ".join(f"{s.name} {args.releases[s.name]}" for s in many)
+            ms, _ = compare(
+                many,
+                rounds=1,
+                quiet=options(args)["quiet"],
+                save=args.save,
+                title=f"{title}: many releases for the errors ({counts}; not a timing)",
+            )
+            release_pairs.extend(summarise_releases(config, ms, true))
+    report: dict[str, Any] = {}
+    if args.rounds:
+        print_accuracy(accuracy)
+        report = {"accuracy": accuracy, "pairs": pairs, "goals": print_error_goals(pairs)}
+    if args.releases:
+        report["release_pairs"] = release_pairs
+        report["release_goals"] = print_release_goals(release_pairs)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
     return report

@@ -93,6 +93,71 @@ def test_summarise_compares_privhist_and_a_peer_on_common_groups_round_by_round(
     assert pair["peer_median"] == pytest.approx((0.15 + 0.08) / 2)
 
 
+def test_many_releases_average_each_group_before_the_ratio() -> None:
+    true = {g: {"sum": 100.0, "rows": 1.0} for g in ("g0", "g1", "g2")}
+
+    def release(values: dict[str, float]) -> dict[str, Any]:
+        return {"rows": {"sum": [[k, v] for k, v in values.items()]}, "noise": ""}
+
+    ours = Measurement("privhist", 0, wall=1.0, cpu=1.0)
+    # errors: g0 0.1 and 0 (mean 0.05), g1 0 and 0.04 (0.02), g2 0 and 0.1 (0.05)
+    ours.result = {
+        "releases": [
+            release({"g0": 110.0, "g1": 100.0, "g2": 100.0}),
+            release({"g0": 100.0, "g1": 104.0, "g2": 90.0}),
+        ]
+    }
+    theirs = Measurement("peer", 0, wall=1.0, cpu=1.0)
+    # errors: g0 0.2 and 0 (0.1), g1 only 0.3, g2 only 0.05
+    theirs.result = {
+        "releases": [
+            release({"g0": 120.0, "g2": 105.0}),
+            release({"g0": 100.0, "g1": 130.0}),
+        ]
+    }
+    config = {"dataset": "d", "rows": 3, "partitions": "private", "mode": "sum", "metrics": ["sum"]}
+    (pair,) = ba.summarise_releases(config, [ours, theirs], true, boot=200)
+    assert pair["releases"] == [2, 2]
+    assert pair["common_groups"] == 3
+    # means over groups: 0.04 against 0.15; medians: 0.05 against 0.1
+    assert pair["ratio_mean"] == pytest.approx(0.04 / 0.15)
+    assert pair["ratio_median"] == pytest.approx(0.5)
+    assert pair["ratio"] == pytest.approx(0.5)
+    lo, hi = pair["interval"]
+    assert 0 <= lo <= hi
+
+
+def test_release_goals_tell_a_loss_from_a_level_result(capsys: pytest.CaptureFixture[str]) -> None:
+    base = {"dataset": "d", "rows": 3, "partitions": "public", "mode": "sum"}
+
+    def pair(metric: str, peer: str, ratio: float, lo: float, hi: float) -> dict[str, Any]:
+        return {
+            **base,
+            "metric": metric,
+            "peer": peer,
+            "releases": [8, 2],
+            "common_groups": 3,
+            "ratio_mean": ratio,
+            "ratio_median": ratio,
+            "ratio": ratio,
+            "interval": [lo, hi],
+        }
+
+    verdicts = ba.print_release_goals(
+        [
+            pair("sum", "A", 0.7, 0.6, 0.8),
+            pair("mean", "A", 0.9, 0.8, 1.0),
+            pair("mean", "B", 1.05, 0.95, 1.2),  # the worst peer decides
+            pair("median", "A", 1.3, 1.1, 1.5),
+        ]
+    )
+    by = {v["metric"]: v["verdict"] for v in verdicts}
+    assert by["sum"].startswith("met, moonshot too (0.70x A")
+    assert by["mean"].startswith("level (1.05x B, interval 0.95-1.20")
+    assert by["median"].startswith("not met (1.30x A")
+    assert "A 0.90x mean" in capsys.readouterr().out
+
+
 def test_generated_table_has_the_stated_shape(tmp_path: Path) -> None:
     import polars as pl
 
@@ -194,6 +259,41 @@ def test_quick_run_has_a_row_per_system_and_metric(tmp_path: Path) -> None:
             assert r["median_rel_error"] is not None and r["median_rel_error"] >= 0
             if r["partitions"] == "public":
                 assert r["released"] == r["true_groups"]
+
+
+@pytest.mark.skipif(not _has_aggregate(), reason=NO_AGGREGATE)
+def test_many_releases_run_each_system_in_one_process(tmp_path: Path) -> None:
+    out = tmp_path / "table.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_aggregate.py"),
+            *("--quick", "--datasets", "synthetic", "--modes", "sum", "--partitions", "public"),
+            *("--systems", "privhist,PipelineDP", "--rounds", "0", "--releases", "2", "3"),
+            *("--cache", str(tmp_path), "--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "accuracy (errors relative" not in res.stdout  # no timed rounds
+    report = json.loads(out.read_text())
+    (pair,) = report["release_pairs"]
+    assert pair["peer"] == "PipelineDP"
+    assert pair["releases"] == [3, 2]
+    assert pair["common_groups"] > 0
+    (goal,) = report["release_goals"]
+    assert goal["metric"] == "sum" and goal["verdict"].split(" ")[0] in {
+        "met",
+        "met,",
+        "level",
+        "not",
+    }
 
 
 @pytest.mark.skipif(not _has_aggregate(), reason=NO_AGGREGATE)

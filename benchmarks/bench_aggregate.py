@@ -966,23 +966,19 @@ def print_release_goals(pairs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
             f"({p['common_groups']} groups, {p['releases'][0]}/{p['releases'][1]} releases)"
             for p in ps
         ]
-        dataset, rows, partitions, mode, metric = tag
+        dataset, _, partitions, mode, metric = tag
         print(f"  {dataset} {partitions} {mode} {metric}: {verdict}; " + "; ".join(parts))
         verdicts.append(
-            {
-                "dataset": dataset,
-                "rows": rows,
-                "partitions": partitions,
-                "mode": mode,
-                "metric": metric,
-                "worst_ratio": w,
-                "interval": [lo, hi],
-                "verdict": verdict,
-            }
+            {**_tagged(tag), "worst_ratio": w, "interval": [lo, hi], "verdict": verdict}
         )
     if not groups:
         print("  no comparison (privhist or every peer made no releases)")
     return verdicts
+
+
+def _tagged(tag: tuple[Any, ...]) -> dict[str, Any]:
+    """A verdict's configuration: ``(dataset, rows, partitions, mode, metric)`` by name."""
+    return dict(zip(("dataset", "rows", "partitions", "mode", "metric"), tag, strict=True))
 
 
 def _f(x: Any, spec: str = ".3g") -> str:
@@ -1069,19 +1065,9 @@ def print_error_goals(pairs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             verdict = f"met ({worst:.2f}x the best peer; moonshot 0.8 not met)"
         else:
             verdict = f"not met ({worst:.2f}x the best peer)"
-        dataset, rows, partitions, mode, metric = tag
+        dataset, _, partitions, mode, metric = tag
         print(f"  {dataset} {partitions} {mode} {metric}: {verdict}; " + "; ".join(parts))
-        verdicts.append(
-            {
-                "dataset": dataset,
-                "rows": rows,
-                "partitions": partitions,
-                "mode": mode,
-                "metric": metric,
-                "worst_ratio": worst,
-                "verdict": verdict,
-            }
-        )
+        verdicts.append({**_tagged(tag), "worst_ratio": worst, "verdict": verdict})
     if not groups:
         print("  no comparison (privhist or every peer did not run)")
     return verdicts

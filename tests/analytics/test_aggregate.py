@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -128,19 +129,20 @@ def test_record_level_private_groups_are_dp_with_the_group_absent(noise: str) ->
     """Groups chosen by optimal partition selection, then the metrics of the released groups:
     for the group of the added record, with 0 and with 3 other records, the joint law of
     (absent, or present with its noisy count and centred sum) at the release's guarantee, both
-    ways, "group absent" an output. With Laplace noise the selection takes all of delta."""
-    agg = Aggregation(
-        {"n": m.count(), "avg": m.mean("x", 0, 2, resolution=1)},
-        ("g",),
-        6.0,
-        1e-3,
-        False,
-        noise=noise,
-    )
+    ways, "group absent" an output. With Laplace noise the selection takes all of delta (and a
+    count alone: a mean would take the stability selection, whose counts it reuses; tested
+    below)."""
+    metrics: dict[str, Any] = {"n": m.count()}
+    if noise == "gaussian":
+        metrics["avg"] = m.mean("x", 0, 2, resolution=1)
+    agg = Aggregation(metrics, ("g",), 6.0, 1e-3, False, noise=noise)
     sel = agg._selector
-    # the selection: one share beside the metrics' three noisy components (the count, and the
-    # mean's count and centred sum): a quarter, and all of delta with Laplace
-    assert Fraction(sel.epsilon) == Fraction(6.0) / 4
+    assert sel.name == "optimal-selection" and agg.free_column() is None
+    # the selection: one share beside each of the metrics' noisy components (the count, and the
+    # mean's count and centred sum): a quarter, or a half beside a count; all of delta with
+    # Laplace
+    parts = 3 if noise == "gaussian" else 1
+    assert Fraction(sel.epsilon) == Fraction(6.0) / (1 + parts)
     assert sel.delta == (1e-3 if noise == "laplace" else float(Fraction(1e-3) / 4))
     params = agg.noise_parameters()
     pmfs = [_pmf(noise, p) for _, p in params]
@@ -170,6 +172,115 @@ def test_record_level_private_groups_are_dp_with_the_group_absent(noise: str) ->
     # optimal rule spends it there), and a third of epsilon is exceeded
     assert deltas(0, g.epsilon)[0] >= 0.99 * sel.delta
     assert max(max(deltas(o, g.epsilon / 3)) for o in (0, 3, 40)) > g.delta
+
+
+def _laplace_tail(scale: Fraction) -> Any:
+    """``k -> Pr[Z >= k]`` of the discrete Laplace of ``scale`` (``Pr[Z = z]`` proportional to
+    ``a**|z|``, ``a = exp(-1 / scale)``), in closed form."""
+    a = mpmath.exp(-mpmath.mpf(scale.denominator) / scale.numerator)
+
+    def tail(k: int) -> Any:
+        return a**k / (1 + a) if k >= 1 else 1 - a ** (1 - k) / (1 + a)
+
+    return tail
+
+
+def _loss_law(factors: list[tuple[Fraction, int]]) -> dict[Any, Any]:
+    """The law of the privacy loss ``ln(P(w) / Q(w))`` under ``P`` for independent discrete
+    Laplace factors ``(scale t, shift s)``: ``P`` the law of ``s + Z``, ``Q`` of ``Z``. One factor
+    loses ``(|s + Z| - |Z|) / t``: ``s / t`` for ``Z >= max(0, -s)``, ``-s / t`` for ``Z <= min(0,
+    -s)`` (both masses in closed form), and the values between enumerated."""
+    law: dict[Any, Any] = {mpmath.mpf(0): mpmath.mpf(1)}
+    for t, s in factors:
+        if s == 0:
+            continue
+        tail = _laplace_tail(t)
+        a = mpmath.exp(-mpmath.mpf(t.denominator) / t.numerator)
+        lo, hi = min(0, -s), max(0, -s)
+        one: dict[int, Any] = defaultdict(lambda: mpmath.mpf(0))
+        one[s] += tail(hi)
+        one[-s] += 1 - tail(lo + 1)
+        for z in range(lo + 1, hi):
+            one[abs(s + z) - abs(z)] += (1 - a) / (1 + a) * a ** abs(z)
+        merged: dict[Any, Any] = defaultdict(lambda: mpmath.mpf(0))
+        for loss, p in law.items():
+            for d, q in one.items():
+                merged[loss + mpmath.mpf(d) * t.denominator / t.numerator] += p * q
+        law = dict(merged)
+    return law
+
+
+def test_record_level_private_groups_reuse_the_selection_counts_and_stay_dp() -> None:
+    """Laplace noise, groups chosen privately at record level: the stability selection counts
+    the values of the first sum's column, and its noisy count is the mean's count and the count
+    that uncentres the sum. For the group of the added record (0, 1, 3 or 40 others; values at
+    either end and in the middle), the joint law of (absent, or present with the selection's
+    noisy count at or above its threshold and every metric's noise) is checked exactly at the
+    release's (epsilon, delta), both ways, "group absent" an output; a third of epsilon is
+    exceeded (power)."""
+    agg = Aggregation(
+        {
+            "n": m.count(),
+            "total": m.sum("x", 0, 4, resolution=1),
+            "avg": m.mean("x", 0, 2, resolution=1),
+        },
+        ("g",),
+        6.0,
+        1e-3,
+        False,
+        noise="laplace",
+    )
+    sel = agg._selector
+    assert sel.name == "stability" and agg.free_column() == "x"
+    # one share beside three noisy components: the count, the sum's and the mean's centred sums
+    assert Fraction(sel.epsilon) == Fraction(6.0) / 4 and sel.delta == 1e-3
+    params = agg.noise_parameters()
+    assert [c.what for c, _ in params] == ["records", "centred", "sum"]
+    scale = Fraction(sel.noise.scale)
+    tail = _laplace_tail(scale)
+    law = _pmf("laplace", scale)
+    threshold = sel.threshold
+    g = agg.guarantee()
+    assert g.epsilon <= 6.0 and g.delta <= 1e-3
+
+    def deltas(others: int, value: int, eps: float) -> tuple[Any, Any]:
+        # the added record (value `value`): records +1, the sum's centred value (range 0..4,
+        # middle 2) value - 2, the mean's (0..2 clamped, middle 1) min(value, 2) - 1; the
+        # selection's count of values +1
+        shifts = [1, value - 2, min(value, 2) - 1]
+        up_law = _loss_law([(Fraction(p), s) for (_, p), s in zip(params, shifts, strict=True)])
+        down_law = _loss_law([(Fraction(p), -s) for (_, p), s in zip(params, shifts, strict=True)])
+        e = mpmath.exp(eps)
+        n0, n1 = others, others + 1
+
+        def present(n: int, y: int) -> Any:  # the selection's count released as y
+            return law(y - n) if n > 0 else mpmath.mpf(0)
+
+        def absent(n: int) -> Any:  # n + Z below the threshold
+            return mpmath.mpf(1) if n == 0 else 1 - tail(threshold - n)
+
+        reach = 80
+        # beyond n1 + reach at most the law's tail is left, added as an upper bound
+        up = max(0, absent(n1) - e * absent(n0)) + tail(reach + 1)
+        down = max(0, absent(n0) - e * absent(n1)) + tail(reach + 1)
+        for y in range(threshold, n1 + reach + 1):
+            a, b = present(n1, y), present(n0, y)
+            # sum over the metrics' noises of max(0, a P - e^eps b Q) = E_P[max(0, a - e^eps b
+            # e^-loss)], and the reverse under Q
+            up += mpmath.fsum(p * max(0, a - e * b * mpmath.exp(-x)) for x, p in up_law.items())
+            down += mpmath.fsum(p * max(0, b - e * a * mpmath.exp(-x)) for x, p in down_law.items())
+        return up, down
+
+    worst = mpmath.mpf(0)
+    for others in (0, 1, 3, 40):
+        for value in (0, 1, 4):
+            for d in deltas(others, value, g.epsilon):
+                assert d <= g.delta + mpmath.mpf(10) ** -30, (others, value, d)
+            worst = max(worst, *deltas(others, value, g.epsilon / 3))
+    # power: a group only the added record is in shows a release probability near the
+    # selection's delta, and a third of epsilon is exceeded
+    assert deltas(0, 4, g.epsilon)[0] >= 0.1 * sel.delta
+    assert worst > g.delta
 
 
 def test_user_level_private_groups_account_for_every_component() -> None:
@@ -251,6 +362,70 @@ def test_the_release_draws_the_noise_it_accounts_for() -> None:
     lo, hi = int(draws.min()) - 1, int(draws.max()) + 1
     assert_fits(chi2_integer(draws, DiscreteGaussian(s2), lo, hi))
     assert_rejects(chi2_integer(draws, DiscreteGaussian(s2 * Fraction(8, 10)), lo, hi))
+
+
+class _Convolved:
+    """The law of ``Z_c + w Z_s`` for independent discrete Laplace ``Z_c`` and ``Z_s`` (scales
+    ``t_c``, ``t_s``), tabulated from their closed-form pmfs on a range whose outside mass is
+    below 1e-15: ``pmf``, ``cdf`` and ``sf`` as :func:`tests.stats.chi2_integer` asks."""
+
+    def __init__(self, t_c: float, t_s: float, w: int) -> None:
+        def pmf(t: float, z: Any) -> Any:
+            a = math.exp(-1 / t)
+            return (1 - a) / (1 + a) * a ** np.abs(z)
+
+        r_c, r_s = int(40 * t_c) + 5, int(40 * t_s) + 5
+        self.lo = -(r_c + w * r_s)
+        table = np.zeros(2 * -self.lo + 1)
+        zc = np.arange(-r_c, r_c + 1)
+        for j in range(-r_s, r_s + 1):
+            table[zc + w * j - self.lo] += pmf(t_s, j) * pmf(t_c, zc)
+        self.table = table
+        self.cum = np.cumsum(table)
+
+    def pmf(self, k: Any) -> Any:
+        i = np.asarray(k) - self.lo
+        ok = (i >= 0) & (i < self.table.size)
+        return np.where(ok, self.table[np.clip(i, 0, self.table.size - 1)], 0.0)
+
+    def cdf(self, k: int) -> float:
+        i = k - self.lo
+        return 0.0 if i < 0 else float(self.cum[min(i, self.cum.size - 1)])
+
+    def sf(self, k: int) -> float:
+        return 1.0 - self.cdf(k - 1)
+
+
+def test_a_sum_reusing_the_selection_count_draws_the_noise_it_accounts_for() -> None:
+    """Private groups at record level, Laplace noise: 3,000 groups of 200 records of value 4
+    (always released), a sum in [0, 4]. Each released sum less the true one is the centred
+    sum's noise plus the middle (2) times the selection's count noise: their convolution, at the
+    scales the metadata states, fits (alpha 1e-6); a direct sum's noise at its own scale and the
+    centred noise alone are rejected (power)."""
+    groups = [f"g{i:04d}" for i in range(3000)]
+    frame = pl.DataFrame({"g": [x for x in groups for _ in range(200)], "x": [4] * 600_000})
+    release = Session().aggregate(
+        frame,
+        by="g",
+        metrics={"total": m.sum("x", 0, 4, resolution=1)},
+        epsilon=1.0,
+        delta=1e-6,
+        noise="laplace",
+        seed=12,
+    )
+    assert len(release) == 3000
+    meta = release.metadata
+    assert meta["selection"]["mechanism"] == "stability"
+    (comp,) = meta["components"]
+    assert comp["aggregate"] == "centred"
+    t_c, t_s = comp["scale"], meta["selection"]["noise_scale_float"]
+    # half the budget each: the centred sum's sensitivity 2 over 0.5, the count's 1 over 0.5
+    assert t_c == pytest.approx(4.0, rel=1e-6) and t_s == pytest.approx(2.0, rel=1e-5)
+    draws = np.rint(np.asarray(release.extra["total"], dtype=np.float64)).astype(np.int64) - 800
+    lo, hi = int(draws.min()) - 1, int(draws.max()) + 1
+    assert_fits(chi2_integer(draws, _Convolved(t_c, t_s, 2), lo, hi))
+    assert_rejects(chi2_integer(draws, _Convolved(8.0, 1.0, 0), lo, hi))  # a direct sum's
+    assert_rejects(chi2_integer(draws, _Convolved(t_c, 1.0, 0), lo, hi))  # no count noise
 
 
 def test_product_partitions_give_every_group_a_row() -> None:
@@ -355,7 +530,10 @@ def test_private_groups_release_only_large_groups(tmp_path: Path) -> None:
         truth = frame.filter(pl.col("country") == "fr").filter(pl.col("device") == "ios")
         row = t[(t["country"] == "fr") & (t["device"] == "ios")].iloc[0]
         assert abs(row["med_0.5"] - float(truth["spend"].median())) < 3
-        assert r.metadata["selection"]["mechanism"] in ("cumulative-sips", "optimal-selection")
+        # record level: Laplace noise (the smaller error here), so the stability selection whose
+        # counts the sum reuses
+        expected = ("cumulative-sips", "optimal-selection") if user else ("stability",)
+        assert r.metadata["selection"]["mechanism"] in expected
 
 
 def test_auto_bound_histogram_keeps_counts_at_least_the_cutoff(
@@ -778,31 +956,43 @@ def test_group_keys_encode_every_part_like_the_key_codec(texts: list[str | None]
 
 
 @pytest.mark.parametrize(
-    ("metrics", "share"),
+    ("metrics", "share", "share_free"),
     [
-        ({"s": m.sum("x", 0, 10)}, Fraction(1, 2)),
-        ({"a": m.mean("x", 0, 10)}, Fraction(1, 3)),
-        ({"v": m.variance("x", 0, 10)}, Fraction(1, 4)),
-        ({"n": m.count(), "q": m.quantiles("x", [0.5, 0.9], 0, 10)}, Fraction(1, 3)),
-        ({"s": m.sum("x", 0, 10), "a": m.mean("x", 0, 10)}, Fraction(1, 3)),  # shared
-        ({"s": m.sum("x", 0, 20), "a": m.mean("x", 0, 10)}, Fraction(1, 4)),  # not shared
+        ({"s": m.sum("x", 0, 10)}, Fraction(1, 2), Fraction(1, 2)),
+        ({"a": m.mean("x", 0, 10)}, Fraction(1, 3), Fraction(1, 2)),
+        ({"v": m.variance("x", 0, 10)}, Fraction(1, 4), Fraction(1, 3)),
+        ({"n": m.count(), "q": m.quantiles("x", [0.5, 0.9], 0, 10)}, Fraction(1, 3), None),
+        ({"s": m.sum("x", 0, 10), "a": m.mean("x", 0, 10)}, Fraction(1, 3), Fraction(1, 2)),
+        ({"s": m.sum("x", 0, 20), "a": m.mean("x", 0, 10)}, Fraction(1, 4), Fraction(1, 3)),
         (
             {"s": m.sum("x", 0, 10), "a": m.mean("x", 0, 10), "q": m.quantiles("x", [0.5], 0, 10)},
+            Fraction(1, 4),
+            Fraction(1, 3),
+        ),
+        (  # the first sum's column is the free one: the mean of y keeps its count
+            {"s": m.sum("y", 0, 10), "a": m.mean("x", 0, 10)},
+            Fraction(1, 4),
             Fraction(1, 4),
         ),
     ],
 )
 def test_the_selection_takes_one_share_beside_each_noisy_component(
-    metrics: dict[str, Any], share: Fraction
+    metrics: dict[str, Any], share: Fraction, share_free: Fraction | None
 ) -> None:
     """Private groups: the selection's share of epsilon is ``1 / (1 + components)`` (a mean
     counts its count and centred sum, a variance three, a shared sum none), and the metrics get
-    the rest, with all of delta for the selection under Laplace noise."""
-    agg = Aggregation(metrics, ("g",), 1.0, 1e-6, False, noise="laplace")
-    assert agg.selection_share == share
-    assert Fraction(agg.selection["selection_epsilon"]) + Fraction(agg.eps_m) <= 1
-    assert agg.selection["selection_epsilon"] == pytest.approx(float(share), rel=1e-12)
-    assert agg.eps_m == pytest.approx(float(1 - share), rel=1e-12)
+    the rest, with all of delta for the selection under Laplace noise. At record level the
+    stability selection's count is the free column's count (``share_free``; None: no sum, mean
+    or variance, so optimal selection), at user level each metric keeps its own."""
+    for user_level, want in ((True, share), (False, share_free or share)):
+        agg = Aggregation(metrics, ("g",), 1.0, 1e-6, user_level, noise="laplace")
+        assert agg.selection_share == want, user_level
+        free = not user_level and share_free is not None
+        assert agg._selector.name == ("stability" if free else "optimal-selection")
+        eps_s = agg._selector.epsilon if free else agg.selection["selection_epsilon"]
+        assert Fraction(eps_s) + Fraction(agg.eps_m) <= 1
+        assert eps_s == pytest.approx(float(want), rel=1e-12)
+        assert agg.eps_m == pytest.approx(float(1 - want), rel=1e-12)
 
 
 def test_the_selection_and_metric_spends_add_up_exactly() -> None:

@@ -38,3 +38,12 @@ def test_bad_tables_are_refused() -> None:
         SparseCounts((2, 2), [4], [1])
     with pytest.raises(ValidationError):
         SparseCounts.from_dense(np.zeros(3))
+
+
+def test_take_rows_keeps_the_rows_asked_in_their_order() -> None:
+    dense = np.array([[0, 3, 0], [1, 0, 0], [0, 0, 0], [5, 0, 7]])
+    s = SparseCounts.from_dense(dense)
+    for rows in ([0, 3], [1, 2], [3], [0, 1, 2, 3], []):
+        got = s.take_rows(np.array(rows, dtype=np.int64))
+        assert got.shape == (len(rows), 3)
+        assert np.asarray(got).tolist() == dense[rows].tolist()

@@ -50,8 +50,35 @@ change in one group: ``c L`` for a tree of ``L`` levels).
   (``epsilon_i``-DP), and basic composition gives ``sum epsilon_i = epsilon_m``: ``epsilon_m =
   epsilon`` with public groups (the release is then ``(epsilon, 0)``-DP whatever delta was
   allowed); with private groups the selection (optimal partition selection; at user level per
-  group at ``(epsilon_s / k, delta / k)`` on the group's users) takes ``epsilon_s`` and *all* of
-  delta, the metrics ``epsilon_m = epsilon - epsilon_s``.
+  group at ``(epsilon_s / k, delta / k)`` on the group's users; at record level with a sum, mean
+  or variance the stability selection, *The selection's counts* below) takes ``epsilon_s`` and
+  *all* of delta, the metrics ``epsilon_m = epsilon - epsilon_s``.
+
+**The selection's counts.** With private groups at record level and Laplace noise (and no
+automatic bound), the groups are chosen by the stability selection
+(:class:`~privhist.mechanisms.stability.StabilityHistogram`: Korolova et al. 2009; the exact
+discrete form of Algorithm 6 of ``private-weighted-sampling.txt``) instead of optimal partition
+selection: each group's number ``n`` of values of the *free column* (the column of the first
+sum, mean or variance, :meth:`Aggregation.free_column`) gets discrete Laplace noise of scale ``1 /
+epsilon_s`` and the group is released when ``n + Z`` reaches the threshold ``T`` set by delta.
+One record changes one group's ``n`` by at most 1, so this is ``(epsilon_s, delta)``-DP (the proof
+in :mod:`privhist.mechanisms.stability`), and ``n + Z`` is released with the group. Its value is
+then, as post-processing, the count of the free column's means and variances (which draw no
+count of their own), and a sum of the free column is answered as ``sum (v - m) + m (n + Z)``: a
+centred sum of sensitivity ``M = max(H - m, m - L)`` instead of ``max(|L|, |H|)``, when that
+has the smaller variance at the release's shares (:meth:`Aggregation._centred`; at equal shares
+always, unless the range is centred on 0: ``M**2 + m**2 = (L**2 + H**2) / 2``). The free column
+is the first with a mean or variance, or whose first sum is answered so; with none, optimal
+selection chooses the groups. The selection keeps one share beside the remaining components,
+so a lone mean gives the selection and its centred sum half each (a third each to the
+selection, the count and the centred sum before), and a lone sum of ``[0, U]`` has noise of
+standard deviation ``sqrt(2) U / (2 epsilon_s)`` from each of its two parts: ``1 / sqrt(2)`` of
+a direct sum's at the same share. The released
+groups are those whose noisy counts passed the threshold, so near the threshold their counts
+(and a free-column sum) are biased upwards; a group far above it is released with its count's
+noise unbiased. Optimal selection releases a group with a few more records somewhat more often;
+the free count is worth more to every group released. The metrics of other columns keep their
+own counts; at user level the selection counts users, not values, and nothing is reused.
 
 **Quantiles.** ``method="exponential"`` releases each level ``q`` of each group by one draw of
 the exponential mechanism (McSherry & Talwar 2007; for quantiles, Smith 2011) over the ``16**4``
@@ -151,6 +178,7 @@ import numpy.typing as npt
 
 from privhist.accounting.composition import ApproxDPEvent, PrivacyEvent, composed
 from privhist.core.budget import Budget
+from privhist.core.data import Counts
 from privhist.core.errors import ValidationError
 from privhist.core.groups import decode, encode
 from privhist.core.metrics import Metric, default_resolution
@@ -196,6 +224,13 @@ WITHIN: dict[str, dict[str, Fraction]] = {
         "sum": Fraction(100, 283),
         "squares": Fraction(100, 283),
     },
+}
+#: the same when the selection's noisy count is the metric's count
+#: (:meth:`Aggregation.free_column`): a mean's centred sum takes all of its share, a variance's
+#: centred sum and squares 1 : 1 (the Lagrange weights of the module notes without the count)
+WITHIN_FREE: dict[str, dict[str, Fraction]] = {
+    "mean": {"sum": Fraction(1)},
+    "variance": {"sum": Fraction(1, 2), "squares": Fraction(1, 2)},
 }
 #: the noises a release may ask for
 NOISES = ("auto", "gaussian", "laplace")
@@ -328,13 +363,52 @@ class Aggregation:
         """The share of the budget that chooses private groups (module notes): one share beside
         one per noisy component of the metrics, ``1 / (1 + components)``: a mean has two (count
         and centred sum), a variance three, a sum answered from a mean's components none, any
-        other metric one."""
+        other metric one; a mean or variance whose count is the selection's one less."""
+        return self._share_with(self.free_column())
+
+    def _share_with(self, free: str | None) -> Fraction:
         shared = self.shared_sums()
-        parts = sum(
-            0 if name in shared else {"mean": 2, "variance": 3}.get(m.kind, 1)
-            for name, m in self.metrics.items()
-        )
+        parts = 0
+        for name, m in self.metrics.items():
+            if name in shared:
+                continue
+            own = {"mean": 2, "variance": 3}.get(m.kind, 1)
+            if free is not None and m.column == free and m.kind in ("mean", "variance"):
+                own -= 1  # the count is the selection's
+            parts += own
         return Fraction(1, 1 + parts)
+
+    def free_column(self) -> str | None:
+        """The column whose number of values per group the selection counts, when its noisy
+        counts are reused as that column's counts (module notes, *The selection's counts*):
+        groups chosen privately at record level with Laplace noise and no automatic bound, and
+        the first column (in the metrics' order) with a mean or variance, or whose first sum
+        has the smaller predicted variance centred (:meth:`_centred`); None otherwise."""
+        if self.partitions is not None or self.user_level or self.noise != "laplace":
+            return None
+        if self._auto():
+            return None
+        columns = [m.column for m in self.metrics.values() if m.kind in ("sum", "mean", "variance")]
+        for column in dict.fromkeys(columns):
+            on = [(n, m) for n, m in self.metrics.items() if m.column == column]
+            if any(m.kind in ("mean", "variance") for _, m in on):
+                return str(column)
+            name, first = next((n, m) for n, m in on if m.kind == "sum")
+            if self._centred(name, first, str(column)):
+                return str(column)
+        return None
+
+    def _centred(self, name: str, metric: Metric, free: str) -> bool:
+        """Whether a sum of the free column is answered as its centred sum plus the middle times
+        the selection's count: when that has the smaller variance at the release's shares,
+        ``2 M**2 / e_i**2 + 2 m**2 / e_s**2 < 2 max(L**2, H**2) / e_i**2`` with ``e_i`` the
+        sum's and ``e_s`` the selection's epsilon (parameters only)."""
+        spec = self._spec(name, metric, {})
+        sel = self._share_with(free)
+        e_i = (1 - sel) / len(self.metrics)
+        half = max(spec.high - spec.center, spec.center - spec.low)
+        big = max(abs(spec.low), abs(spec.high))
+        return half**2 / e_i**2 + Fraction(spec.center) ** 2 / sel**2 < big**2 / e_i**2
 
     def _calibrate(self) -> None:
         eps, dl = float(self.epsilon), float(self.delta)
@@ -375,7 +449,12 @@ class Aggregation:
             # at user level (Laplace noise) the selection runs on the users of each group, each
             # user in at most k groups: epsilon_s / k and delta / k per group
             nb = self.neighbouring if self.user_level else None
-            self._selector = OptimalSelection(eps_s, dl_s, nb, keys_only=True)
+            if self.free_column() is not None:
+                from privhist.mechanisms.stability import StabilityHistogram
+
+                self._selector = StabilityHistogram(eps_s, dl_s)
+            else:
+                self._selector = OptimalSelection(eps_s, dl_s, nb, keys_only=True)
             self._event = composed([ApproxDPEvent(eps_s, dl_s), ApproxDPEvent(eps_m, dl_m)])
             self.selection = {"mechanism": self._selector.name, **self._selector.parameters()}
 
@@ -402,6 +481,8 @@ class Aggregation:
             )
         if self._weighted_selection():
             return (UserKeys(fields),)
+        if self.free_column() is not None:  # one table: the selection's counts and the metrics'
+            return (self._aggregates(fields, None, None),)
         if self.user_level:
             return (KeyCounts(fields, self.max_partitions, self.max_per_partition),)
         return (KeyCounts(fields),)
@@ -470,6 +551,7 @@ class Aggregation:
         c = self.max_per_partition
         out: list[Component] = []
         specs = {s.name: s for s in self._specs(chosen or {})} if not self._auto() or chosen else {}
+        free = self.free_column()
         for name, m in self.metrics.items():
             if m.kind == "count":
                 out.append(Component(name, "records", None, Fraction(c), Fraction(c)))
@@ -479,14 +561,23 @@ class Aggregation:
                 spec = specs.get(name)
                 if m.kind == "sum" and name in self.shared_sums():
                     continue  # from its mean's count and centred sum (module notes)
-                if m.kind == "sum":
+                half = 1 if spec is None else max(spec.high - spec.center, spec.center - spec.low)
+                if (
+                    m.kind == "sum"
+                    and free is not None
+                    and m.column == free
+                    and self._centred(name, m, free)
+                ):
+                    # centred, its count the selection's
+                    out.append(
+                        Component(name, "centred", spec, Fraction(c * half), Fraction(c * half))
+                    )
+                elif m.kind == "sum":
                     big = 1 if spec is None else max(abs(spec.low), abs(spec.high))
                     out.append(Component(name, "sum", spec, Fraction(c * big), Fraction(c * big)))
                 elif m.kind in ("mean", "variance"):
-                    half = (
-                        1 if spec is None else max(spec.high - spec.center, spec.center - spec.low)
-                    )
-                    out.append(Component(name, "n", spec, Fraction(c), Fraction(c)))
+                    if m.column != free:
+                        out.append(Component(name, "n", spec, Fraction(c), Fraction(c)))
                     out.append(Component(name, "sum", spec, Fraction(c * half), Fraction(c * half)))
                     if m.kind == "variance":
                         sq = Fraction(c * half * half)
@@ -572,13 +663,16 @@ class Aggregation:
 
     def component_share(self, comp: Component) -> Fraction:
         """A component's share of the metrics' budget in units of one metric's share: its share
-        of its metric's (:data:`WITHIN`; a mean answering sums too: count and centred sum 1 : 1)
-        times the metrics it answers (itself and the sums shared with it)."""
-        kind = self.metrics[comp.metric].kind
+        of its metric's (:data:`WITHIN`, or :data:`WITHIN_FREE` when the selection's count is the
+        metric's; a mean answering sums too: count and centred sum 1 : 1, or the centred sum all
+        of it) times the metrics it answers (itself and the sums shared with it)."""
+        metric = self.metrics[comp.metric]
+        free = metric.column is not None and metric.column == self.free_column()
         sums = sum(1 for owner in self.shared_sums().values() if owner == comp.metric)
         if sums:
-            return Fraction(1, 2) * (1 + sums)
-        return WITHIN.get(kind, {}).get(comp.what, Fraction(1))
+            return (Fraction(1) if free else Fraction(1, 2)) * (1 + sums)
+        within = WITHIN_FREE if free else WITHIN
+        return within.get(metric.kind, {}).get(comp.what, Fraction(1))
 
     # -- drawing ------------------------------------------------------------------------------
 
@@ -587,15 +681,34 @@ class Aggregation:
         share, n_auto = self._shares()
         chosen = self._choose_bounds(answers, rng) if n_auto else {}
         meta_selection: dict[str, Any] = {}
+        free: tuple[npt.NDArray[Any], Fraction] | None = None
         if self.partitions is not None:
             groups: tuple[Any, ...] = self._public_keys()
             request = self._aggregates(fields, groups, chosen)
             table: GroupTable = answers.ask(request) if n_auto else answers.of(GroupAggregates)
+        elif self.free_column() is not None:
+            table, free = self._select_counted(answers.of(GroupAggregates), rng)
+            meta_selection = {"released_groups": len(table)}
         else:
             released = self._select(answers, rng)
             meta_selection = {"released_groups": len(released)}
             table = answers.ask(self._aggregates(fields, tuple(released.tolist()), chosen))
-        return self._release(table, chosen, share, rng, meta_selection)
+        return self._release(table, chosen, share, rng, meta_selection, free)
+
+    def _select_counted(
+        self, table: GroupTable, rng: RandomSource
+    ) -> tuple[GroupTable, tuple[npt.NDArray[Any], Fraction]]:
+        """The groups of ``table`` the stability selection releases on the free column's counts
+        of values (:meth:`free_column`), and their noisy counts with the noise's scale."""
+        column = self.free_column()
+        spec = next(s for s in self._specs({}) if s.column == column)
+        counts = Counts.from_arrays(table.keys, table.values[spec.name]["n"])
+        release = self._selector.release(counts, rng)
+        at = {k: i for i, k in enumerate(table.keys.tolist())}
+        rows = np.array([at[k] for k in release.keys.tolist()], dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        noisy = np.asarray(release.values, dtype=np.int64)[order]
+        return _rows_of(table, rows[order]), (noisy, self._selector.noise.scale)
 
     def _select(self, answers: Answers, rng: RandomSource) -> npt.NDArray[Any]:
         if self._weighted_selection():
@@ -702,7 +815,10 @@ class Aggregation:
         share: Fraction,
         rng: RandomSource,
         selection: dict[str, Any],
+        free: tuple[npt.NDArray[Any], Fraction] | None = None,
     ) -> Release:
+        """The release of ``table``'s groups; ``free``: the selection's noisy counts of the free
+        column's values (one per group of ``table``) and their noise's scale."""
         g = len(table)
         columns: dict[str, npt.NDArray[Any]] = {}
         noisy: dict[tuple[str, str], Any] = {}
@@ -715,8 +831,10 @@ class Aggregation:
             else:
                 assert comp.spec is not None
                 parts = table.values[comp.spec.name]
-                raw = parts["tree" if comp.what == "exponential" else comp.what]
-                if comp.what == "sum" and self.metrics[comp.metric].kind in ("mean", "variance"):
+                raw = parts[{"exponential": "tree", "centred": "sum"}.get(comp.what, comp.what)]
+                if comp.what == "centred" or (
+                    comp.what == "sum" and self.metrics[comp.metric].kind in ("mean", "variance")
+                ):
                     # the sum of centred values, exact from the true count
                     raw = raw - comp.spec.center * parts["n"]
             if comp.what == "exponential":  # the scores are the leaves' counts'
@@ -753,6 +871,11 @@ class Aggregation:
                 }
             )
         specs = {s.name: s for s in self._specs(chosen)}
+        if free is not None:  # the selection's counts stand for the free column's
+            column = self.free_column()
+            for name, m in self.metrics.items():
+                if m.column == column and m.kind in ("mean", "variance"):
+                    noisy[(name, "n")] = free
         for name, m in self.metrics.items():
             spec = specs.get(name)
             if m.kind in ("count", "count_users"):
@@ -767,6 +890,17 @@ class Aggregation:
                 assert spec is not None
                 owner = self.shared_sums()[name]
                 (centred, p_s), (count, p_n) = noisy[(owner, "sum")], noisy[(owner, "n")]
+                value = centred + spec.center * count
+                half = (1 + self.confidence) / 2
+                w = self._interval(p_s, half) + abs(spec.center) * self._interval(p_n, half)
+                r = spec.resolution
+                columns[name] = value * r
+                columns[f"{name}_lower"] = (value - w) * r
+                columns[f"{name}_upper"] = (value + w) * r
+            elif m.kind == "sum" and (name, "centred") in noisy:
+                # sum v = sum (v - m) + m n with n the selection's count (module notes)
+                assert spec is not None and free is not None
+                (centred, p_s), (count, p_n) = noisy[(name, "centred")], free
                 value = centred + spec.center * count
                 half = (1 + self.confidence) / 2
                 w = self._interval(p_s, half) + abs(spec.center) * self._interval(p_n, half)
@@ -888,6 +1022,12 @@ class Aggregation:
         }
         if self.selection:
             meta["selection"] = {**self.selection, **selection}
+            free = self.free_column()
+            if free is not None:
+                meta["selection"]["counts"] = (
+                    f"the groups' numbers of values of {free!r}; their noisy counts are the "
+                    f"counts of the sums, means and variances of {free!r}"
+                )
         if not rng.private:
             meta["warning"] = "drawn from a seeded source: reproducible and NOT private"
         return meta
@@ -898,12 +1038,22 @@ def _log_error(aggregation: Aggregation) -> float:
     is calibrated for (parameters only; unknown automatic bounds as one unit)."""
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
     logs = []
+    free = aggregation.free_column()
+    # the selection's count stands for the free column's counts: its noise is theirs
+    free_sd = math.sqrt(2.0) * float(aggregation._selector.noise.scale) if free else 0.0
+    for m in aggregation.metrics.values():
+        if free is not None and m.column == free and m.kind in ("mean", "variance"):
+            logs.append(math.log(free_sd))
     for comp, param in aggregation.noise_parameters(chosen):
         if comp.what == "exponential":  # a rank error, as a noise's standard deviation
             levels = aggregation.metrics[comp.metric].levels
             logs.append(math.log(_em_rank_sd(param, aggregation.max_per_partition, levels)))
         elif aggregation.noise == "gaussian":
             logs.append(0.5 * math.log(float(param)))
+        elif comp.what == "centred":  # sum (v - m) + m n: both noises
+            assert comp.spec is not None
+            sd = math.sqrt(2.0) * float(param)
+            logs.append(0.5 * math.log(sd**2 + (comp.spec.center * free_sd) ** 2))
         else:  # the discrete Laplace's variance is below the continuous one's, 2 t**2
             logs.append(math.log(math.sqrt(2.0) * float(param)))
     return sum(logs) / len(logs)
@@ -1101,6 +1251,24 @@ def _em_quantiles(
     return np.asarray(out * spec.resolution, dtype=np.float64)
 
 
+def _rows_of(table: GroupTable, rows: npt.NDArray[np.int64]) -> GroupTable:
+    """``table`` kept to the groups at ``rows`` (increasing positions)."""
+    values: dict[str, dict[str, Any]] = {}
+    for name, parts in table.values.items():
+        values[name] = {
+            what: (v.take_rows(rows) if isinstance(v, SparseCounts) else np.asarray(v)[rows])
+            for what, v in parts.items()
+        }
+    return GroupTable(
+        table.keys[rows],
+        np.asarray(table.records)[rows],
+        np.asarray(table.users)[rows],
+        values,
+        table.by_types,
+        table.facts,
+    )
+
+
 def _sparse(raw: Any) -> SparseCounts:
     """A tree's counts as :class:`~privhist.core.sparse.SparseCounts` (engines may answer a
     dense table)."""
@@ -1143,6 +1311,12 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
         else:
             std[(comp.metric, comp.what)] = float(DiscreteLaplace(param).var()) ** 0.5
     specs = {s.name: s for s in aggregation._specs(chosen)}
+    free = aggregation.free_column()
+    if free is not None:  # the selection's count is the free column's (module notes)
+        free_sd = float(DiscreteLaplace(aggregation._selector.noise.scale).var()) ** 0.5
+        for name, m in aggregation.metrics.items():
+            if m.column == free and m.kind in ("mean", "variance"):
+                std[(name, "n")] = free_sd
     metrics: dict[str, Any] = {}
     for name, m in aggregation.metrics.items():
         entry: dict[str, Any] = {"kind": m.kind}
@@ -1158,6 +1332,10 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
                 s_c, s_n = std[(owner, "sum")], std[(owner, "n")]
                 entry["noise_std"] = math.sqrt(s_c**2 + (spec.center * s_n) ** 2) * r
                 entry["answered_from"] = owner
+            elif m.kind == "sum" and (name, "centred") in std:
+                s_c = std[(name, "centred")]
+                entry["noise_std"] = math.sqrt(s_c**2 + (spec.center * free_sd) ** 2) * r
+                entry["answered_from"] = "its centred sum and the selection's count"
             elif m.kind == "sum":
                 sd = std[(name, "sum")] * r
                 entry["noise_std"] = sd

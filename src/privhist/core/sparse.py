@@ -76,6 +76,18 @@ class SparseCounts:
         out: I64 = np.where(self.flat[pos] == q, self.values[pos], 0)
         return out
 
+    def take_rows(self, rows: Any) -> SparseCounts:
+        """The table of the rows at the increasing positions ``rows``, in that order."""
+        r = np.asarray(rows, dtype=np.int64).reshape(-1)
+        width = self.shape[1]
+        if r.size == 0:
+            return SparseCounts((0, width), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        of = self.flat // width
+        at = np.minimum(np.searchsorted(r, of), r.size - 1)
+        keep = r[at] == of
+        flat = at[keep] * width + self.flat[keep] % width
+        return SparseCounts((int(r.size), width), flat, self.values[keep])
+
     def row(self, i: int, start: int = 0) -> tuple[I64, I64]:
         """Row ``i``'s non-zero cells from column ``start`` on: ``(columns, counts)``."""
         base = int(i) * self.shape[1]

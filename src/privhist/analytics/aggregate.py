@@ -884,23 +884,17 @@ class Aggregation:
                 columns[name] = np.maximum(value, 0)
                 columns[f"{name}_lower"] = np.maximum(value - w, 0)
                 columns[f"{name}_upper"] = np.maximum(value + w, 0)
-            elif m.kind == "sum" and name in self.shared_sums():
-                # sum v = sum (v - m) + m n, both noisy (the mean's components); the interval
+            elif m.kind == "sum" and (name in self.shared_sums() or (name, "centred") in noisy):
+                # sum v = sum (v - m) + m n, both noisy: a mean's centred sum and count, or the
+                # sum's own centred sum and the selection's count (module notes); the interval
                 # joins each noise's at half the miss probability (union bound)
                 assert spec is not None
-                owner = self.shared_sums()[name]
-                (centred, p_s), (count, p_n) = noisy[(owner, "sum")], noisy[(owner, "n")]
-                value = centred + spec.center * count
-                half = (1 + self.confidence) / 2
-                w = self._interval(p_s, half) + abs(spec.center) * self._interval(p_n, half)
-                r = spec.resolution
-                columns[name] = value * r
-                columns[f"{name}_lower"] = (value - w) * r
-                columns[f"{name}_upper"] = (value + w) * r
-            elif m.kind == "sum" and (name, "centred") in noisy:
-                # sum v = sum (v - m) + m n with n the selection's count (module notes)
-                assert spec is not None and free is not None
-                (centred, p_s), (count, p_n) = noisy[(name, "centred")], free
+                owner = self.shared_sums().get(name)
+                if owner is not None:
+                    (centred, p_s), (count, p_n) = noisy[(owner, "sum")], noisy[(owner, "n")]
+                else:
+                    assert free is not None
+                    (centred, p_s), (count, p_n) = noisy[(name, "centred")], free
                 value = centred + spec.center * count
                 half = (1 + self.confidence) / 2
                 w = self._interval(p_s, half) + abs(spec.center) * self._interval(p_n, half)

@@ -1295,6 +1295,21 @@ def _aggregation_contract(kind: str, setting: str) -> None:
         assert spec.high == math.floor(Fraction(hi_b) / r)
         assert rel.metadata["metrics"]["m"]["clamped_to_units"] == [spec.low, spec.high]
     parts = _agg_sensitivities(kind, spec, c)
+    # record level, private groups, Laplace noise, fixed bounds: the stability selection counts
+    # the column's values per group and its noisy count is the metric's count, so a mean or
+    # variance draws no count, and a lone sum (selection and sum at half of epsilon each) is its
+    # centred sum plus the middle times that count when M**2 + m**2 < max(|L|, |H|)**2
+    free = not (public or user_level or gaussian or auto) and kind in ("sum", "mean", "variance")
+    parts_n: list[tuple[str, Fraction, Fraction]] = []  # the selection's count, when it is reused
+    if free:
+        assert spec is not None
+        mid = (spec.low + spec.high) // 2
+        big_m = max(spec.high - mid, mid - spec.low)
+        if kind == "sum":
+            assert big_m**2 + mid**2 < max(abs(spec.low), abs(spec.high)) ** 2
+            parts = [("centred", Fraction(c * big_m), Fraction(c * big_m))]
+        else:
+            parts = [p for p in parts if p[0] != "n"]
     if kind == "quantiles" and spec is not None:
         # the tree's noise is drawn lazily, one batch of children per level of the descent:
         # every batch at the tree's parameter, whole sets of children, at most every node once
@@ -1311,6 +1326,16 @@ def _aggregation_contract(kind: str, setting: str) -> None:
     selection_draws = used[: len(used) - len(parts)]
     if public:
         assert not selection_draws
+    elif free:  # one discrete Laplace count per group present, at the selection's epsilon
+        from privhist.mechanisms.stability import StabilityHistogram
+
+        sel = agg._selector
+        assert isinstance(sel, StabilityHistogram)
+        assert Fraction(sel.epsilon) + Fraction(agg.eps_m) == Fraction(eps)
+        (d_s,) = selection_draws
+        assert d_s.sampler == "discrete_laplace" and d_s.size == len(_AGG_GROUPS)
+        _laplace_scale_ok(d_s.parameter, c, sel.epsilon)
+        parts_n = [("n", Fraction(c), Fraction(c))]  # checked on the engine's table below
     elif not user_level or not gaussian:  # optimal partition selection draws no such noise
         assert not selection_draws
     else:  # cumulative-sips' rounds (its own case checks them) at the metrics' zCDP budget
@@ -1333,13 +1358,13 @@ def _aggregation_contract(kind: str, setting: str) -> None:
     with_heavy = _agg_frame(user_level, heavy=True)
     t0 = _agg_table(frame, agg, user_level, specs)
     t1 = _agg_table(with_heavy, agg, user_level, specs)
-    for what, l2, l1 in parts:
-        diff = _agg_component(t1, what, spec) - _agg_component(t0, what, spec)
-        if what == "sum" and kind in ("mean", "variance"):
+    for what, l2, l1 in parts + parts_n:
+        raw = "sum" if what == "centred" else what
+        diff = _agg_component(t1, raw, spec) - _agg_component(t0, raw, spec)
+        if what == "centred" or (what == "sum" and kind in ("mean", "variance")):
             assert spec is not None
             n_diff = _agg_component(t1, "n", spec) - _agg_component(t0, "n", spec)
-            if what == "sum":  # the release adds noise to the centred sum
-                diff = diff - spec.center * n_diff
+            diff = diff - spec.center * n_diff  # the release adds noise to the centred sum
         changed = int((diff.reshape(len(_AGG_GROUPS), -1) != 0).any(axis=1).sum())
         assert changed == k, (what, changed)
         assert Fraction(int((diff.astype(object) ** 2).sum())) == k * l2 * l2, what

@@ -7,6 +7,7 @@ holds."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections import defaultdict
 from fractions import Fraction
@@ -1009,3 +1010,87 @@ def test_the_selection_and_metric_spends_add_up_exactly() -> None:
             exact = Fraction(total) * share
             assert Fraction(part) <= exact
             assert exact - Fraction(part) < Fraction(total) / 2**50, (total, share)
+
+
+def test_weights_split_the_metrics_budget_and_spend_all_of_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``weights``: each metric's share of the metrics' budget is its weight over their total.
+    Public groups, Laplace noise, epsilon 2: a sum of ``[0, 10]`` weighted 3 beside a count
+    weighted 1 gets epsilon 3/2 (scale ``10 / 1.5``), the count 1/2 (scale 2), and the
+    components spend exactly epsilon; unweighted, 1 each. The metadata states the shares, and
+    the command line's ``--weight`` gives the same plan."""
+    from tests.cli_run import run
+
+    metrics = {"s": m.sum("x", 0, 10, resolution=1), "c": m.count()}
+    parts = (("g1",), ("g2",))
+    for weights, eps_sum in (({"s": 3}, Fraction(3, 2)), (None, Fraction(1))):
+        agg = Aggregation(metrics, ("g",), 2.0, 0.0, False, partitions=parts, weights=weights)
+        scales = {comp.metric: p for comp, p in agg.noise_parameters()}
+        want = {"s": 10 / eps_sum, "c": 1 / (2 - eps_sum)}
+        for name, scale in scales.items():  # at least l1 / epsilon_i, by under 2**-20
+            assert 0 <= scale - want[name] <= Fraction(1, 2**20), (name, scale, want[name])
+        spent = sum(comp.l1 / p for comp, p in agg.noise_parameters())
+        assert Fraction(2) * (1 - Fraction(1, 10**5)) <= spent <= 2
+    frame = pl.DataFrame({"g": ["g1"] * 50 + ["g2"] * 70, "x": [4.0] * 120})
+    r = Session().aggregate(
+        frame,
+        by="g",
+        metrics=metrics,
+        epsilon=2.0,
+        partitions=["g1", "g2"],
+        weights={"s": 3},
+        seed=3,
+    )
+    assert isinstance(r, Release)
+    assert r.metadata["metrics"]["s"]["budget_share"] == 0.75
+    assert r.metadata["metrics"]["c"]["budget_share"] == 0.25
+    assert "s 0.75 (weight 3)" in r.metadata["budget_split"]
+    scale = {c["metric"]: c["scale"] for c in r.metadata["components"]}
+    assert scale["s"] == pytest.approx(20 / 3) and scale["c"] == pytest.approx(2.0)
+    argv = ["plan", "aggregate", "--epsilon", "2", "--public", "--metric", "s=sum(x,0,10)"]
+    argv += ["--metric", "c=count", "--json"]
+    plans = {}
+    for extra in ([], ["--weight", "s=3"]):
+        code, out, err = run(capsys, *argv, *extra)
+        assert code == 0, err
+        plans[bool(extra)] = json.loads(out)["metrics"]["s"]["noise_std"]
+    assert plans[True] == pytest.approx(plans[False] * 2 / 3)  # epsilon 1 -> 1.5
+
+
+def test_a_groups_weight_sets_the_selection_share() -> None:
+    """With private groups, ``"groups"`` weighs the selection against the metrics' total: a
+    median weighted 2 beside ``groups`` 1 leaves the selection a third of epsilon (optimal
+    selection at record level) and the median two thirds."""
+    q = {"q": m.quantiles("x", [0.5], 0, 100, resolution=1)}
+    agg = Aggregation(q, ("g",), 1.5, 1e-6, False, noise="laplace", weights={"groups": 1, "q": 2})
+    assert agg.selection_share == Fraction(1, 3)
+    assert agg.selection["selection_epsilon"] == pytest.approx(0.5, rel=1e-12)
+    assert agg.eps_m == pytest.approx(1.0, rel=1e-12)
+    assert Fraction(agg.selection["selection_epsilon"]) + Fraction(agg.eps_m) <= Fraction(1.5)
+    plain = Aggregation(q, ("g",), 1.5, 1e-6, False, noise="laplace")
+    assert plain.selection_share == Fraction(1, 2)  # the rule: one share beside the median's
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [{"nope": 1}, {"s": 0}, {"s": -1.0}, {"s": float("nan")}, {"s": float("inf")}, {"s": True}],
+)
+def test_bad_weights_are_refused(weights: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="weights"):
+        Aggregation(
+            {"s": m.sum("x", 0, 1)}, ("g",), 1.0, 0.0, False, partitions=(("a",),), weights=weights
+        )
+
+
+def test_a_groups_weight_is_refused_with_public_groups() -> None:
+    with pytest.raises(ValidationError, match="groups"):
+        Aggregation(
+            {"s": m.sum("x", 0, 1)},
+            ("g",),
+            1.0,
+            0.0,
+            False,
+            partitions=(("a",),),
+            weights={"groups": 1},
+        )

@@ -137,7 +137,8 @@ then has standard deviation ``2 M sqrt(2) / epsilon_p`` at the pooled ``epsilon_
 sqrt(2)`` of a direct sum's at its own half; the mean's centred sum gets 1.5 times and its
 count 3 times the budget they would have without the sum.
 
-**Budget split.** The metrics' budget is split equally among the metrics, and each metric's share
+**Budget split.** The metrics' budget is split equally among the metrics (or by the ``weights``
+given: each metric's share is its weight over the metrics' total), and each metric's share
 among its components to minimise the variance of its estimate for values about half-way between
 the middle and an end of their range (``|mean - m| = M / 2``, data-independent): a mean's error
 ``r sqrt(sigma_s**2 + (mean - m)**2 sigma_n**2) / n`` is smallest with ``rho_s : rho_n = 2 : 1``;
@@ -152,6 +153,18 @@ a median, as PipelineDP's split gives (one share per noisy mechanism). With a sh
 mean alone left half for the selection, and its error on adult was 1.23x PipelineDP's. Bounds
 ``"auto"`` take 5% of the metrics' budget each from it. These shares are
 constants, not tuned to any data set.
+
+*The split* is the user's to change (``weights``), as every peer's is: no one split is best for
+every metric, since each peer favours another. On adult with a sum, a mean and a median and
+public groups, PipelineDP gives the sum half of epsilon (one call per value column) and a sixth
+to each of the mean's count and sum and the median; OpenDP's Polars context gives every noisy
+aggregate the same noise scale relative to its sensitivity, so a fifth of epsilon to the sum, to
+the mean's sum and to its count, and two fifths to the median (its exponential mechanism's
+score is not monotone, so the same scale costs twice the epsilon); with private groups its
+length takes a share like any aggregate (a median alone gets two thirds, the length a third).
+Matching each of them on its favourite metric would need more than the whole budget at equal
+mechanisms. ``"groups"`` weighs the selection against the metrics' total: ``{"groups": 1,
+"q": 2}`` gives a median two thirds and the selection a third.
 
 **Estimates.** ``count``, ``count_users`` and ``sum`` are the noisy aggregates (counts clamped at
 0), each with a confidence interval for the aggregate of the bounded, clamped data (not of the raw
@@ -292,6 +305,10 @@ class Aggregation:
         max_keys: the cap of the user-level group selection (held subsets, cumulative-sips).
         noise: ``"auto"`` (the noise with the smaller predicted error, module notes),
             ``"gaussian"`` or ``"laplace"``; after construction, the noise used.
+        weights: relative weights of the metrics in the split of the metrics' budget
+            (``{metric name: weight}``, 1 for a metric not named), and with private groups
+            ``"groups"``: the selection's weight against the metrics' total (module notes,
+            *The split*); None: equal weights and the selection's rule.
     """
 
     metrics: Mapping[str, Metric]
@@ -305,6 +322,7 @@ class Aggregation:
     confidence: float = 0.95
     max_keys: int | None = None
     noise: str = "auto"
+    weights: Mapping[str, float] | None = None
     _selector: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -324,9 +342,35 @@ class Aggregation:
             raise ValidationError(
                 "delta", fn, "> 0 when the groups are chosen privately (or give partitions)", 0.0
             )
+        self._weights = self._checked_weights(self.weights)
         self.noise_requested = self.noise
         self.noise = self._resolve_noise(self.noise)
         self._calibrate()
+
+    def _checked_weights(self, weights: Mapping[str, float] | None) -> dict[str, Fraction]:
+        """The weights as exact fractions (a float's exact value): every metric's (1 unless
+        named), and ``"groups"`` when given; a typed error for an unknown name, a weight that is
+        not a finite positive number, or ``"groups"`` with public groups."""
+        fn = "aggregate"
+        given = dict(weights or {})
+        if weights is not None and not isinstance(weights, Mapping):
+            raise ValidationError("weights", fn, "a mapping of metric names to weights", weights)
+        out: dict[str, Fraction] = {}
+        for name, w in given.items():
+            if name != "groups" and name not in self.metrics:
+                known = ", ".join([*self.metrics, "groups"])
+                raise ValidationError("weights", fn, f"names among {known}", name)
+            if name == "groups" and self.partitions is not None:
+                raise ValidationError(
+                    "weights", fn, "no 'groups' weight with public partitions", name
+                )
+            ok = isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w)
+            if not ok or w <= 0:
+                raise ValidationError("weights", fn, "finite positive numbers", {name: w})
+            out[name] = Fraction(w)
+        for name in self.metrics:
+            out.setdefault(name, Fraction(1))
+        return out
 
     # -- calibration (from parameters only) ---------------------------------------------------
 
@@ -363,10 +407,14 @@ class Aggregation:
         """The share of the budget that chooses private groups (module notes): one share beside
         one per noisy component of the metrics, ``1 / (1 + components)``: a mean has two (count
         and centred sum), a variance three, a sum answered from a mean's components none, any
-        other metric one; a mean or variance whose count is the selection's one less."""
+        other metric one; a mean or variance whose count is the selection's one less. A
+        ``"groups"`` weight ``w`` sets it instead: ``w / (w + the metrics' weights)``."""
         return self._share_with(self.free_column())
 
     def _share_with(self, free: str | None) -> Fraction:
+        if "groups" in self._weights:
+            w = self._weights["groups"]
+            return w / (w + sum(self._weights[n] for n in self.metrics))
         shared = self.shared_sums()
         parts = 0
         for name, m in self.metrics.items():
@@ -405,7 +453,7 @@ class Aggregation:
         sum's and ``e_s`` the selection's epsilon (parameters only)."""
         spec = self._spec(name, metric, {})
         sel = self._share_with(free)
-        e_i = (1 - sel) / len(self.metrics)
+        e_i = (1 - sel) * self._shares()[0][name]
         half = max(spec.high - spec.center, spec.center - spec.low)
         big = max(abs(spec.low), abs(spec.high))
         return half**2 / e_i**2 + Fraction(spec.center) ** 2 / sel**2 < big**2 / e_i**2
@@ -600,7 +648,7 @@ class Aggregation:
         metric = self.metrics[name]
         if metric.method != "auto":
             return metric.method
-        share, _ = self._shares()
+        share = self._shares()[0][name]
         k, c = self.max_partitions, self.max_per_partition
         levels, b = TREE
         if self.noise == "gaussian":
@@ -630,12 +678,28 @@ class Aggregation:
             return Fraction(math.isqrt(math.floor(square * 2**80)), 2**40)
         return Fraction(math.floor(Fraction(self.eps_m) * part / draws * 2**40), 2**40)
 
-    def _shares(self) -> tuple[Fraction, int]:
-        """The share of the metrics' budget each metric gets (equal), and the number of
-        automatic bounds (each takes :data:`AUTO_SHARE` first)."""
+    def _shares(self) -> tuple[dict[str, Fraction], int]:
+        """Each metric's share of the metrics' budget, its weight over the metrics' total (equal
+        by default; module notes, *The split*) of what the automatic bounds leave (each takes
+        :data:`AUTO_SHARE` first), and the number of automatic bounds."""
         n_auto = sum((m.lower == "auto") + (m.upper == "auto") for m in self.metrics.values())
         rest = 1 - Fraction(AUTO_SHARE) * n_auto
-        return rest / len(self.metrics), n_auto
+        total = sum(self._weights[n] for n in self.metrics)
+        return {n: rest * self._weights[n] / total for n in self.metrics}, n_auto
+
+    def split(self) -> dict[str, Fraction]:
+        """Each metric's share of the whole budget (its automatic bounds' included) and, with
+        private groups, the selection's (``"groups"``; of the zCDP budget with cumulative-sips,
+        else of epsilon)."""
+        sel = self.selection_share if self.partitions is None else Fraction(0)
+        shares, _ = self._shares()
+        out = {}
+        for name, m in self.metrics.items():
+            auto = (m.lower == "auto") + (m.upper == "auto")
+            out[name] = (1 - sel) * (shares[name] + Fraction(AUTO_SHARE) * auto)
+        if self.partitions is None:
+            out["groups"] = sel
+        return out
 
     def shared_sums(self) -> dict[str, str]:
         """``{sum metric: mean metric}`` for every sum answered from a mean's components: the
@@ -661,24 +725,25 @@ class Aggregation:
                     break
         return out
 
-    def component_share(self, comp: Component) -> Fraction:
-        """A component's share of the metrics' budget in units of one metric's share: its share
+    def component_part(self, comp: Component, shares: Mapping[str, Fraction]) -> Fraction:
+        """A component's part of the metrics' budget, from the metrics' ``shares``: its share
         of its metric's (:data:`WITHIN`, or :data:`WITHIN_FREE` when the selection's count is the
-        metric's; a mean answering sums too: count and centred sum 1 : 1, or the centred sum all
-        of it) times the metrics it answers (itself and the sums shared with it)."""
+        metric's) times the metric's share; a mean answering sums too has its own share and
+        theirs, split between count and centred sum 1 : 1 (or all to the centred sum)."""
         metric = self.metrics[comp.metric]
         free = metric.column is not None and metric.column == self.free_column()
-        sums = sum(1 for owner in self.shared_sums().values() if owner == comp.metric)
-        if sums:
-            return (Fraction(1) if free else Fraction(1, 2)) * (1 + sums)
+        owned = [s for s, owner in self.shared_sums().items() if owner == comp.metric]
+        if owned:
+            total = shares[comp.metric] + sum(shares[s] for s in owned)
+            return (Fraction(1) if free else Fraction(1, 2)) * total
         within = WITHIN_FREE if free else WITHIN
-        return within.get(metric.kind, {}).get(comp.what, Fraction(1))
+        return shares[comp.metric] * within.get(metric.kind, {}).get(comp.what, Fraction(1))
 
     # -- drawing ------------------------------------------------------------------------------
 
     def draw(self, answers: Answers, rng: RandomSource) -> Release:
         fields = answers.fields
-        share, n_auto = self._shares()
+        shares, n_auto = self._shares()
         chosen = self._choose_bounds(answers, rng) if n_auto else {}
         meta_selection: dict[str, Any] = {}
         free: tuple[npt.NDArray[Any], Fraction] | None = None
@@ -693,7 +758,7 @@ class Aggregation:
             released = self._select(answers, rng)
             meta_selection = {"released_groups": len(released)}
             table = answers.ask(self._aggregates(fields, tuple(released.tolist()), chosen))
-        return self._release(table, chosen, share, rng, meta_selection, free)
+        return self._release(table, chosen, shares, rng, meta_selection, free)
 
     def _select_counted(
         self, table: GroupTable, rng: RandomSource
@@ -766,11 +831,11 @@ class Aggregation:
     ) -> list[tuple[Component, Fraction]]:
         """Each component with its noise: ``sigma2`` (Gaussian) or the scale (Laplace), and for
         quantiles by the exponential mechanism the epsilon of each draw."""
-        share, _ = self._shares()
+        shares, _ = self._shares()
         k = self.max_partitions
         out = []
         for comp in self.components(chosen):
-            part = share * self.component_share(comp)
+            part = self.component_part(comp, shares)
             if comp.what == "exponential":  # the epsilon of each draw
                 levels = len(self.metrics[comp.metric].levels)
                 out.append((comp, self._em_epsilon(part, levels)))
@@ -812,7 +877,7 @@ class Aggregation:
         self,
         table: GroupTable,
         chosen: Mapping[str, Any],
-        share: Fraction,
+        shares: Mapping[str, Fraction],
         rng: RandomSource,
         selection: dict[str, Any],
         free: tuple[npt.NDArray[Any], Fraction] | None = None,
@@ -939,7 +1004,7 @@ class Aggregation:
         order = _order(keys)
         release_keys = keys[order]
         extra = {name: np.asarray(v)[order] for name, v in columns.items()}
-        meta = self._metadata(chosen, described, selection, rng, share)
+        meta = self._metadata(chosen, described, selection, rng, shares)
         diagnostics = {**table.facts, "groups": g}
         return Release(keys=release_keys, metadata=meta, diagnostics=diagnostics, extra=extra)
 
@@ -949,7 +1014,7 @@ class Aggregation:
         noise: list[dict[str, Any]],
         selection: dict[str, Any],
         rng: RandomSource,
-        share: Fraction,
+        shares: Mapping[str, Fraction],
     ) -> dict[str, Any]:
         g = self.guarantee()
         nb = self.neighbouring.describe()
@@ -977,6 +1042,7 @@ class Aggregation:
                     entry["levels"] = list(m.levels)
                     entry["method"] = self.quantile_method(name)
                     entry["tree"] = {"levels": TREE[0], "branching": TREE[1]}
+            entry["budget_share"] = float(shares[name])  # of the metrics' budget
             metrics[name] = entry
         meta: dict[str, Any] = {
             "mechanism": "aggregate",
@@ -987,7 +1053,7 @@ class Aggregation:
             "noise_requested": self.noise_requested,
             "components": noise,
             "budget_split": (
-                f"equal shares of the metrics' budget ({float(share):.4g} each; a mean's "
+                _split_text(shares, self._weights) + " (a mean's "
                 "count and centred sum 1:2, a variance's count, centred sum and squares "
                 "0.83:1:1; a sum answered from a mean's count and centred sum gives the mean "
                 "its share, split 1:1)"
@@ -1243,6 +1309,18 @@ def _em_quantiles(
     else:
         out = np.minimum(spec.low + (picked + 0.5) * width, spec.high)
     return np.asarray(out * spec.resolution, dtype=np.float64)
+
+
+def _split_text(shares: Mapping[str, Fraction], weights: Mapping[str, Fraction]) -> str:
+    """How the metrics' budget is shared, for the metadata."""
+    values = set(shares.values())
+    if len(values) == 1:
+        return f"equal shares of the metrics' budget ({float(values.pop()):.4g} each)"
+    parts = ", ".join(
+        f"{name} {float(share):.4g} (weight {float(weights[name]):g})"
+        for name, share in shares.items()
+    )
+    return f"shares of the metrics' budget by weight: {parts}"
 
 
 def _rows_of(table: GroupTable, rows: npt.NDArray[np.int64]) -> GroupTable:

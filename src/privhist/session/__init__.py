@@ -1066,6 +1066,7 @@ class Session:
         partitions: Sequence[Any] | Product | Any | None = None,
         confidence: float = 0.95,
         noise: Literal["auto", "gaussian", "laplace"] = "auto",
+        weights: Mapping[str, float] | None = None,
         input_format: str | None = None,
         columns: Sequence[str] | None = None,
         separator: str | None = None,
@@ -1102,6 +1103,11 @@ class Session:
             noise: ``"auto"`` (the noise with the smaller predicted error for these
                 parameters: Laplace when delta is 0), ``"gaussian"`` or ``"laplace"``; the
                 choice is in the metadata (``noise``).
+            weights: the budget split: ``{metric name: weight}`` (1 for a metric not named;
+                each metric's share of the metrics' budget is its weight over their total), and
+                with private groups ``"groups"``: the selection's weight against the metrics'
+                total (default: one share beside each noisy component). The shares are in the
+                metadata (``budget_split``, and each metric's ``budget_share``).
             input_format, columns, separator: how files are read (see :meth:`histogram`).
             output, output_format, escape_formulas, seed, dry_run: as :meth:`histogram`.
 
@@ -1152,6 +1158,7 @@ class Session:
             partitions=partitions,
             confidence=checks.number(confidence, "confidence", fn),
             noise=noise,
+            weights=weights,
         )
         details = {
             "groups": "public partitions" if partitions is not None else "chosen privately",

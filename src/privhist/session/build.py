@@ -651,6 +651,7 @@ def aggregate(
     partitions: Any,
     confidence: float,
     noise: str = "auto",
+    weights: Any = None,
 ) -> Releasable:
     """Metrics per group (:class:`~privhist.analytics.aggregate.Aggregation`)."""
     from privhist.analytics.aggregate import Aggregation
@@ -678,6 +679,7 @@ def aggregate(
         public,
         confidence,
         noise=noise,
+        weights=weights,
     )
 
 

@@ -95,6 +95,22 @@ def parse_product(items: list[str]) -> Any:
     return m.product(values)
 
 
+def parse_weights(items: list[str] | None, fn: str = FN) -> dict[str, float] | None:
+    """``NAME=W`` items (a metric's name or ``groups``) as a weights mapping."""
+    if not items:
+        return None
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, rest = item.partition("=")
+        try:
+            out[name.strip()] = float(rest)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValidationError("--weight", fn, "NAME=WEIGHT items", item)
+    return out
+
+
 def _value(text: str) -> Any:
     try:
         return int(text)
@@ -135,6 +151,13 @@ def register(sub: Any) -> None:
         default="auto",
         help="the noise (auto: the smaller predicted error for these parameters)",
     )
+    p.add_argument(
+        "--weight",
+        action="append",
+        metavar="NAME=W",
+        help="a metric's weight in the budget split (default 1 each), or groups=W: the "
+        "selection's weight against the metrics' total (repeatable)",
+    )
     p.add_argument("--input-format", choices=["csv", "tsv", "parquet", "ndjson"])
     p.add_argument(
         "--output", "-o", help="output file (CSV, JSON, Parquet; default: CSV on stdout)"
@@ -174,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         partitions=partitions,
         confidence=args.confidence,
         noise=args.noise,
+        weights=parse_weights(args.weight),
         input_format=args.input_format,
         output=args.output,
         output_format=args.format,

@@ -37,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_once(
         parser,
+        "--weight",
+        action="append",
+        metavar="NAME=W",
+        help="[aggregate] a metric's weight in the budget split, or groups=W (repeatable)",
+    )
+    add_once(
+        parser,
         "--sizes",
         default="100,1000,10000",
         help="[aggregate] group sizes to plan the errors for, comma-separated",
@@ -45,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from privhist.analytics.aggregate import Aggregation, plan
-    from privhist.cli.commands.aggregate import parse_metric
+    from privhist.cli.commands.aggregate import parse_metric, parse_weights
     from privhist.core.errors import ValidationError
 
     metrics = dict(parse_metric(t) for t in args.metric)
@@ -64,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         args.max_per_partition,
         (("public",),) if args.public else None,
         noise=args.noise,
+        weights=parse_weights(args.weight, "plan aggregate"),
     )
     print_report(plan(aggregation, sizes), args.json)
     return 0

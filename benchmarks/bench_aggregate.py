@@ -87,11 +87,20 @@ so and gets no ratio.
 Many releases (``--releases PEERS [PRIVHIST]``): a few rounds cannot tell two mechanisms of the
 same error apart (on adult's 32 groups, the worst of six noisy ratios per metric lands on either
 side of 1). After the timed rounds (none with ``--rounds 0``), each system makes that many
-releases in one process (privhist 4x the peers' count unless given), each group's error is
-averaged over the releases that gave it, and privhist's error over each peer's is the ratio of
-the means (and of the medians) over the groups both released, with a 95% interval from
+releases in one process (privhist as many as the peers unless given: a group's error averaged
+over more releases is more often above 0, which moves the median over groups when exact answers
+are common, as for medians of integer ages), each group's error is averaged over the releases
+that gave it, and privhist's error over each peer's is the ratio of the means (and of the
+medians) over the groups both released (two zero errors are a tie, 1), with a 95% interval from
 resampling each system's releases. The verdict is "met" at most 1, "level" above 1 with 1 inside
 the interval, and "not met" when the whole interval is above 1.
+
+The split: with several metrics, or with private groups, every library splits the budget its
+own way, and no split is best for every metric (module notes of
+:mod:`privhist.analytics.aggregate`, *The split*). With ``--releases`` privhist also runs at
+each peer's split (``privhist@PipelineDP``, ``privhist@OpenDP``; :func:`peer_split`), when it
+differs from its own, and the verdicts are given both ways: privhist at its own split against
+every peer, and privhist at each peer's split against that peer (equal budget per metric).
 
 Goals (issue 27): on every metric the error is at most the best peer's at equal budget and
 bounds (moonshot: 0.8 of it), compared on the groups both released; at 10**7 rows at least 20x
@@ -319,25 +328,21 @@ def privhist(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     """``Session.aggregate`` on the Polars table in memory (see the module notes)."""
     try:
         from privhist import Session
-        from privhist import metrics as pm
+        from privhist import metrics as pm  # noqa: F401  (this privhist has them)
     except ImportError as exc:
         raise Skip("this privhist has no privhist.metrics (Session.aggregate)") from exc
     if not hasattr(Session, "aggregate"):
         raise Skip("this privhist has no Session.aggregate")
     df = load(task)
-    by, cols, bounds = task["by"], task["columns"], task["bounds"]
-    builders = {"sum": pm.sum, "mean": pm.mean}
-    metrics: dict[str, Any] = {}
-    for name in task["metrics"]:
-        lo, hi = bounds[name]
-        if name == "median":  # the data are integers: OpenDP's candidates are too
-            metrics[name] = pm.quantiles(cols[name], [0.5], lo, hi, resolution=1)
-        else:
-            metrics[name] = builders[name](cols[name], lo, hi)
+    by = task["by"]
+    metrics = _privhist_metrics(task)
     partitions = _groups(df, by) if task["partitions"] == "public" else None
     bounds_kw: dict[str, Any] = {}
     if task["user"]:
         bounds_kw = {"max_partitions": task["k"], "max_per_partition": task["c"]}
+
+    if task.get("weights"):  # the split of a peer (:func:`peer_split`)
+        bounds_kw["weights"] = task["weights"]
 
     def run() -> dict[str, Any]:
         release = Session().aggregate(
@@ -359,6 +364,45 @@ def privhist(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         return _packed(rows, _privhist_noise(getattr(release, "metadata", {})))
 
     return run
+
+
+def _privhist_metrics(task: dict[str, Any]) -> dict[str, Any]:
+    from privhist import metrics as pm
+
+    cols, bounds = task["columns"], task["bounds"]
+    builders = {"sum": pm.sum, "mean": pm.mean}
+    metrics: dict[str, Any] = {}
+    for name in task["metrics"]:
+        lo, hi = bounds[name]
+        if name == "median":  # the data are integers: OpenDP's candidates are too
+            metrics[name] = pm.quantiles(cols[name], [0.5], lo, hi, resolution=1)
+        else:
+            metrics[name] = builders[name](cols[name], lo, hi)
+    return metrics
+
+
+def same_split(task: dict[str, Any], weights: dict[str, float]) -> bool:
+    """Whether privhist's own split of ``task`` is ``weights`` (normalised, to 0.1%): then
+    running it again at them adds nothing."""
+    try:
+        from privhist.analytics.aggregate import Aggregation
+    except ImportError:
+        return False
+    k, c = (task["k"], task["c"]) if task["user"] else (1, 1)
+    agg = Aggregation(
+        _privhist_metrics(task),
+        tuple(task["by"]),
+        task["epsilon"],
+        task["delta"],
+        bool(task["user"]),
+        k,
+        c,
+        (("public",),) if task["partitions"] == "public" else None,
+    )
+    own = {name: float(share) for name, share in agg.split().items()}
+    total = sum(weights.values())
+    given = {name: w / total for name, w in weights.items()}
+    return own.keys() == given.keys() and all(abs(own[n] - given[n]) < 1e-3 for n in own)
 
 
 def _privhist_column(columns: list[str], name: str) -> str:
@@ -452,6 +496,38 @@ def pipelinedp(task: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         return _packed(out, _pipelinedp_noise(accountant))
 
     return run
+
+
+def peer_split(peer: str, task: dict[str, Any]) -> dict[str, float] | None:
+    """The budget split ``peer`` gives ``task``'s metrics, as privhist ``weights`` (each metric's
+    epsilon, and with private groups the selection's as ``"groups"``), so that privhist can be
+    run at it: a comparison at equal budget per metric (``privhist@peer``). PipelineDP's is read
+    off its own accountant (a release of 200 rows: the split does not depend on the data;
+    mechanisms ``Sum``, ``MeanCount`` and ``MeanSum``, ``Quantile``, ``PartitionSelection``).
+    OpenDP's Polars context (in another environment) gives every noisy aggregate the same noise
+    scale relative to its sensitivity, which its summary shows (printed with each run): a sum
+    weighs 1, a mean 2 (sum and length), a quantile 2 (its score is not monotone: the same
+    scale costs twice the epsilon), and with private groups the length 1. None for a peer
+    without a known split."""
+    private = task["partitions"] == "private"
+    weights: dict[str, float] = {}
+    if peer == "PipelineDP":
+        try:
+            noise = pipelinedp({**task, "limit": 200})()["noise"]
+        except Skip:
+            return None
+        of = {"Sum": "sum", "MeanCount": "mean", "MeanSum": "mean", "Quantile": "median"}
+        for part in noise.split("; "):
+            name, eps = part.split()[0], float(part.split("eps=")[1].split()[0])
+            key = "groups" if name == "PartitionSelection" else of[name]
+            weights[key] = weights.get(key, 0.0) + eps
+    elif peer == "OpenDP":
+        weights = {m: {"sum": 1.0, "mean": 2.0, "median": 2.0}[m] for m in task["metrics"]}
+        if private:
+            weights["groups"] = 1.0
+    else:
+        return None
+    return weights
 
 
 def _pipelinedp_noise(accountant: Any) -> str:
@@ -700,10 +776,14 @@ def _peer_system(
 
 
 def systems_for(
-    task: dict[str, Any], args: argparse.Namespace, releases: dict[str, int] | None = None
+    task: dict[str, Any],
+    args: argparse.Namespace,
+    releases: dict[str, int] | None = None,
+    splits: dict[str, dict[str, float]] | None = None,
 ) -> list[System]:
     """The systems of one task; with ``releases`` (system -> count), each makes that many
-    releases in one process instead of one timed release."""
+    releases in one process instead of one timed release, and privhist runs again at each
+    peer's budget split in ``splits`` (``privhist@peer``, as many releases as privhist)."""
 
     def count(name: str) -> int | None:
         return None if releases is None else releases[name]
@@ -713,6 +793,21 @@ def systems_for(
         return System(name, target, params, warm, work=task["rows"], timeout=task["timeout"])
 
     out = [local("privhist", "privhist")]
+    for peer, weights in (splits or {}).items():  # privhist at each peer's split
+        if releases is not None:
+            target, params, warm = _target(
+                "privhist", {**task, "weights": weights}, count("privhist")
+            )
+            out.append(
+                System(
+                    f"privhist@{peer}",
+                    target,
+                    params,
+                    warm,
+                    work=task["rows"],
+                    timeout=task["timeout"],
+                )
+            )
     if "PipelineDP" in args.systems:
         out.append(local("PipelineDP", "pipelinedp"))
     if "OpenDP" in args.systems:
@@ -855,9 +950,19 @@ def _ratios(a: Any, b: Any) -> tuple[float, float]:
     ea, eb = np.nanmean(a, axis=0), np.nanmean(b, axis=0)
     ok = np.isfinite(ea) & np.isfinite(eb)
     ea, eb = ea[ok], eb[ok]
-    mean = float(ea.mean() / eb.mean()) if eb.size and eb.mean() > 0 else math.inf
-    med = float(np.median(ea) / np.median(eb)) if eb.size and np.median(eb) > 0 else math.inf
-    return mean, med
+    if not eb.size:
+        return math.inf, math.inf
+    return _over(float(ea.mean()), float(eb.mean())), _over(
+        float(np.median(ea)), float(np.median(eb))
+    )
+
+
+def _over(x: float, y: float) -> float:
+    """``x / y`` for errors: 1 when both are 0 (both exact: a tie), infinite when only the
+    peer's is."""
+    if y > 0:
+        return x / y
+    return 1.0 if x == 0 else math.inf
 
 
 def summarise_releases(
@@ -870,7 +975,6 @@ def summarise_releases(
     group's relative error averaged over the releases that gave it, then the ratio of the means
     over the groups both released and of the medians, with 95% intervals from resampling each
     system's releases (``boot`` times, a fixed seed: the interval is a fact of the data)."""
-    import warnings
 
     import numpy as np
 
@@ -889,47 +993,62 @@ def summarise_releases(
             name: _per_group([score_release(r, metric, true, lo_hi) for r in rs], keys)
             for name, rs in done.items()
         }
-        ours = arrays.get("privhist")
-        if ours is None:
-            continue
         for peer, theirs in arrays.items():
-            if peer == "privhist":
+            if peer.startswith("privhist"):
                 continue
-            with warnings.catch_warnings():  # groups a system never released: NaN, left out
-                warnings.simplefilter("ignore", RuntimeWarning)
-                mean, med = _ratios(ours, theirs)
-                draws = [
-                    max(
-                        _ratios(
-                            ours[rng.integers(0, len(ours), len(ours))],
-                            theirs[rng.integers(0, len(theirs), len(theirs))],
-                        )
-                    )
-                    for _ in range(boot)
-                ]
-                common = int(
-                    np.sum(
-                        np.isfinite(np.nanmean(ours, axis=0))
-                        & np.isfinite(np.nanmean(theirs, axis=0))
-                    )
-                )
-            out.append(
-                {
-                    **base,
-                    "metric": metric,
-                    "peer": peer,
-                    "releases": [len(ours), len(theirs)],
-                    "common_groups": common,
-                    "ratio_mean": mean,
-                    "ratio_median": med,
-                    "ratio": max(mean, med),
-                    "interval": [
-                        float(np.quantile(draws, 0.025)),
-                        float(np.quantile(draws, 0.975)),
-                    ],
-                }
-            )
+            # privhist at its own split, and at the peer's when it ran so (privhist@peer)
+            for split, mine in (("own", "privhist"), ("peer's", f"privhist@{peer}")):
+                ours = arrays.get(mine)
+                if ours is not None:
+                    out.append(_release_pair(base, metric, peer, split, ours, theirs, rng, boot))
     return out
+
+
+def _release_pair(
+    base: dict[str, Any],
+    metric: str,
+    peer: str,
+    split: str,
+    ours: Any,
+    theirs: Any,
+    rng: Any,
+    boot: int,
+) -> dict[str, Any]:
+    """One privhist / peer comparison of :func:`summarise_releases`."""
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings():  # groups a system never released: NaN, left out
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, med = _ratios(ours, theirs)
+        draws = [
+            max(
+                _ratios(
+                    ours[rng.integers(0, len(ours), len(ours))],
+                    theirs[rng.integers(0, len(theirs), len(theirs))],
+                )
+            )
+            for _ in range(boot)
+        ]
+        common = int(
+            np.sum(np.isfinite(np.nanmean(ours, axis=0)) & np.isfinite(np.nanmean(theirs, axis=0)))
+        )
+    return {
+        **base,
+        "metric": metric,
+        "peer": peer,
+        "split": split,
+        "releases": [len(ours), len(theirs)],
+        "common_groups": common,
+        "ratio_mean": mean,
+        "ratio_median": med,
+        "ratio": max(mean, med),
+        "interval": [  # "nearest": an infinite ratio (the peer exact) stays one
+            float(np.quantile(draws, 0.025, method="nearest")),
+            float(np.quantile(draws, 0.975, method="nearest")),
+        ],
+    }
 
 
 def print_release_goals(pairs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -943,12 +1062,12 @@ def print_release_goals(pairs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
         " median over the groups both released; 95% intervals by resampling the releases):"
     )
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for p in pairs:
-        groups.setdefault(
-            (p["dataset"], p["rows"], p["partitions"], p["mode"], p["metric"]), []
-        ).append(p)
+    for p in pairs:  # privhist at its own split, then at each peer's (privhist@peer)
+        tag = (p["dataset"], p["rows"], p["partitions"], p["mode"], p["metric"])
+        groups.setdefault((*tag, p.get("split", "own")), []).append(p)
     verdicts = []
-    for tag, ps in groups.items():
+    for key, ps in groups.items():
+        tag, split = key[:-1], key[-1]
         worst = max(ps, key=lambda p: p["ratio"])
         lo, hi = worst["interval"]
         w = worst["ratio"]
@@ -967,9 +1086,16 @@ def print_release_goals(pairs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
             for p in ps
         ]
         dataset, _, partitions, mode, metric = tag
-        print(f"  {dataset} {partitions} {mode} {metric}: {verdict}; " + "; ".join(parts))
+        at = "" if split == "own" else " at each peer's split"
+        print(f"  {dataset} {partitions} {mode} {metric}{at}: {verdict}; " + "; ".join(parts))
         verdicts.append(
-            {**_tagged(tag), "worst_ratio": w, "interval": [lo, hi], "verdict": verdict}
+            {
+                **_tagged(tag),
+                "split": split,
+                "worst_ratio": w,
+                "interval": [lo, hi],
+                "verdict": verdict,
+            }
         )
     if not groups:
         print("  no comparison (privhist or every peer made no releases)")
@@ -1136,7 +1262,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar=("PEERS", "PRIVHIST"),
         default=None,
         help="after the timed rounds, each system makes this many releases in one process "
-        "(privhist the second number, default 4x the first) for error ratios with 95%% "
+        "(privhist the second number, default the same) for error ratios with 95%% "
         "intervals; --rounds 0 skips the timed rounds",
     )
     ap.add_argument("--wait-quiet", type=float, nargs=2, metavar=("CORES", "SECONDS"))
@@ -1151,7 +1277,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if len(args.releases) > 2 or min(args.releases) < 2:
             ap.error("--releases takes one or two counts, each at least 2")
         peers = args.releases[0]
-        ours = args.releases[1] if len(args.releases) == 2 else 4 * peers
+        # equal counts by default: a group's error averaged over more releases is more often
+        # above 0, which moves the median over groups when exact answers are common
+        ours = args.releases[1] if len(args.releases) == 2 else peers
         args.releases = {name: peers for name in SYSTEMS} | {"privhist": ours}
     if args.rounds < 0 or (args.rounds == 0 and args.releases is None):
         ap.error("--rounds 0 needs --releases")
@@ -1242,7 +1370,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             accuracy.extend(rows)
             pairs.extend(prs)
         if args.releases:
-            many = systems_for(task, args, args.releases)
+            splits = {}
+            if cfg["mode"] == "all" or task["partitions"] == "private":
+                for peer in args.systems:
+                    split = peer_split(peer, task)
+                    if split is not None and not same_split(task, split):
+                        splits[peer] = split
+                        print(f"{peer}'s split of epsilon (privhist runs at it too): {split}")
+            many = systems_for(task, args, args.releases, splits)
+            for peer in splits:
+                args.releases[f"privhist@{peer}"] = args.releases["privhist"]
             counts = ", ".join(f"{s.name} {args.releases[s.name]}" for s in many)
             ms, _ = compare(
                 many,

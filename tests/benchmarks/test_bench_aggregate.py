@@ -323,3 +323,113 @@ def test_scale_benchmark_runs_both_systems_from_files(tmp_path: Path) -> None:
     assert "error" not in out.lower(), out
     assert '"groups"' in out and '"keys"' in out, out
     assert "3e+04: aggregate" in out and "histogram" in out, out
+
+
+def test_privhist_at_a_peers_split_is_compared_with_that_peer_only() -> None:
+    """``privhist@peer`` (privhist at the peer's split) is scored against that peer alone, and
+    never as a peer itself; two zero errors are a tie, a zero error of the peer's alone an
+    infinite ratio."""
+    true = {g: {"median": 40.0, "rows": 1.0} for g in ("g0", "g1", "g2")}
+
+    def measured(system: str, values: list[dict[str, float]]) -> Measurement:
+        m = Measurement(system, 0, wall=1.0, cpu=1.0)
+        m.result = {
+            "releases": [
+                {"rows": {"median": [[k, v] for k, v in r.items()]}, "noise": ""} for r in values
+            ]
+        }
+        return m
+
+    exact = {"g0": 40.0, "g1": 40.0, "g2": 40.0}
+    ours = measured("privhist", [{**exact, "g0": 44.0}, exact])  # g0 0.05 on average
+    at_b = measured("privhist@B", [exact, exact])
+    peer_a = measured("A", [{**exact, "g0": 48.0}, exact])  # g0 0.1
+    peer_b = measured("B", [exact, exact])
+    config = {
+        "dataset": "d",
+        "rows": 3,
+        "partitions": "private",
+        "mode": "median",
+        "metrics": ["median"],
+    }
+    pairs = ba.summarise_releases(config, [ours, at_b, peer_a, peer_b], true, boot=50)
+    got = {(p["peer"], p["split"]): p for p in pairs}
+    assert set(got) == {("A", "own"), ("B", "own"), ("B", "peer's")}
+    assert got[("A", "own")]["ratio_mean"] == pytest.approx(0.5)
+    assert got[("A", "own")]["ratio_median"] == 1.0  # both exact on the median group
+    assert got[("B", "own")]["ratio_mean"] == float("inf")
+    assert got[("B", "peer's")]["ratio_mean"] == 1.0
+    verdicts = ba.print_release_goals(pairs)
+    splits = {v["split"]: v["verdict"] for v in verdicts}
+    # resampling the releases can leave privhist exact too: the interval reaches the tie
+    assert splits["own"].startswith("level (infx B, interval 1.00-inf")
+    assert splits["peer's"].startswith("met (1.00x B")
+
+
+def test_peer_splits_are_the_peers_own() -> None:
+    """PipelineDP's split is read off its accountant: one call per value column, epsilon equal
+    over calls and over a call's mechanisms (its partition selection one of them); OpenDP's
+    weighs a sum 1, a mean and a quantile 2, its length 1. privhist's own split is recognised,
+    so that privhist is not run twice at it."""
+    pytest.importorskip("pipeline_dp")
+    spec = ba.dataset_spec("synthetic", str(REPO / "nowhere.parquet"))
+    task = {
+        **spec,
+        "limit": None,
+        "metrics": ["sum", "mean", "median"],
+        "partitions": "public",
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "timeout": 60,
+    }
+    adult_like = {
+        **task,
+        "columns": {"sum": "hours", "mean": "age", "median": "age"},
+        "bounds": {"sum": [0, 99], "mean": [17, 90], "median": [17, 90]},
+    }
+    rows = 300
+    import numpy as np
+    import polars as pl
+
+    g = np.random.default_rng(3)
+    frame = pl.DataFrame(
+        {
+            "user_id": g.integers(0, 100, rows),
+            "country": g.choice(["a", "b"], rows),
+            "device": g.choice(["x", "y"], rows),
+            "tier": g.integers(1, 3, rows),
+            "hours": g.integers(0, 99, rows),
+            "age": g.integers(17, 90, rows),
+            "amount": g.integers(0, 100, rows),
+        }
+    )
+    loaded = {"frame": frame}
+
+    def load(t: dict[str, Any]) -> Any:
+        return loaded["frame"]
+
+    original = ba.load
+    ba.load = load
+    try:
+        split = ba.peer_split("PipelineDP", adult_like)
+        private = ba.peer_split("PipelineDP", {**adult_like, "partitions": "private"})
+    finally:
+        ba.load = original
+    assert split is not None and private is not None
+    # two calls (hours; age), each half: the sum alone, the mean (two mechanisms) and median
+    assert split == pytest.approx({"sum": 0.5, "mean": 1 / 3, "median": 1 / 6}, abs=1e-3)
+    assert private == pytest.approx(
+        {"sum": 0.25, "mean": 0.25, "median": 0.125, "groups": 0.375}, abs=1e-3
+    )
+    assert ba.peer_split("OpenDP", {**task, "partitions": "private"}) == {
+        "sum": 1.0,
+        "mean": 2.0,
+        "median": 2.0,
+        "groups": 1.0,
+    }
+    assert ba.peer_split("Tumult", task) is None
+    assert ba.same_split(task, {"sum": 1, "mean": 1, "median": 1})
+    assert not ba.same_split(task, {"sum": 1, "mean": 2, "median": 2})
+    one = {**task, "metrics": ["median"], "partitions": "private"}
+    assert ba.same_split(one, {"median": 1, "groups": 1})  # one share beside the median
+    assert not ba.same_split(one, {"median": 2, "groups": 1})

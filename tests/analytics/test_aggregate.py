@@ -1054,7 +1054,9 @@ def test_weights_split_the_metrics_budget_and_spend_all_of_it(
     for extra in ([], ["--weight", "s=3"]):
         code, out, err = run(capsys, *argv, *extra)
         assert code == 0, err
-        plans[bool(extra)] = json.loads(out)["metrics"]["s"]["noise_std"]
+        planned = json.loads(out)["metrics"]["s"]
+        plans[bool(extra)] = planned["noise_std"]
+        assert planned["budget_share"] == (0.75 if extra else 0.5)
     assert plans[True] == pytest.approx(plans[False] * 2 / 3)  # epsilon 1 -> 1.5
 
 

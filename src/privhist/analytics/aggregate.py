@@ -1366,8 +1366,8 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
     standard deviation in the column's units and, for a group of each of ``sizes`` records (users
     at user level), the standard deviation of its estimate (mean and variance: worst case over the
     group's values, by the delta method; quantiles: the rank error, a share of the group, of the
-    tree's descent); with private groups, the count at which a group is released with probability
-    1/2 and 0.99. Bounds ``"auto"`` are planned at the bounds given beside them, or as a unit
+    tree's descent) and its share of the budget; with private groups the selection's share and the
+    count at which a group is released with probability 1/2 and 0.99. Bounds ``"auto"`` are planned at the bounds given beside them, or as a unit
     range when both are automatic."""
     g = aggregation.guarantee()
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
@@ -1389,6 +1389,7 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
         for name, m in aggregation.metrics.items():
             if m.column == free and m.kind in ("mean", "variance"):
                 std[(name, "n")] = free_sd
+    split = aggregation.split()
     metrics: dict[str, Any] = {}
     for name, m in aggregation.metrics.items():
         entry: dict[str, Any] = {"kind": m.kind}
@@ -1432,6 +1433,7 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
                 entry["method"] = "tree"
                 entry["rank_error_std"] = {n: sd / n for n in sizes}
             entry["resolution"] = r
+        entry["budget_share"] = float(split[name])  # of the whole budget
         metrics[name] = entry
     report: dict[str, Any] = {
         "release": "aggregate",
@@ -1442,6 +1444,8 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
         "groups": "public" if aggregation.partitions is not None else "chosen privately",
         "metrics": metrics,
     }
+    if "groups" in split:
+        report["selection_share"] = float(split["groups"])
     sel = aggregation._selector
     if sel is not None:
         top = 2_000

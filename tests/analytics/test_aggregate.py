@@ -1076,7 +1076,16 @@ def test_a_groups_weight_sets_the_selection_share() -> None:
 
 @pytest.mark.parametrize(
     "weights",
-    [{"nope": 1}, {"s": 0}, {"s": -1.0}, {"s": float("nan")}, {"s": float("inf")}, {"s": True}],
+    [
+        {"nope": 1},
+        {"s": 0},
+        {"s": -1.0},
+        {"s": float("nan")},
+        {"s": float("inf")},
+        {"s": True},
+        {"s": "2"},
+        [("s", 2)],
+    ],
 )
 def test_bad_weights_are_refused(weights: dict[str, Any]) -> None:
     with pytest.raises(ValidationError, match="weights"):

@@ -352,9 +352,9 @@ class Aggregation:
         named), and ``"groups"`` when given; a typed error for an unknown name, a weight that is
         not a finite positive number, or ``"groups"`` with public groups."""
         fn = "aggregate"
-        given = dict(weights or {})
         if weights is not None and not isinstance(weights, Mapping):
             raise ValidationError("weights", fn, "a mapping of metric names to weights", weights)
+        given = dict(weights or {})
         out: dict[str, Fraction] = {}
         for name, w in given.items():
             if name != "groups" and name not in self.metrics:

@@ -1194,7 +1194,8 @@ EM_SETTINGS = ("laplace", "gaussian", "small-epsilon", "user-laplace", "user", "
 def aggregation_quantiles_by_selection(setting: str) -> None:
     """Quantiles by ``method="exponential"``: permute-and-flip with Laplace noise, the
     exponential mechanism with Gaussian noise. Every draw's ``gamma`` is ``epsilon_g / (2 c
-    Delta)`` with ``Delta = max(a, d - a)`` for ``q = a / d`` (derived here), ``epsilon_g`` the
+    Delta)`` with ``Delta = 2 max(a, d - a)`` for ``q = a / d`` (derived here: the score is ``2 d``
+    times the target rank's distance to the middle of a candidate's ranks), ``epsilon_g`` the
     accounted one; the ``k L`` draws a user reaches compose to the metric's budget (Laplace:
     ``k L epsilon_g``; Gaussian: ``k L epsilon_g**2 / 8`` zCDP) with little to spare; one draw
     per group and level, each over the range's units."""
@@ -1229,7 +1230,7 @@ def aggregation_quantiles_by_selection(setting: str) -> None:
     units = int(_AGG_HI - _AGG_LO) + 1
     for i, q in enumerate(levels):
         level = Fraction(q).limit_denominator(10**4)
-        sens = max(level.numerator, level.denominator - level.numerator)
+        sens = 2 * max(level.numerator, level.denominator - level.numerator)
         for d in draws[i * per_level : (i + 1) * per_level]:
             assert d.parameter == eps_g / (2 * c * sens), (q, d.parameter)
             assert int(d.extra["sizes"].sum()) == units * d.size  # every unit a candidate

@@ -86,9 +86,21 @@ leaves of the tree (public candidates; when the range has fewer units than leave
 themselves, each in its own leaf, so that integer data at ``resolution=1`` have the integers as
 candidates): with ``q = a / d`` (a rational with ``d <= 10**4``),
 ``n`` the group's count and ``C_j`` the count before leaf ``j``, leaf ``j`` scores ``s_j =
-max(0, a n - d C_{j+1}, d C_j - a n)`` (``d`` times the distance of the target rank ``q n`` to
-the leaf's ranks), which one record moves by at most ``Delta = max(a, d - a)`` and a user by
-``c Delta`` in each of at most ``k`` groups. With ``gamma = epsilon_g / (2 c Delta)``, the
+|d (C_j + C_{j+1}) - 2 a n|`` (``2 d`` times the distance of the target rank ``q n`` to the
+middle of the leaf's ranks ``[C_j, C_{j+1}]``), which one record moves by at most ``Delta = 2
+max(a, d - a)`` (below the leaf both ``C`` and ``n`` grow: ``2 d - 2 a``; in it ``d - 2 a``;
+above it ``-2 a``) and a user by ``c Delta`` in each of at most ``k`` groups. The middle, not
+the nearest of the leaf's ranks (which scores every leaf holding the target 0 at half this
+``Delta``): a neighbour of the answer then scores its own records' weight further off, which
+on data with many equal values (integer ages) matters more than the answer's own offset. On
+equal values ``e`` per unit with the target uniform in the answer's run, the expected distance
+of the exponential mechanism's draw at ``epsilon = 1`` fell from 0.27 to 0.14 units at ``e =
+5`` and from 0.14 to 0.07 at ``e = 10``. On adult (32 groups, a median of age alone at
+epsilon 1, public groups), 40 releases each read privhist's mean error over groups 1.21x
+OpenDP's with the nearest rank and 1.11x (interval 1.00-1.42) with the middle; against the exact
+expected error of OpenDP's exponential mechanism (the same middle score, its law summed over the
+candidates; 150 of its releases on one group agreed) privhist's 400 releases read 0.90x (0.96x
+the median over groups). With ``gamma = epsilon_g / (2 c Delta)``, the
 candidate is drawn, exactly, by permute-and-flip (McKenna & Sheldon 2020;
 :mod:`privhist.noise.permute_flip`) with Laplace noise, and by the exponential mechanism
 (probability proportional to ``exp(-gamma s_j)``, :mod:`privhist.noise.exponential`) with
@@ -913,7 +925,10 @@ class Aggregation:
                         )
                         + " over the leaves of the tree",
                         "epsilon_per_group_and_level": float(param),
-                        "score_sensitivity_per_group": f"{self.max_per_partition} max(q, 1 - q)",
+                        "score": "2 |q n - the middle of the candidate's ranks|",
+                        "score_sensitivity_per_group": (
+                            f"{2 * self.max_per_partition} max(q, 1 - q)"
+                        ),
                     }
                 )
                 continue
@@ -1227,8 +1242,8 @@ def em_blocks(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """One group's leaves for level ``q`` as blocks of equal score (module notes, *Quantiles*:
     with ``q = a / d``, ``n`` the group's count and ``C_j`` the count before leaf ``j``, leaf ``j``
-    scores ``max(0, a n - d C_{j+1}, d C_j - a n)``, and one record moves that by at most
-    ``max(a, d - a)``), without listing every leaf: each non-empty leaf (``leaves``, increasing,
+    scores ``|d (C_j + C_{j+1}) - 2 a n|``, and one record moves that by at most
+    ``2 max(a, d - a)``), without listing every leaf: each non-empty leaf (``leaves``, increasing,
     with its ``counts``) is a block of one, and each run of empty leaves between them (and
     before the first, after the last) a block of its length, whose leaves all have the same
     records before and up to them. Returns ``(scores, sizes, first candidate, sensitivity)`` of
@@ -1244,19 +1259,19 @@ def em_blocks(
     n = int(h.sum())
     after = np.cumsum(h)
     before = after - h
-    leaf_scores = np.maximum(np.maximum(a * n - d * after, d * before - a * n), 0)
+    leaf_scores = np.abs(d * (before + after) - 2 * a * n)
     # the runs of empty leaves: before leaf 0 of the list, between, and after the last
     starts = np.concatenate([[0], idx + 1])
     ends = np.concatenate([idx, [n_leaves]])
     ranks = np.concatenate([[0], after])  # records before (and up to) every leaf of the run
-    run_scores = np.abs(a * n - d * ranks)
+    run_scores = 2 * np.abs(a * n - d * ranks)
     scores = np.concatenate([leaf_scores, run_scores])
     if units is not None and units < n_leaves:  # the first unit at or after each leaf
         starts, ends, idx = (-((-x * units) // n_leaves) for x in (starts, ends, idx))
     sizes = np.concatenate([np.ones(idx.size, dtype=np.int64), ends - starts])
     first = np.concatenate([idx, starts])
     keep = sizes > 0
-    return scores[keep], sizes[keep], first[keep], max(a, d - a)
+    return scores[keep], sizes[keep], first[keep], 2 * max(a, d - a)
 
 
 def _em_quantiles(
@@ -1367,8 +1382,8 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
     at user level), the standard deviation of its estimate (mean and variance: worst case over the
     group's values, by the delta method; quantiles: the rank error, a share of the group, of the
     tree's descent) and its share of the budget; with private groups the selection's share and the
-    count at which a group is released with probability 1/2 and 0.99. Bounds ``"auto"`` are planned at the bounds given beside them, or as a unit
-    range when both are automatic."""
+    count at which a group is released with probability 1/2 and 0.99. Bounds ``"auto"`` are
+    planned at the bounds given beside them, or as a unit range when both are automatic."""
     g = aggregation.guarantee()
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
     std: dict[tuple[str, str], float] = {}

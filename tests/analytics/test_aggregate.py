@@ -299,9 +299,9 @@ def test_user_level_private_groups_account_for_every_component() -> None:
     }
     agg = Aggregation(metrics, ("g", "h"), 1.0, 1e-6, True, max_partitions=3, max_per_partition=2)
     rho_total, _ = calibrate(1.0, 1e-6, 0.5)
-    # the selection's share: 1 / (1 + 9 components): count, users, sum, a mean's count and
-    # centred sum, a variance's count, centred sum and squares, and the quantiles
-    assert agg.rho_m == rho_total * Fraction(9, 10)
+    # the selection's share: 1 / (1 + 10 components): count, users, sum, a mean's count and
+    # centred sum, a variance's count, centred sum and squares, and the quantiles, counted twice
+    assert agg.rho_m == rho_total * Fraction(10, 11)
     chosen = {"avg": (-4.0, 30.0)}
     k, c = 3, 2
     used = Fraction(0)
@@ -962,13 +962,14 @@ def test_group_keys_encode_every_part_like_the_key_codec(texts: list[str | None]
         ({"s": m.sum("x", 0, 10)}, Fraction(1, 2), Fraction(1, 2)),
         ({"a": m.mean("x", 0, 10)}, Fraction(1, 3), Fraction(1, 2)),
         ({"v": m.variance("x", 0, 10)}, Fraction(1, 4), Fraction(1, 3)),
-        ({"n": m.count(), "q": m.quantiles("x", [0.5, 0.9], 0, 10)}, Fraction(1, 3), None),
+        ({"n": m.count(), "q": m.quantiles("x", [0.5, 0.9], 0, 10)}, Fraction(1, 4), None),
+        ({"q": m.quantiles("x", [0.5], 0, 10)}, Fraction(1, 3), None),
         ({"s": m.sum("x", 0, 10), "a": m.mean("x", 0, 10)}, Fraction(1, 3), Fraction(1, 2)),
         ({"s": m.sum("x", 0, 20), "a": m.mean("x", 0, 10)}, Fraction(1, 4), Fraction(1, 3)),
         (
             {"s": m.sum("x", 0, 10), "a": m.mean("x", 0, 10), "q": m.quantiles("x", [0.5], 0, 10)},
+            Fraction(1, 5),
             Fraction(1, 4),
-            Fraction(1, 3),
         ),
         (  # the first sum's column is the free one: the mean of y keeps its count
             {"s": m.sum("y", 0, 10), "a": m.mean("x", 0, 10)},
@@ -981,7 +982,8 @@ def test_the_selection_takes_one_share_beside_each_noisy_component(
     metrics: dict[str, Any], share: Fraction, share_free: Fraction | None
 ) -> None:
     """Private groups: the selection's share of epsilon is ``1 / (1 + components)`` (a mean
-    counts its count and centred sum, a variance three, a shared sum none), and the metrics get
+    counts its count and centred sum, a variance three, a quantiles metric two, a shared sum
+    none), and the metrics get
     the rest, with all of delta for the selection under Laplace noise. At record level the
     stability selection's count is the free column's count (``share_free``; None: no sum, mean
     or variance, so optimal selection), at user level each metric keeps its own."""
@@ -1071,7 +1073,7 @@ def test_a_groups_weight_sets_the_selection_share() -> None:
     assert agg.eps_m == pytest.approx(1.0, rel=1e-12)
     assert Fraction(agg.selection["selection_epsilon"]) + Fraction(agg.eps_m) <= Fraction(1.5)
     plain = Aggregation(q, ("g",), 1.5, 1e-6, False, noise="laplace")
-    assert plain.selection_share == Fraction(1, 2)  # the rule: one share beside the median's
+    assert plain.selection_share == Fraction(1, 3)  # the rule: one share beside the median's two
 
 
 @pytest.mark.parametrize(

@@ -119,7 +119,9 @@ release at 10**7 rows), ``--quick`` (small data, one round, seconds), ``--data D
 ``--datasets adult,synthetic``, ``--modes sum,mean,median,all``, ``--partitions
 private,public``, ``--json PATH`` (the accuracy table as JSON), ``--releases 50 200`` (adult,
 about 40 minutes with every peer), and the harness's ``--rounds``, ``--wait-quiet``,
-``--save``.
+``--save``, and ``--exact-medians`` (with ``--rounds 0``: seconds): each group's expected
+error of both libraries' medians from the laws of their draws (:func:`noisy_min_law`), each at
+its own split, where 40 releases cannot tell a tie from a loss.
 """
 
 from __future__ import annotations
@@ -942,6 +944,106 @@ def _per_group(releases: Sequence[dict[str, Any]], keys: Sequence[str]) -> Any:
     return out
 
 
+def noisy_min_law(scores: Any, scale: float) -> Any:
+    """The law of the candidate report-noisy-min picks with exponential noise of ``scale`` on
+    ``scores``: permute-and-flip (Ding, Kifer, Saucier, Wang, Xiao & Zhang 2021, arXiv
+    2105.07260), the draw of privhist's quantiles with Laplace noise and of OpenDP 0.16's
+    (``ExponentialMin`` in its summary). With ``w_c = exp(-(s_c - min s) / scale)``, candidate
+    ``r`` wins with probability ``w_r`` times the integral over ``[0, 1]`` of ``prod_{c != r} (1
+    - y w_c)`` (substitute ``y = exp(-x)`` in the integral over the winning noise ``x``), a
+    polynomial of degree ``m - 1``: Gauss-Legendre quadrature with ``m // 2 + 1`` nodes is
+    exact for it."""
+    import numpy as np
+
+    s = np.asarray(scores, dtype=np.float64)
+    w = np.exp(-(s - s.min()) / scale)
+    m = len(w)
+    if m > 4096:
+        raise ValueError(f"{m} candidates: the quadrature holds an m x m/2 table")
+    nodes, weights = np.polynomial.legendre.leggauss(m // 2 + 1)
+    y, g = (nodes + 1) / 2, weights / 2
+    logs = np.log1p(-np.outer(y, w))  # y < 1: every factor is positive
+    total = logs.sum(axis=1)
+    return w * (g[:, None] * np.exp(total[:, None] - logs)).sum(axis=0)
+
+
+def median_scores(values: Any, candidates: Any) -> Any:
+    """``|2 C_<(v) + C_=(v) - n|`` for each candidate ``v``: twice the distance of the middle
+    rank to the middle of ``v``'s ranks, the score of both libraries' medians."""
+    import numpy as np
+
+    x = np.sort(np.asarray(values))
+    c = np.asarray(candidates)
+    below = np.searchsorted(x, c, side="left")
+    at = np.searchsorted(x, c, side="right") - below
+    return np.abs(2 * below + at - len(x)).astype(np.float64)
+
+
+def median_epsilons(task: dict[str, Any]) -> dict[str, float] | None:
+    """The epsilon of one median draw per group: privhist's at its own split (its metric's
+    share, :meth:`~privhist.analytics.aggregate.Aggregation._em_epsilon`) and OpenDP's at its
+    equal-scale split (:func:`peer_split`; its summary prints the scale ``2 / epsilon``). None
+    when privhist does not draw the median by permute-and-flip at record level."""
+    if task["user"] or "median" not in task["metrics"]:
+        return None
+    try:
+        from privhist.analytics.aggregate import Aggregation
+    except ImportError:
+        return None
+    agg = Aggregation(
+        _privhist_metrics(task),
+        tuple(task["by"]),
+        task["epsilon"],
+        task["delta"],
+        False,
+        1,
+        1,
+        (("public",),) if task["partitions"] == "public" else None,
+    )
+    if agg.noise != "laplace" or agg.quantile_method("median") != "exponential":
+        return None
+    ours = float(agg._em_epsilon(agg._shares()[0]["median"], 1))
+    theirs = peer_split("OpenDP", task)
+    assert theirs is not None
+    return {"privhist": ours, "OpenDP": task["epsilon"] * theirs["median"] / sum(theirs.values())}
+
+
+def exact_medians(task: dict[str, Any], true: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """Each group's expected relative error of privhist's and OpenDP's median, from the laws of
+    their draws (:func:`noisy_min_law`, on the values clamped to the bounds, candidates the
+    integers between them) at each library's epsilon (:func:`median_epsilons`): no sampling
+    noise. With private groups this is the error of a group when released."""
+    import numpy as np
+    import polars as pl
+
+    eps = median_epsilons(task)
+    if eps is None:
+        return None
+    lo, hi = task["bounds"]["median"]
+    candidates = np.arange(lo, hi + 1)
+    df = load(task)
+    by, col = task["by"], task["columns"]["median"]
+    errors: dict[str, list[float]] = {name: [] for name in eps}
+    for group in df.group_by(by).agg(pl.col(col).drop_nulls()).iter_rows(named=True):
+        key = _key(group[b] for b in by)
+        if key not in true or not len(group[col]):
+            continue
+        s = median_scores(np.clip(np.asarray(group[col], dtype=np.float64), lo, hi), candidates)
+        t = true[key]["median"]
+        for name, e in eps.items():
+            p = noisy_min_law(s, 2.0 / e)
+            errors[name].append(float((p * np.abs(candidates - t)).sum()) / max(abs(t), 1.0))
+    a, b = np.array(errors["privhist"]), np.array(errors["OpenDP"])
+    return {
+        "epsilon": eps,
+        "groups": len(a),
+        "privhist": float(a.mean()),
+        "OpenDP": float(b.mean()),
+        "ratio": _over(float(a.mean()), float(b.mean())),
+        "worse": int(np.sum(a > b * (1 + 1e-9))),
+    }
+
+
 def _ratios(a: Any, b: Any) -> tuple[float, float]:
     """privhist's error over the peer's from two releases x groups arrays: the ratio of the
     mean over groups of each group's mean error, and of the medians over groups of it."""
@@ -1265,6 +1367,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(privhist the second number, default the same) for error ratios with 95%% "
         "intervals; --rounds 0 skips the timed rounds",
     )
+    ap.add_argument(
+        "--exact-medians",
+        action="store_true",
+        help="print the medians' expected errors from the laws of both libraries' draws, each "
+        "at its own split (record level; no sampling noise)",
+    )
     ap.add_argument("--wait-quiet", type=float, nargs=2, metavar=("CORES", "SECONDS"))
     ap.add_argument("--save", default=None, help="append every measurement as JSON lines")
     args = ap.parse_args(argv)
@@ -1281,8 +1389,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         # above 0, which moves the median over groups when exact answers are common
         ours = args.releases[1] if len(args.releases) == 2 else peers
         args.releases = {name: peers for name in SYSTEMS} | {"privhist": ours}
-    if args.rounds < 0 or (args.rounds == 0 and args.releases is None):
-        ap.error("--rounds 0 needs --releases")
+    if args.rounds < 0 or (args.rounds == 0 and args.releases is None and not args.exact_medians):
+        ap.error("--rounds 0 needs --releases or --exact-medians")
     return args
 
 
@@ -1329,6 +1437,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     accuracy: list[dict[str, Any]] = []
     pairs: list[dict[str, Any]] = []
     release_pairs: list[dict[str, Any]] = []
+    exact_rows: list[dict[str, Any]] = []
     truths: dict[tuple[str, Any], dict[str, dict[str, float]]] = {}
     print(
         f"epsilon = {args.epsilon}, delta = {args.delta}; rounds = {args.rounds}; "
@@ -1369,6 +1478,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             rows, prs = summarise_config(config, ms, true)
             accuracy.extend(rows)
             pairs.extend(prs)
+        if args.exact_medians:
+            exact = exact_medians(task, true)
+            if exact is None:
+                print(f"{title}: no exact medians (user level, or no median drawn by selection)")
+            else:
+                e = exact["epsilon"]
+                print(
+                    f"{title}: exact expected relative error of the median over "
+                    f"{exact['groups']} groups: privhist {exact['privhist']:.5f} (epsilon "
+                    f"{e['privhist']:.4g}), OpenDP {exact['OpenDP']:.5f} (epsilon "
+                    f"{e['OpenDP']:.4g}): {exact['ratio']:.3f}x; privhist worse on "
+                    f"{exact['worse']} groups"
+                )
+                exact_rows.append({**config, **exact})
         if args.releases:
             splits = {}
             if cfg["mode"] == "all" or task["partitions"] == "private":
@@ -1393,6 +1516,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.rounds:
         print_accuracy(accuracy)
         report = {"accuracy": accuracy, "pairs": pairs, "goals": print_error_goals(pairs)}
+    if exact_rows:
+        report["exact_medians"] = exact_rows
     if args.releases:
         report["release_pairs"] = release_pairs
         report["release_goals"] = print_release_goals(release_pairs)

@@ -434,3 +434,84 @@ def test_peer_splits_are_the_peers_own() -> None:
     # one share beside the median's two: OpenDP's split, so the bench does not run it again
     assert ba.same_split(one, {"median": 2, "groups": 1})
     assert not ba.same_split(one, {"median": 1, "groups": 1})
+
+
+def test_noisy_min_law_is_the_law_of_permute_and_flip() -> None:
+    """The quadrature law equals permute-and-flip's law summed over every order of the
+    candidates (McKenna & Sheldon 2020: in a uniform random order, candidate ``c`` is accepted
+    with probability ``exp(-(s_c - min s) / scale)``, the first accepted is the output), to
+    1e-12, on scores with ties and a wide spread."""
+    import itertools
+
+    import numpy as np
+
+    for scores, scale in (([3.0, 0.0, 1.0, 1.0, 7.0], 1.7), ([0.0, 0.0, 2.5, 4.0, 0.5], 0.4)):
+        accept = np.exp(-(np.array(scores) - min(scores)) / scale)
+        want = np.zeros(len(scores))
+        orders = list(itertools.permutations(range(len(scores))))
+        for order in orders:
+            reach = 1.0
+            for c in order:
+                want[c] += reach * accept[c] / len(orders)
+                reach *= 1 - accept[c]
+        got = ba.noisy_min_law(scores, scale)
+        assert np.max(np.abs(got - want)) < 1e-12
+        assert abs(got.sum() - 1) < 1e-12
+    wide = ba.noisy_min_law(np.arange(300, dtype=float), 0.5)  # 300 candidates, 151 nodes
+    assert abs(wide.sum() - 1) < 1e-9 and wide[0] > wide[1] > wide[2]
+
+
+def test_median_scores_are_twice_the_distance_to_the_middle_rank() -> None:
+    """Values 1, 2, 2, 3 (n = 4): candidate 1 has ranks [0, 1], so 2*0 + 1 - 4 = -3; 2 has
+    [1, 3]: 0; 3 has [3, 4]: 3; 4 none of them: 2*4 - 4 = 4."""
+    import numpy as np
+
+    got = ba.median_scores([2, 1, 3, 2], [1, 2, 3, 4])
+    assert got.tolist() == [3.0, 0.0, 3.0, 4.0]
+    assert np.all(ba.median_scores([5, 5], [4, 5, 6]) == np.array([2.0, 0.0, 2.0]))
+
+
+def test_exact_medians_compare_each_library_at_its_own_split(tmp_path: Path) -> None:
+    """A lone median with private groups gets two thirds of epsilon in both libraries (the same
+    law, a ratio of 1 to rounding); public groups beside a sum and a mean give privhist's a third
+    and OpenDP's two fifths, so privhist's expected error is the larger on every group."""
+    if not _has_aggregate():
+        pytest.skip(NO_AGGREGATE)
+    import numpy as np
+    import polars as pl
+
+    g = np.random.default_rng(5)
+    rows = 2_000
+    path = tmp_path / "adult.data"
+    pl.DataFrame(
+        {
+            "education": g.choice(["HS", "BA", "MA"], rows),
+            "sex": g.choice(["F", "M"], rows),
+            "age": g.integers(17, 91, rows),
+            "hours": g.integers(1, 99, rows),
+        }
+    ).write_parquet(path)
+    spec = {
+        **ba.dataset_spec("adult", str(path)),
+        "dataset": "table",
+        "columns": {"sum": "hours", "mean": "age", "median": "age"},
+    }
+    original = ba.load
+    ba.load = lambda t: pl.read_parquet(t["path"])
+    try:
+        base = {**spec, "limit": None, "epsilon": 1.0, "delta": 1e-6, "timeout": 60}
+        lone = {**base, "metrics": ["median"], "partitions": "private"}
+        true = ba.truth(lone)
+        one = ba.exact_medians(lone, true)
+        three = ba.exact_medians(
+            {**base, "metrics": ["sum", "mean", "median"], "partitions": "public"}, true
+        )
+    finally:
+        ba.load = original
+    assert one is not None and three is not None
+    assert one["epsilon"]["privhist"] == pytest.approx(2 / 3, abs=1e-11)
+    assert one["epsilon"]["OpenDP"] == pytest.approx(2 / 3)
+    assert one["groups"] == 6 and one["ratio"] == pytest.approx(1.0, abs=1e-9)
+    assert three["epsilon"]["privhist"] == pytest.approx(1 / 3, abs=1e-11)
+    assert three["epsilon"]["OpenDP"] == pytest.approx(0.4)
+    assert three["ratio"] > 1 and three["worse"] == 6

@@ -383,15 +383,15 @@ def _privhist_metrics(task: dict[str, Any]) -> dict[str, Any]:
     return metrics
 
 
-def same_split(task: dict[str, Any], weights: dict[str, float]) -> bool:
-    """Whether privhist's own split of ``task`` is ``weights`` (normalised, to 0.1%): then
-    running it again at them adds nothing."""
+def _aggregation(task: dict[str, Any]) -> Any:
+    """privhist's plan of ``task``'s release (its split, its mechanisms), before any data is
+    read; None when this privhist has no aggregations."""
     try:
         from privhist.analytics.aggregate import Aggregation
     except ImportError:
-        return False
+        return None
     k, c = (task["k"], task["c"]) if task["user"] else (1, 1)
-    agg = Aggregation(
+    return Aggregation(
         _privhist_metrics(task),
         tuple(task["by"]),
         task["epsilon"],
@@ -401,6 +401,14 @@ def same_split(task: dict[str, Any], weights: dict[str, float]) -> bool:
         c,
         (("public",),) if task["partitions"] == "public" else None,
     )
+
+
+def same_split(task: dict[str, Any], weights: dict[str, float]) -> bool:
+    """Whether privhist's own split of ``task`` is ``weights`` (normalised, to 0.1%): then
+    running it again at them adds nothing."""
+    agg = _aggregation(task)
+    if agg is None:
+        return False
     own = {name: float(share) for name, share in agg.split().items()}
     total = sum(weights.values())
     given = {name: w / total for name, w in weights.items()}
@@ -986,21 +994,8 @@ def median_epsilons(task: dict[str, Any]) -> dict[str, float] | None:
     when privhist does not draw the median by permute-and-flip at record level."""
     if task["user"] or "median" not in task["metrics"]:
         return None
-    try:
-        from privhist.analytics.aggregate import Aggregation
-    except ImportError:
-        return None
-    agg = Aggregation(
-        _privhist_metrics(task),
-        tuple(task["by"]),
-        task["epsilon"],
-        task["delta"],
-        False,
-        1,
-        1,
-        (("public",),) if task["partitions"] == "public" else None,
-    )
-    if agg.noise != "laplace" or agg.quantile_method("median") != "exponential":
+    agg = _aggregation(task)
+    if agg is None or agg.noise != "laplace" or agg.quantile_method("median") != "exponential":
         return None
     ours = float(agg._em_epsilon(agg._shares()[0]["median"], 1))
     theirs = peer_split("OpenDP", task)

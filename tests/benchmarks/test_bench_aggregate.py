@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -457,6 +458,16 @@ def test_noisy_min_law_is_the_law_of_permute_and_flip() -> None:
         got = ba.noisy_min_law(scores, scale)
         assert np.max(np.abs(got - want)) < 1e-12
         assert abs(got.sum() - 1) < 1e-12
+    # and the project's high-precision law of permute-and-flip (levels of equal score)
+    import mpmath
+    from tests.selection_laws import pf_level_law
+
+    scores = [0, 1, 1, 3, 4, 4, 4, 9]
+    with mpmath.workdps(30):
+        levels = pf_level_law([0, 1, 3, 4, 9], [1, 2, 1, 3, 1], Fraction(1, 2))
+    got = ba.noisy_min_law(scores, 2.0)  # gamma = 1 / scale
+    by_level = [got[[i for i, x in enumerate(scores) if x == v]].sum() for v in (0, 1, 3, 4, 9)]
+    assert np.max(np.abs(np.array(by_level) - np.array([float(x) for x in levels]))) < 1e-12
     wide = ba.noisy_min_law(np.arange(300, dtype=float), 0.5)  # 300 candidates, 151 nodes
     assert abs(wide.sum() - 1) < 1e-9 and wide[0] > wide[1] > wide[2]
 

@@ -102,12 +102,12 @@ draws a quantile by report-noisy-min with exponential noise (its ``summarize()``
 distribution ``ExponentialMin``, scale 2 at epsilon 1 on the score ``|2 C_<(v) + C_=(v) - n|``,
 the same middle score), which is permute-and-flip (Ding, Kifer, Saucier, Wang, Xiao & Zhang 2021,
 arXiv 2105.07260): at equal epsilon, with Laplace noise (permute-and-flip here too), the two
-libraries' medians have the same law, and any gap
-between them is the budget split. With ``gamma = epsilon_g / (2 c Delta)``, the
-candidate is drawn, exactly, by permute-and-flip (McKenna & Sheldon 2020;
-:mod:`privhist.noise.permute_flip`) with Laplace noise, and by the exponential mechanism
-(probability proportional to ``exp(-gamma s_j)``, :mod:`privhist.noise.exponential`) with
-Gaussian noise, and answered as the unit or the leaf's middle. Both are ``epsilon_g``-DP;
+libraries' medians have the same law, and any gap between them is the budget split. With
+``gamma = epsilon_g / (2 c Delta)``, the candidate is drawn, exactly, by permute-and-flip
+(McKenna & Sheldon 2020; :mod:`privhist.noise.permute_flip`) with Laplace noise, and by the
+exponential mechanism (probability proportional to ``exp(-gamma s_j)``,
+:mod:`privhist.noise.exponential`) with Gaussian noise, and answered as the unit or the
+leaf's middle. Both are ``epsilon_g``-DP;
 permute-and-flip's expected score gap is never larger than the exponential mechanism's (their
 Theorem 2; on the benchmark's generated data at user level the median error over groups went
 from 1.05x OpenDP's to 0.96x), but only the

@@ -27,7 +27,7 @@ from privhist.analytics.quantiles_cohort import (
 )
 from privhist.cli.main import main
 from privhist.core.errors import InputDataError, ValidationError
-from privhist.mechanisms.sampling.cohort import uniform_subset
+from privhist.noise.subset import uniform_subset
 
 BOT = "withheld"
 

@@ -59,6 +59,19 @@ def _laplace(scale: Any, rng: Any, size: Any) -> Draw:
     return Draw("discrete_laplace", Fraction(scale), _shape_size(size))
 
 
+def _laplace_threshold(scale: Any, counts: Any, threshold: Any, rng: Any) -> Draw:
+    c = np.asarray(counts, dtype=np.int64)
+    return Draw("discrete_laplace", Fraction(scale), int(c.size), {"threshold": int(threshold)})
+
+
+def _kept_above(counts: Any, threshold: Any, noise: Any) -> Any:
+    """What :func:`privhist.noise.laplace.laplace_threshold` returns when its full noise is
+    scripted: the indices where counts plus that noise reach the threshold, and those values."""
+    v = np.asarray(counts, dtype=np.int64) + np.asarray(noise, dtype=np.int64)
+    hit = np.flatnonzero(v >= int(threshold))
+    return hit, v[hit]
+
+
 def _gaussian(sigma2: Any, rng: Any, size: Any) -> Draw:
     return Draw("discrete_gaussian", Fraction(sigma2), _shape_size(size))
 
@@ -158,6 +171,7 @@ def _selection_blocks(name: str) -> Callable[..., Draw]:
 #: (owner, attribute, describe): the sampler functions and methods the spy replaces
 TARGETS: list[tuple[Any, str, Callable[..., Draw]]] = [
     (laplace, "discrete_laplace", _laplace),
+    (laplace, "laplace_threshold", _laplace_threshold),
     (gaussian, "discrete_gaussian", _gaussian),
     (geometric, "geometric", _geometric),
     (binomial, "binomial", _binomial),
@@ -199,8 +213,14 @@ class NoiseSpy:
             try:
                 draw = describe(*args, **kwargs)
                 scripted = spy.script(draw) if spy.script is not None else None
-                out = original(*args, **kwargs) if scripted is None else scripted
-                draw.output = np.array(out, copy=True)
+                if scripted is None:
+                    out = original(*args, **kwargs)
+                    draw.output = np.array(out, copy=True)
+                else:  # the script gives the noise: a thresholded draw keeps what reaches
+                    draw.output = np.array(scripted, copy=True)
+                    out = scripted
+                    if original.__name__ == "laplace_threshold":
+                        out = _kept_above(args[1], args[2], scripted)
                 spy.draws.append(draw)
                 return out
             finally:

@@ -1458,17 +1458,17 @@ def test_the_spy_sees_a_release_path_that_draws_less_noise(monkeypatch: pytest.M
     law tests could not see) fails the scale check."""
     from privhist.mechanisms import _noise
 
-    original = _noise.LaplaceCountNoise.sample
+    original = _noise.LaplaceCountNoise.above
 
-    def weaker(self: Any, size: int, rng: Any) -> Any:
-        from privhist.noise import discrete_laplace
+    def weaker(self: Any, counts: Any, threshold: int, rng: Any) -> Any:
+        from privhist.noise.laplace import laplace_threshold
 
-        return discrete_laplace(self.scale * Fraction(9, 10), rng, size)
+        return laplace_threshold(self.scale * Fraction(9, 10), counts, threshold, rng)
 
-    monkeypatch.setattr(_noise.LaplaceCountNoise, "sample", weaker)
+    monkeypatch.setattr(_noise.LaplaceCountNoise, "above", weaker)
     with pytest.raises(AssertionError, match=r"spends|threshold|released"):
         stability(1.0, 1e-6, Neighbouring.add_remove())
-    monkeypatch.setattr(_noise.LaplaceCountNoise, "sample", original)
+    monkeypatch.setattr(_noise.LaplaceCountNoise, "above", original)
 
 
 def test_the_aggregation_contract_sees_less_noise_and_a_loose_cap(

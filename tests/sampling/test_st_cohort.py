@@ -17,7 +17,7 @@ from privhist.mechanisms.sampling import (
     SampleAndThreshold,
     cohort_histogram,
 )
-from privhist.mechanisms.sampling.cohort import uniform_subset
+from privhist.noise.subset import uniform_subset
 
 F = Fraction
 

@@ -44,7 +44,7 @@ non-increasing in ``tau`` and bisection applies). The ``k h`` rounds (``k`` quan
 rounds each) each get ``(eps / (k h), delta / (k h))`` and draw fresh cohorts; adaptive basic
 composition (Dwork & Roth 2014, Theorem 3.16) gives ``(eps, delta)`` for substitution neighbours.
 The cohort is a uniformly random ``m``-subset drawn exactly
-(:func:`privhist.mechanisms.sampling.cohort.uniform_subset`).
+(:func:`privhist.noise.subset.uniform_subset`).
 
 **The search.** Round ``r`` splits at ``t_r``; a released round moves ``t`` towards the side
 holding the ``q`` fraction of the cohort, as the Poisson version does. A withheld round means
@@ -81,7 +81,7 @@ from privhist.core.budget import Budget
 from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource
-from privhist.mechanisms.sampling.cohort import uniform_subset
+from privhist.noise.subset import uniform_subset
 
 __all__ = [
     "FixedCohortQuantiles",

@@ -55,9 +55,10 @@ from privhist.federated.population import Population
 from privhist.federated.secure_sum import AggregatorFactory, secure_histogram
 from privhist.io.release import Release
 from privhist.mechanisms.sampling import accuracy
-from privhist.mechanisms.sampling.cohort import FixedSizeCohort, uniform_subset
+from privhist.mechanisms.sampling.cohort import FixedSizeCohort
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
 from privhist.noise import binomial
+from privhist.noise.subset import uniform_subset
 
 __all__ = [
     "Aggregator",

@@ -13,6 +13,7 @@ import numpy.typing as npt
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
 from privhist.noise import discrete_laplace, rational_at_least
+from privhist.noise.laplace import laplace_threshold
 
 #: bound on the denominator of rational noise scales (keeps the exact sampler in int64)
 SCALE_DENOMINATOR = 2**20
@@ -52,6 +53,14 @@ class LaplaceCountNoise:
 
     def sample(self, size: int, rng: RandomSource) -> npt.NDArray[np.int64]:
         return discrete_laplace(self.scale, rng, size)
+
+    def above(
+        self, counts: npt.NDArray[np.int64], threshold: int, rng: RandomSource
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The indices where ``counts`` plus :meth:`sample` noise reach ``threshold``, and those
+        noisy counts; only the noise that can reach it is drawn
+        (:func:`~privhist.noise.laplace.laplace_threshold`, the same law)."""
+        return laplace_threshold(self.scale, counts, threshold, rng)
 
     def columns(self, values: npt.NDArray[np.int64], confidence: float) -> dict[str, Any]:
         """Release columns for noisy ``values``: the values and their symmetric interval."""

@@ -10,7 +10,9 @@ one 64-bit word in all but a ``2**-64`` fraction of cases.
 Samplers:
     :func:`bernoulli_rational`, :func:`bernoulli_exp` (CKS Algorithm 1),
     :func:`bernoulli_exp_array`, :func:`geometric`, :func:`discrete_laplace` (CKS Algorithm 2),
-    :func:`discrete_gaussian` (CKS Algorithm 3), :func:`binomial`.
+    :func:`discrete_gaussian` (CKS Algorithm 3), :func:`binomial`; :func:`laplace_threshold`
+    (counts plus discrete Laplace noise kept at a threshold, drawing only the noise that can
+    reach it), :func:`~privhist.noise.subset.uniform_subset`.
 
 Parameters are ints or :class:`fractions.Fraction`; floats are refused, so round them
 conservatively first with :func:`rational_at_least` / :func:`rational_at_most` (for example a
@@ -44,7 +46,7 @@ from privhist.noise.binomial import binomial
 from privhist.noise.distributions import Binomial, DiscreteGaussian, DiscreteLaplace, Geometric
 from privhist.noise.gaussian import discrete_gaussian
 from privhist.noise.geometric import geometric
-from privhist.noise.laplace import discrete_laplace
+from privhist.noise.laplace import discrete_laplace, laplace_threshold
 from privhist.noise.rational import rational_at_least, rational_at_most
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "discrete_laplace",
     "exp_rational_bounds",
     "geometric",
+    "laplace_threshold",
     "rational_at_least",
     "rational_at_most",
 ]

@@ -616,7 +616,7 @@ def bound(
     kept = np.flatnonzero(keep_pair)
     pair_key = pairs[kept] - pair_user[kept] * n_keys
     per_key = np.bincount(pair_key, minlength=n_keys)
-    groups = np.flatnonzero(per_key)
+    groups = np.flatnonzero(per_key != 0)
     one_of = np.empty(n_keys, dtype=np.int64)
     one_of[pair_key] = first[kept]  # a record of some kept pair of each group
     names = df["key"].gather(pl.Series(one_of[groups]))

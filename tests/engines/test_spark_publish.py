@@ -159,7 +159,7 @@ def test_parquet_release_is_a_dataset_written_by_spark(spark: Any, tmp_path: Pat
         output=out,
     )
     release = session.histogram(data, **kwargs)
-    assert not isinstance(release, DryRun) and release.diagnostics["noise"] == "executors"
+    assert not isinstance(release, DryRun) and release.diagnostics["noise"] == "driver (keyed)"
     assert out.is_dir() and (out / "_privhist.json").is_file() and _spends(ledger) == 1
     written = pl.read_parquet(out / "*.parquet")
     assert len(written) > 0 and written.equals(release.to_polars())  # rows, order, columns
@@ -218,10 +218,13 @@ def test_compact_release_on_spark_stays_one_readable_file(spark: Any, tmp_path: 
     assert CompactCounts(read_compact(out)).counts([1, 5, 99, 7]) == drawn
 
 
-def test_failing_spark_job_charges_and_publishes_nothing(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("where", ["executors", "driver"])
+def test_failing_noise_charges_and_publishes_nothing(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """The noise job fails on the executors: no spend, no file, nothing hidden left."""
+    """The noise job fails on the executors, or the keyed draw of a small table on the driver:
+    no spend, no file, nothing hidden left."""
+    import privhist.engines.keyed_noise as keyed_noise
     import privhist.engines.spark.noise as noise
 
     def failing(*args: Any, **kwargs: Any) -> Any:
@@ -230,12 +233,20 @@ def test_failing_spark_job_charges_and_publishes_nothing(
 
         return boom
 
+    def failing_draw(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("executor lost")
+
     data = _data(tmp_path)
     ledger = _ledger(tmp_path)
-    monkeypatch.setattr(noise, "_block_function", failing)
+    if where == "executors":
+        monkeypatch.setattr(noise, "_block_function", failing)
+        engine = SparkEngine(spark, driver_keys=0)
+    else:
+        monkeypatch.setattr(keyed_noise, "release_keyed", failing_draw)
+        engine = SparkEngine(spark)
     out = tmp_path / "release.parquet"
     with pytest.raises(Exception, match="executor lost"):
-        Session(ledger, "d", engine=SparkEngine(spark)).histogram(
+        Session(ledger, "d", engine=engine).histogram(
             data, key="key", epsilon=1, delta=1e-6, output=out
         )
     assert _spends(ledger) == 0 and not out.exists() and _hidden(tmp_path) == []

@@ -17,6 +17,7 @@ from tests.stats import ALPHA
 from privhist import Session
 from privhist.accounting.profile import NOT_RELEASED
 from privhist.core.data import Counts
+from privhist.core.errors import ValidationError
 from privhist.core.neighbouring import Relation
 from privhist.core.random import SeededRandom
 from privhist.core.requests import Fields, KeyCounts, Reading
@@ -99,11 +100,22 @@ def test_bounded_counts_and_seeded_releases_equal_the_local_engine(
         key="key", user="user", max_partitions=4, max_per_partition=2, epsilon=1.0,
         delta=1e-6, seed=17, key_type="str",
     )  # fmt: skip
-    on_executors = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
     keyed_local = Session(noise_on="executors").histogram(path, **kwargs)
-    _same_release(on_executors, keyed_local)
-    assert len(on_executors) > 5
-    assert on_executors.diagnostics["noise"] == "executors"
+    # the keyed draw on the driver (a table of at most driver_keys keys) and on the executors
+    by_default = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
+    assert (
+        not isinstance(by_default, DryRun) and by_default.diagnostics["noise"] == "driver (keyed)"
+    )
+    _same_release(by_default, keyed_local)
+    assert len(by_default) > 5
+    n = by_default.diagnostics["distinct_keys_counted"]
+    assert n > 100
+    for driver_keys, where in ((n, "driver (keyed)"), (n - 1, "executors"), (0, "executors")):
+        engine = SparkEngine(spark, driver_keys=driver_keys)
+        release = Session(engine=engine).histogram(path, **kwargs)
+        assert not isinstance(release, DryRun) and release.diagnostics["noise"] == where
+        _same_release(release, keyed_local)
+        assert release.diagnostics == by_default.diagnostics | {"noise": where}
     on_driver = Session(engine=SparkEngine(spark), noise_on="driver").histogram(path, **kwargs)
     _same_release(on_driver, Session().histogram(path, **kwargs))
 
@@ -159,6 +171,12 @@ def test_weighted_source_answers_as_the_local_one(spark: Any) -> None:
             remote.close()
 
 
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "10"])
+def test_driver_keys_is_checked(bad: Any) -> None:
+    with pytest.raises(ValidationError, match="driver_keys"):
+        SparkEngine(None, driver_keys=bad)
+
+
 def test_noise_does_not_depend_on_partitioning(spark: Any) -> None:
     g = np.random.default_rng(2)
     sdf = spark.createDataFrame(
@@ -169,8 +187,9 @@ def test_noise_does_not_depend_on_partitioning(spark: Any) -> None:
     kwargs: dict[str, Any] = dict(
         key="key", user="user", max_partitions=3, epsilon=1.0, delta=1e-6, seed=9
     )
-    one = Session(engine=SparkEngine(spark)).histogram(sdf.repartition(1), **kwargs)
-    seven = Session(engine=SparkEngine(spark)).histogram(sdf.repartition(7, "user"), **kwargs)
+    engine = SparkEngine(spark, driver_keys=0)  # noise on the executors
+    one = Session(engine=engine).histogram(sdf.repartition(1), **kwargs)
+    seven = Session(engine=engine).histogram(sdf.repartition(7, "user"), **kwargs)
     _same_release(one, seven)
     assert len(one) > 5
 

@@ -2,9 +2,11 @@
 
 ``SparkEngine(spark)`` counts a Spark ``DataFrame`` (or a CSV/TSV, Parquet or NDJSON file that
 Spark reads) with the DataFrame API: null accounting, contribution bounding and per-key counts and
-units run on the executors. Per-key mechanisms then draw on the executors too, from keyed streams
-(:mod:`privhist.engines.spark.noise`, the :class:`~privhist.core.requests.KeyedDraw` request),
-and only the released rows come back to the driver; other mechanisms draw on the driver from the
+units run on the executors. Per-key mechanisms then draw from keyed streams (the
+:class:`~privhist.core.requests.KeyedDraw` request): on the executors
+(:mod:`privhist.engines.spark.noise`), and only the released rows come back to the driver; or,
+when the per-key table has at most ``driver_keys`` keys, on the driver from the collected table,
+which saves a Spark job and gives the same release. Other mechanisms draw on the driver from the
 per-key table (one row per distinct key). The mechanisms and the
 :class:`~privhist.session.Session` are the same as with the local engine::
 
@@ -95,6 +97,7 @@ from privhist.core.requests import (
     ValueRange,
     Values,
 )
+from privhist.core.validation import check_positive_int
 from privhist.core.weighted import VoteCounts
 from privhist.engines.base import Draw, Engine, Handler, Publisher
 from privhist.engines.priorities import PairPriorities
@@ -105,6 +108,10 @@ from privhist.io.release import Release
 
 #: file formats the Spark engine reads itself
 SPARK_FORMATS = ("csv", "tsv", "parquet", "ndjson")
+
+#: the default largest per-key table drawn on the driver (:class:`SparkEngine`): 2**20 keys
+#: are about 25 MB of integer columns there
+DRIVER_KEYS = 2**20
 
 
 def _is_spark_frame(source: Any) -> bool:
@@ -119,12 +126,20 @@ class SparkEngine(Engine):
             source DataFrame, or for a file path the session active in this process
             (:func:`~privhist.engines.spark.sessions.active_session`); the engine never starts
             one.
+        driver_keys: the largest per-key table whose keyed draw (``noise_on="executors"``, the
+            default) runs on the driver, from the same keyed streams and so to the same release,
+            instead of in a Spark job: collecting a table of up to this many keys from the
+            cached count costs less than a job that groups it into noise blocks (a warm
+            stability histogram of 10**6 user-level records on ``local[2]``: 2.6 CPU s in all
+            instead of 3.0, medians of 6 interleaved runs). 0 draws every table on the
+            executors.
     """
 
     name = "spark"
 
-    def __init__(self, spark: Any = None) -> None:
+    def __init__(self, spark: Any = None, *, driver_keys: int = DRIVER_KEYS) -> None:
         self._spark = spark
+        self.driver_keys = check_positive_int(driver_keys, "SparkEngine", "driver_keys", minimum=0)
 
     @property
     def spark(self) -> Any:
@@ -359,28 +374,41 @@ class SparkEngine(Engine):
     def _keyed_draw(
         self, source: Any, request: KeyedDraw, rng: RandomSource, progress: bool
     ) -> Draw:
-        """Count now and return the draw on the executors: each per-key block of
-        :mod:`privhist.engines.spark.noise` reads its keyed stream; the release equals
-        :func:`privhist.engines.keyed_noise.release_keyed` of the local engine's counts for the
-        same seed."""
+        """Count now and return the draw of the keyed streams: on the executors, each per-key
+        block of :mod:`privhist.engines.spark.noise` reads its stream; a table of at most
+        :attr:`driver_keys` keys is collected and drawn on the driver by
+        :func:`privhist.engines.keyed_noise.release_keyed`. Either way the release equals that of
+        the local engine's counts for the same seed."""
+        from privhist.engines.keyed_noise import release_keyed
         from privhist.engines.spark.noise import release_table
 
         mechanism = request.mechanism
         counted = self.count_table(source, request.counts, rng)
         keys_counted = counted.info.pop("keys_counted")
 
-        def draw_on_executors() -> Release:
+        def draw() -> Release:
             try:
-                release = release_table(
-                    counted.table, counted.neighbouring, mechanism, rng, counted.info
-                )
+                if keys_counted <= self.driver_keys:
+                    keys, counts, units = _collect(
+                        counted.table, with_units="units" in counted.columns
+                    )
+                    table = Counts.from_arrays(
+                        keys, counts, units, neighbouring=counted.neighbouring,
+                        info=counted.info, function="count",
+                    )  # fmt: skip
+                    release, where = release_keyed(mechanism, table, rng), "driver (keyed)"
+                else:
+                    release = release_table(
+                        counted.table, counted.neighbouring, mechanism, rng, counted.info
+                    )
+                    where = "executors"
             finally:
                 counted.close()
             release.diagnostics.setdefault("distinct_keys_counted", keys_counted)
-            release.diagnostics["noise"] = "executors"
+            release.diagnostics["noise"] = where
             return release
 
-        return draw_on_executors
+        return draw
 
     def count_table(self, source: Any, request: KeyCounts, rng: RandomSource) -> Counted:
         """The per-key table ``(key, count[, units])`` as a Spark DataFrame over a cached

@@ -715,9 +715,8 @@ def summarise(
         print("\ngoals:")
     for g in goals:
         if g.ratio is not None:
-            res = next((x for x in results if x.ratio == g.ratio), None)
-            if res is None:
-                res = ratio(measurements, g.ratio, work)
+            found = next((x for x in results if x.ratio == g.ratio), None)
+            res = found if found is not None else ratio(measurements, g.ratio, work)
             verdict = (
                 f"no ratio ({res.missing})"
                 if res.median is None

@@ -428,3 +428,60 @@ def test_user_partitions_count_every_user_once(partitions: int) -> None:
     assert got == expect_counts
     assert units == {key: len(us) for key, us in expect_units.items()}
     assert out.info["users"] == 37 and out.info["records"] == 400
+
+
+def test_spark_integer_bounding_imports_no_pandas(tmp_path: Path) -> None:
+    """The integer path reads and writes Arrow buffers directly: PyArrow's NumPy conversions
+    import pandas on first use (about 0.5 CPU s in every new Python worker), so a fresh
+    process bounding an integer partition (chunked, sliced, with a null) must not load it.
+    Power: one ``to_numpy`` on the same table does."""
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import json
+import sys
+import numpy as np
+import pyarrow as pa
+from privhist.engines.priorities import PairPriorities
+from privhist.engines.spark.bounding import bound_table, FACTS
+
+def column(values):
+    v = np.asarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
+
+user = column([9, 1, 1, 1, 2, 2, 3, 3, 3, 3])
+key = column([9, 5, 6, 7, 5, 5, 5, 6, 8, 9])
+table = pa.Table.from_arrays(
+    [pa.chunked_array([user.slice(1, 4), user.slice(5)]),
+     pa.chunked_array([key.slice(1, 4), key.slice(5)])], names=["user", "key"])
+with_null = pa.Table.from_arrays(
+    [pa.concat_arrays([table.column("user").combine_chunks(), pa.nulls(1, pa.int64())]),
+     pa.concat_arrays([table.column("key").combine_chunks(), column([4])])],
+    names=["user", "key"])
+out = bound_table(with_null, PairPriorities(bytes(range(32))), 2, 1, True).to_pydict()
+print("pandas" in sys.modules)
+rows = [[k, c, u] for k, c, u in zip(out["key"], out["count"], out["units"]) if k is not None]
+print(json.dumps({"rows": rows, "facts": {f: out[f][-1] for f in FACTS}}))
+if sys.argv[1] == "power":
+    table.column("key").to_numpy()
+    print("pandas" in sys.modules)
+"""
+    for mode in ("run", "power"):
+        done = subprocess.run(
+            [sys.executable, "-c", script, mode], capture_output=True, text=True, check=True
+        )
+        lines = done.stdout.splitlines()
+        assert lines[0] == "False", done.stdout + done.stderr
+        got = json.loads(lines[1])
+        # user 1 holds keys 5, 6, 7 and user 3 keys 5, 6, 8, 9 (each bounded to 2 of them);
+        # user 2 holds key 5 twice (one record, c = 1); the null user's record (key 4) is a null
+        assert got["facts"] == {
+            "records": 10, "null_keys": 0, "null_users": 1, "users": 3, "users_bounded": 2
+        }  # fmt: skip
+        rows = {k: (c, u) for k, c, u in got["rows"]}
+        assert set(rows) == {5, 6, 7, 8, 9} and rows[5][1] >= 1
+        assert sum(c for c, _ in rows.values()) == 5 == sum(u for _, u in rows.values())
+        if mode == "power":
+            assert lines[2] == "True"

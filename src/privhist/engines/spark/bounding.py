@@ -84,26 +84,22 @@ def bound_table(table: Any, f: PairPriorities, k: int, c: int, key_is_int: bool)
         key_col, user_col = table.column("key"), table.column("user")
     out = None
     if key_is_int and pa.types.is_integer(user_col.type):
-        out = _count_int_pairs(
-            np.asarray(user_col.to_numpy(), dtype=np.int64),
-            np.asarray(key_col.to_numpy(), dtype=np.int64),
-            f,
-            k,
-            c,
-        )
+        out = _count_int_pairs(_int64_view(user_col), _int64_view(key_col), f, k, c)
     if out is None:
         out = _count_pairs(table, f, k, c)
     keys, counts, units, users, users_bounded = out
     key_type = pa.int64() if key_is_int else pa.string()
     m = len(keys)
     facts = (records, null_keys, null_users, users, users_bounded)
+    integer = isinstance(keys, np.ndarray) and keys.dtype.kind == "i"  # the integer path's ids
+    key_array = _int64_array(keys) if integer else _arrow(keys, key_type)
     columns = [
-        pa.concat_arrays([_arrow(keys, key_type), pa.nulls(1, key_type)]),
-        pa.concat_arrays([pa.array(counts, pa.int64()), pa.nulls(1, pa.int64())]),
-        pa.concat_arrays([pa.array(units, pa.int64()), pa.nulls(1, pa.int64())]),
+        pa.concat_arrays([key_array.cast(key_type), pa.nulls(1, key_type)]),
+        pa.concat_arrays([_int64_array(counts), pa.nulls(1, pa.int64())]),
+        pa.concat_arrays([_int64_array(units), pa.nulls(1, pa.int64())]),
     ]
     for value in facts:
-        columns.append(pa.concat_arrays([pa.nulls(m, pa.int64()), pa.array([value], pa.int64())]))
+        columns.append(pa.concat_arrays([pa.nulls(m, pa.int64()), _int64_array([value])]))
     return pa.Table.from_arrays(columns, names=["key", "count", "units", *FACTS])
 
 
@@ -225,6 +221,32 @@ def keep_mask(
     keep[big_rows] = False
     keep[big_rows[order[rank < k]]] = True
     return keep, users_bounded
+
+
+def _int64_view(column: Any) -> np.ndarray[Any, Any]:
+    """An integer Arrow column without nulls as an int64 NumPy array read from its buffer.
+
+    PyArrow's own conversions to and from NumPy (``to_numpy``, ``pa.array``) import pandas on
+    first use, about 0.5 CPU s in every new Python worker; the integer path makes none."""
+    import pyarrow as pa
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if arr.type != pa.int64():
+        arr = arr.cast(pa.int64())
+    if arr.null_count:
+        raise ValueError("_int64_view: the column has nulls")
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr), offset=8 * arr.offset)
+
+
+def _int64_array(values: Any) -> Any:
+    """``values`` as an Arrow int64 array over the same memory (no conversion, see
+    :func:`_int64_view`)."""
+    import pyarrow as pa
+
+    v = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
 
 
 def _arrow(values: Any, type: Any) -> Any:

@@ -330,7 +330,7 @@ def test_spark_engine_count_keeps_exactly_k_and_c(spark: Any, k: int, int_ids: b
     frame = _records(int_users=int_ids, int_keys=int_ids)
     sdf = spark.createDataFrame(frame.to_pandas()).repartition(3)
     request = KeyCounts(Fields(key="key", user="user"), max_partitions=k, max_per_partition=C)
-    result = SparkEngine(spark).count(sdf, request, SeededRandom(4))
+    result = SparkEngine(spark, driver_rows=0).count(sdf, request, SeededRandom(4))
     _check_counts(result, k)
 
 

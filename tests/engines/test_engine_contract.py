@@ -95,14 +95,17 @@ REQUESTS = {
 }
 
 
-@pytest.fixture(scope="module", params=["local", "spark"])
+@pytest.fixture(scope="module", params=["local", "spark", "spark, small sources on the driver"])
 def engine(request: pytest.FixtureRequest) -> tuple[str, Engine, Any]:
+    """Each engine; the Spark engine counting every source on its executors, and with its
+    default ``driver_rows``, under which these small sources are counted on the driver."""
     if request.param == "local":
         return "local", LocalEngine(), None
     spark = request.getfixturevalue("spark")
     from privhist.engines.spark import SparkEngine
 
-    return "spark", SparkEngine(spark), spark
+    driver_rows = 0 if request.param == "spark" else 2**22
+    return "spark", SparkEngine(spark, driver_rows=driver_rows), spark
 
 
 def _same_counts(a: Any, b: Any) -> None:

@@ -63,7 +63,7 @@ def test_same_counts_as_the_local_engine(spark: Any, text: bool, k: Any, c: Any)
     request = KeyCounts(Fields(key="key", user=user), max_partitions=k, max_per_partition=c)
     local = LocalEngine().count(pl.from_pandas(frame), request, SeededRandom(11))
     sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
-    remote = SparkEngine(spark).count(sdf, request, SeededRandom(11))
+    remote = SparkEngine(spark, driver_rows=0).count(sdf, request, SeededRandom(11))
     _same(local, remote)
 
 
@@ -71,8 +71,10 @@ def test_independent_of_partitioning(spark: Any) -> None:
     frame = _records(3, 3000, 100, 40, False)
     sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
     request = KeyCounts(Fields(key="key", user="user"), max_partitions=2)
-    one = SparkEngine(spark).count(sdf.repartition(1), request, SeededRandom(5))
-    seven = SparkEngine(spark).count(sdf.repartition(7, "key"), request, SeededRandom(5))
+    one = SparkEngine(spark, driver_rows=0).count(sdf.repartition(1), request, SeededRandom(5))
+    seven = SparkEngine(spark, driver_rows=0).count(
+        sdf.repartition(7, "key"), request, SeededRandom(5)
+    )
     _same(one, seven)
 
 
@@ -88,8 +90,10 @@ def test_same_release_through_the_session(spark: Any, tmp_path: Path) -> None:
     # engine
     local = Session(noise_on="executors").histogram(frame, **kwargs)
     sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None))
-    remote = Session(engine=SparkEngine(spark)).histogram(sdf, **kwargs)
-    driver = Session(engine=SparkEngine(spark), noise_on="driver").histogram(sdf, **kwargs)
+    remote = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(sdf, **kwargs)
+    driver = Session(engine=SparkEngine(spark, driver_rows=0), noise_on="driver").histogram(
+        sdf, **kwargs
+    )
     plain = Session().histogram(frame, **kwargs)
     assert not isinstance(driver, DryRun) and not isinstance(plain, DryRun)
     assert driver.to_polars().equals(plain.to_polars())
@@ -98,13 +102,13 @@ def test_same_release_through_the_session(spark: Any, tmp_path: Path) -> None:
     assert local.to_polars().equals(remote.to_polars())
     path = tmp_path / "records.parquet"
     pl.from_pandas(frame).write_parquet(path)
-    from_file = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
+    from_file = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(path, **kwargs)
     assert not isinstance(from_file, DryRun)
     assert from_file.to_polars().equals(local.to_polars())
 
 
 def test_engine_protocol_and_refusals(spark: Any, tmp_path: Path) -> None:
-    eng = SparkEngine(spark)
+    eng = SparkEngine(spark, driver_rows=0)
     assert isinstance(eng, Engine) and eng.accepts(spark.range(3)) and not eng.accepts(3)
     text = tmp_path / "book.txt"
     text.write_text("a b c\n")
@@ -120,7 +124,7 @@ def test_uniform_subsets_on_spark(spark: Any) -> None:
     from scipy import stats
 
     sdf = spark.createDataFrame(pd.DataFrame({"user": [1] * 4, "key": ["a", "b", "c", "d"]}))
-    eng = SparkEngine(spark)
+    eng = SparkEngine(spark, driver_rows=0)
     request = KeyCounts(Fields(key="key", user="user"), max_partitions=1)
     chosen = [eng.count(sdf, request, SeededRandom(s)).keys[0] for s in range(4)]
     local = [

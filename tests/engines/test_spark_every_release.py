@@ -117,20 +117,24 @@ def _same(a: Release, b: Release) -> None:
 
 @pytest.mark.parametrize("name", list(CALLS))
 @pytest.mark.parametrize("noise_on", ["driver", "executors"])
+@pytest.mark.parametrize("driver_rows", [0, 2**22], ids=["counted on executors", "on the driver"])
 def test_a_spark_dataframe_gives_the_local_release(
-    spark: Any, records: tuple[pl.DataFrame, Path], name: str, noise_on: str
+    spark: Any, records: tuple[pl.DataFrame, Path], name: str, noise_on: str, driver_rows: int
 ) -> None:
     from privhist.engines.spark import SparkEngine
 
     frame, _ = records
     local = CALLS[name](Session(noise_on=noise_on), frame)  # type: ignore[arg-type]
+    engine = SparkEngine(spark, driver_rows=driver_rows)
     remote = CALLS[name](
-        Session(engine=SparkEngine(spark), noise_on=noise_on),  # type: ignore[arg-type]
+        Session(engine=engine, noise_on=noise_on),  # type: ignore[arg-type]
         spark.createDataFrame(frame.to_arrow()),
     )
     assert isinstance(local, Release) and isinstance(remote, Release)
     _same(local, remote)
     assert remote.diagnostics["engine"] == "spark"
+    if name == "histogram" and noise_on == "executors":  # a keyed draw says where it counted
+        assert remote.diagnostics["counting"] == ("driver" if driver_rows else "executors")
 
 
 COMMANDS = {

@@ -113,7 +113,7 @@ def test_seeded_release_with_no_user_bounded_equals_the_local_one(spark: Any) ->
         key="key", user="user", max_partitions=4, epsilon=1, delta=1e-6, seed=12
     )
     local = Session(noise_on="executors").histogram(frame, **kwargs)
-    remote = Session(engine=SparkEngine(spark)).histogram(
+    remote = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(
         spark.createDataFrame(frame.to_pandas()), **kwargs
     )
     assert not isinstance(local, DryRun) and not isinstance(remote, DryRun)
@@ -147,7 +147,7 @@ def _hidden(tmp_path: Path) -> list[str]:
 def test_parquet_release_is_a_dataset_written_by_spark(spark: Any, tmp_path: Path) -> None:
     data = _data(tmp_path)
     ledger = _ledger(tmp_path)
-    session = Session(ledger, "d", engine=SparkEngine(spark))
+    session = Session(ledger, "d", engine=SparkEngine(spark, driver_rows=0))
     out = tmp_path / "release.parquet"
     kwargs: dict[str, Any] = dict(
         key="key",
@@ -182,13 +182,15 @@ def test_parquet_release_is_a_dataset_written_by_spark(spark: Any, tmp_path: Pat
     pl.DataFrame({"key": g.zipf(1.5, 4000) % 50}).write_parquet(ints)  # its universe: integers
     out2 = tmp_path / "sparse.parquet"
     kw2: dict[str, Any] = dict(key="key", epsilon=1.0, seed=3, mechanism="pure-sparse")
-    driver = Session(engine=SparkEngine(spark)).histogram(ints, output=out2, **kw2)
+    driver = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(ints, output=out2, **kw2)
     assert not isinstance(driver, DryRun) and driver.diagnostics["noise"] == "driver"
     assert pl.read_parquet(out2 / "*.parquet").equals(driver.to_polars())
     # a weighted selector (drawn by the session on the driver): written by Spark as well
     out3 = tmp_path / "wgm.parquet"
     kw3: dict[str, Any] = dict(key="key", user="user", epsilon=1.0, delta=1e-6, seed=5)
-    wgm = Session(engine=SparkEngine(spark)).histogram(data, mechanism="wgm", output=out3, **kw3)
+    wgm = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(
+        data, mechanism="wgm", output=out3, **kw3
+    )
     assert not isinstance(wgm, DryRun) and len(wgm) > 0
     assert (out3 / "_privhist.json").is_file()
     assert pl.read_parquet(out3 / "*.parquet").equals(wgm.to_polars())
@@ -203,7 +205,7 @@ def test_compact_release_on_spark_stays_one_readable_file(spark: Any, tmp_path: 
     ints = tmp_path / "ints.parquet"
     pl.DataFrame({"key": [1, 5, 5, 99] * 50}).write_parquet(ints)
     out = tmp_path / "compact.parquet"
-    release = Session(engine=SparkEngine(spark)).histogram(
+    release = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(
         ints,
         key="key",
         epsilon=1.0,
@@ -218,12 +220,12 @@ def test_compact_release_on_spark_stays_one_readable_file(spark: Any, tmp_path: 
     assert CompactCounts(read_compact(out)).counts([1, 5, 99, 7]) == drawn
 
 
-@pytest.mark.parametrize("where", ["executors", "driver"])
+@pytest.mark.parametrize("where", ["executors", "driver", "counted on the driver"])
 def test_failing_noise_charges_and_publishes_nothing(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """The noise job fails on the executors, or the keyed draw of a small table on the driver:
-    no spend, no file, nothing hidden left."""
+    """The noise job fails on the executors, the keyed draw of a small table on the driver, or
+    the draw of a small source counted on the driver: no spend, no file, nothing hidden left."""
     import privhist.engines.keyed_noise as keyed_noise
     import privhist.engines.spark.noise as noise
 
@@ -240,9 +242,14 @@ def test_failing_noise_charges_and_publishes_nothing(
     ledger = _ledger(tmp_path)
     if where == "executors":
         monkeypatch.setattr(noise, "_block_function", failing)
-        engine = SparkEngine(spark, driver_keys=0)
-    else:
+        engine = SparkEngine(spark, driver_keys=0, driver_rows=0)
+    elif where == "driver":
         monkeypatch.setattr(keyed_noise, "release_keyed", failing_draw)
+        engine = SparkEngine(spark, driver_rows=0)
+    else:  # a small source: counted and drawn by the local engine on the driver
+        import privhist.engines.local.engine as local_engine
+
+        monkeypatch.setattr(local_engine, "release_keyed", failing_draw)
         engine = SparkEngine(spark)
     out = tmp_path / "release.parquet"
     with pytest.raises(Exception, match="executor lost"):
@@ -271,7 +278,7 @@ def test_failing_write_after_the_commit_publishes_nothing(
 
     monkeypatch.setattr(publish, "checkpoint", squat)
     with pytest.raises(OSError, match=r"cannot write .*release\.parquet"):
-        Session(ledger, "d", engine=SparkEngine(spark)).histogram(
+        Session(ledger, "d", engine=SparkEngine(spark, driver_rows=0)).histogram(
             data, key="key", epsilon=1, delta=1e-6, output=out
         )
     assert _spends(ledger) == 1

@@ -88,7 +88,7 @@ def test_bounded_counts_and_seeded_releases_equal_the_local_engine(
         max_per_partition=2,
     )
     local = LocalEngine().count(path, request, SeededRandom(1))
-    remote = SparkEngine(spark).count(path, request, SeededRandom(1))
+    remote = SparkEngine(spark, driver_rows=0).count(path, request, SeededRandom(1))
     assert local.info["users_bounded"] > 1500  # most users hold more than k keys
     assert remote.keys.tolist() == local.keys.tolist()
     assert remote.counts.tolist() == local.counts.tolist()
@@ -102,7 +102,7 @@ def test_bounded_counts_and_seeded_releases_equal_the_local_engine(
     )  # fmt: skip
     keyed_local = Session(noise_on="executors").histogram(path, **kwargs)
     # the keyed draw on the driver (a table of at most driver_keys keys) and on the executors
-    by_default = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
+    by_default = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(path, **kwargs)
     assert (
         not isinstance(by_default, DryRun) and by_default.diagnostics["noise"] == "driver (keyed)"
     )
@@ -111,12 +111,14 @@ def test_bounded_counts_and_seeded_releases_equal_the_local_engine(
     n = by_default.diagnostics["distinct_keys_counted"]
     assert n > 100
     for driver_keys, where in ((n, "driver (keyed)"), (n - 1, "executors"), (0, "executors")):
-        engine = SparkEngine(spark, driver_keys=driver_keys)
+        engine = SparkEngine(spark, driver_keys=driver_keys, driver_rows=0)
         release = Session(engine=engine).histogram(path, **kwargs)
         assert not isinstance(release, DryRun) and release.diagnostics["noise"] == where
         _same_release(release, keyed_local)
         assert release.diagnostics == by_default.diagnostics | {"noise": where}
-    on_driver = Session(engine=SparkEngine(spark), noise_on="driver").histogram(path, **kwargs)
+    on_driver = Session(engine=SparkEngine(spark, driver_rows=0), noise_on="driver").histogram(
+        path, **kwargs
+    )
     _same_release(on_driver, Session().histogram(path, **kwargs))
 
 
@@ -131,7 +133,7 @@ def test_weighted_selectors_on_spark_equal_the_local_engine(
     kwargs: dict[str, Any] = dict(
         key="key", user="user", epsilon=1.0, delta=1e-6, seed=5, mechanism=mechanism
     )
-    remote = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
+    remote = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(path, **kwargs)
     local = Session().histogram(path, **kwargs)
     _same_release(remote, local)
     assert len(local) > 10
@@ -187,7 +189,7 @@ def test_noise_does_not_depend_on_partitioning(spark: Any) -> None:
     kwargs: dict[str, Any] = dict(
         key="key", user="user", max_partitions=3, epsilon=1.0, delta=1e-6, seed=9
     )
-    engine = SparkEngine(spark, driver_keys=0)  # noise on the executors
+    engine = SparkEngine(spark, driver_keys=0, driver_rows=0)  # noise on the executors
     one = Session(engine=engine).histogram(sdf.repartition(1), **kwargs)
     seven = Session(engine=engine).histogram(sdf.repartition(7, "user"), **kwargs)
     _same_release(one, seven)
@@ -351,7 +353,7 @@ def test_spark_session_runs_driver_mechanisms_after_a_distributed_count(spark: A
     g = np.random.default_rng(5)
     frame = pl.DataFrame({"key": g.zipf(1.5, 4000) % 50})  # its universe: integers
     kwargs: dict[str, Any] = dict(key="key", epsilon=1.0, seed=4, mechanism="pure-sparse")
-    remote = Session(engine=SparkEngine(spark)).histogram(
+    remote = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(
         spark.createDataFrame(frame.to_pandas()), **kwargs
     )
     _same_release(remote, Session().histogram(frame, **kwargs))

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -113,6 +114,17 @@ SPARK_FORMATS = ("csv", "tsv", "parquet", "ndjson")
 #: are about 25 MB of integer columns there
 DRIVER_KEYS = 2**20
 
+#: the default largest source counted on the driver (:class:`SparkEngine`): 2**22 records are
+#: 64 MB of integer (key, user) columns there
+DRIVER_ROWS = 2**22
+
+#: the most bytes per record (of ``driver_rows``) that Spark's size estimate of the selected
+#: columns may give for a source to be collected on trial: Spark estimates a text value at 20
+#: bytes and a long at 8, so a table of text keys and users is within it, and so is a file
+#: (estimated by its size on disk) of up to ``driver_rows`` lines of that width. A larger
+#: estimate says the source is large, and counting its records would be a job for nothing
+ROW_BYTES = 64
+
 
 def _is_spark_frame(source: Any) -> bool:
     return type(source).__module__.startswith("pyspark") and type(source).__name__ == "DataFrame"
@@ -133,13 +145,34 @@ class SparkEngine(Engine):
             stability histogram of 10**6 user-level records on ``local[2]``: 2.6 CPU s in all
             instead of 3.0, medians of 6 interleaved runs). 0 draws every table on the
             executors.
+        driver_rows: the largest source (records, nulls included) whose keys are counted on
+            the driver: its key and user columns, read and typed as on the executors, come to
+            the driver as one Arrow table, and the local engine counts them (per-key counts,
+            the weighted selectors' pairs, vote selection's votes) with the same priorities,
+            and draws from the same keyed streams, so the release is the same; a source this
+            small costs more in Spark's jobs than in counting (a cold user-level histogram of
+            10**6 records on ``local[2]``: about 2 CPU s on the driver, 7-9 on the
+            executors). A source is counted first (one Spark job; a Parquet file answers from
+            its footers) when Spark's size estimate of its selected columns (plan statistics,
+            no job) is at most :data:`ROW_BYTES` bytes a record, and collected only when it has
+            at most ``driver_rows`` records: a larger source never comes to the driver, and
+            pays for the count job (about 1 CPU s at 10**7 Parquet records) when the estimate
+            let it through. Spark Connect gives no estimate: it always counts on the
+            executors. 0 counts every source there.
     """
 
     name = "spark"
 
-    def __init__(self, spark: Any = None, *, driver_keys: int = DRIVER_KEYS) -> None:
+    def __init__(
+        self,
+        spark: Any = None,
+        *,
+        driver_keys: int = DRIVER_KEYS,
+        driver_rows: int = DRIVER_ROWS,
+    ) -> None:
         self._spark = spark
         self.driver_keys = check_positive_int(driver_keys, "SparkEngine", "driver_keys", minimum=0)
+        self.driver_rows = check_positive_int(driver_rows, "SparkEngine", "driver_rows", minimum=0)
 
     @property
     def spark(self) -> Any:
@@ -192,7 +225,12 @@ class SparkEngine(Engine):
     def _key_counts(
         self, source: Any, request: KeyCounts, rng: RandomSource, progress: bool
     ) -> Counts:
-        counted = self.count_table(source, request, rng)
+        selected = self._selected(source, request.fields, "count")
+        small = self._on_driver(selected)
+        if small is not None:
+            answer: Counts = _local().compute(small, _as_selected(request), rng, progress=progress)
+            return answer
+        counted = self._count_selected(selected, request, rng)
         info = counted.info
         info.pop("keys_counted")
         try:
@@ -214,8 +252,11 @@ class SparkEngine(Engine):
             raise ValidationError(
                 "user", fn, "a user column (weighted selectors are user-level)", None
             )
-        df, from_file = self._frame(source, request.fields, fn)
-        return SparkWeightedSource(self._select(df, request.fields, from_file, fn), rng)
+        selected = self._selected(source, request.fields, fn)
+        small = self._on_driver(selected)
+        if small is not None:
+            return _local().compute(small, _as_selected(request), rng, progress=progress)
+        return SparkWeightedSource(selected, rng)
 
     def _user_votes(
         self, source: Any, request: UserVotes, rng: RandomSource, progress: bool
@@ -232,10 +273,15 @@ class SparkEngine(Engine):
         fn = "histogram"
         if not request.fields.user_level:
             raise ValidationError("user", fn, "a user column (vote selection is user-level)", None)
-        df, from_file = self._frame(source, request.fields, fn)
+        selected = self._selected(source, request.fields, fn)
+        small = self._on_driver(selected)
+        if small is not None:
+            votes: VoteCounts = _local().compute(
+                small, _as_selected(request), rng, progress=progress
+            )
+            return votes
         pairs = (
-            self._select(df, request.fields, from_file, fn)
-            .select("user", "key")
+            selected.select("user", "key")
             .filter(F.col("user").isNotNull() & F.col("key").isNotNull())
             .distinct()
             .toArrow()
@@ -383,7 +429,19 @@ class SparkEngine(Engine):
         from privhist.engines.spark.noise import release_table
 
         mechanism = request.mechanism
-        counted = self.count_table(source, request.counts, rng)
+        selected = self._selected(source, request.fields, "count")
+        small = self._on_driver(selected)
+        if small is not None:
+            local: Draw = _local().compute(small, _as_selected(request), rng, progress=progress)
+
+            def draw_here() -> Release:
+                release = local()
+                release.diagnostics["noise"] = "driver (keyed)"
+                release.diagnostics["counting"] = "driver"
+                return release
+
+            return draw_here
+        counted = self._count_selected(selected, request.counts, rng)
         keys_counted = counted.info.pop("keys_counted")
 
         def draw() -> Release:
@@ -406,6 +464,7 @@ class SparkEngine(Engine):
                 counted.close()
             release.diagnostics.setdefault("distinct_keys_counted", keys_counted)
             release.diagnostics["noise"] = where
+            release.diagnostics["counting"] = "executors"
             return release
 
         return draw
@@ -417,11 +476,12 @@ class SparkEngine(Engine):
 
         Counting is one Spark job: the facts (records, nulls, users) ride in the null-key row of
         the same aggregate as the per-key counts (:mod:`privhist.engines.spark.bounding`)."""
+        return self._count_selected(self._selected(source, request.fields, "count"), request, rng)
+
+    def _count_selected(self, df: Any, request: KeyCounts, rng: RandomSource) -> Counted:
+        """:meth:`count_table` of the selected columns ``df`` (:meth:`_selected`)."""
         from pyspark.sql import functions as F
 
-        fn = "count"
-        df, from_file = self._frame(source, request.fields, fn)
-        df = self._select(df, request.fields, from_file, fn)
         if not request.fields.user_level:
             grouped = df.groupBy("key").agg(F.count(F.lit(1)).alias("count")).cache()
             key_row = F.col("key").isNotNull()
@@ -445,10 +505,12 @@ class SparkEngine(Engine):
             }
             return Counted(grouped, grouped.filter(key_row), info, Neighbouring.add_remove())
 
+        from privhist.engines.local.counting import contribution_bounds
         from privhist.engines.spark.bounding import FACTS, partition_function, partition_schema
 
-        k = request.max_partitions if request.max_partitions is not None else 1
-        c = request.max_per_partition if request.max_per_partition is not None else 1
+        k, c, defaulted = contribution_bounds(
+            True, request.max_partitions, request.max_per_partition, "count"
+        )
         secret, undo = _tentative_secret(rng)
         key_is_int = df.schema["key"].dataType.simpleString() == "bigint"
         partial = df.repartition("user").mapInArrow(
@@ -486,6 +548,7 @@ class SparkEngine(Engine):
             "records_kept": int(row["records_kept"] or 0),
             "max_partitions_contributed": k,
             "max_contributions_per_partition": c,
+            "bounds_defaulted": defaulted,
             "keys_counted": int(row["keys_counted"] or 0),
         }
         table = grouped.filter(F.col("key").isNotNull() & (F.col("units") > 0)).select(
@@ -494,6 +557,27 @@ class SparkEngine(Engine):
         return Counted(grouped, table, info, Neighbouring.user(k, c))
 
     # -- reading -------------------------------------------------------------------------------
+
+    def _selected(self, source: Any, fields: Fields, fn: str) -> Any:
+        """The records of ``source`` as a DataFrame of ``key`` (and ``user``), read and typed
+        as every request of this engine reads them."""
+        df, from_file = self._frame(source, fields, fn)
+        return self._select(df, fields, from_file, fn)
+
+    def _on_driver(self, selected: Any) -> Any:
+        """``selected`` as one Arrow table on the driver when it has at most
+        :attr:`driver_rows` records, else None (see the class notes): counted only when Spark's
+        size estimate of it (no job) is at most :data:`ROW_BYTES` a record, and collected only
+        when the count is at most :attr:`driver_rows`."""
+        if self.driver_rows == 0:
+            return None
+        size = _estimated_bytes(selected)
+        if size is None or size > ROW_BYTES * self.driver_rows:
+            return None
+        if selected.count() > self.driver_rows:  # one job: Parquet files answer from footers
+            return None
+        table = selected.toArrow()
+        return table if table.num_rows <= self.driver_rows else None  # grown since its count
 
     def _frame(self, source: Any, fields: Fields, fn: str) -> tuple[Any, bool]:
         reading = fields.reading
@@ -655,6 +739,29 @@ def _tentative_secret(rng: RandomSource) -> tuple[bytes, Callable[[], None]]:
             rng.__dict__.update(saved)
 
     return secret, undo
+
+
+def _estimated_bytes(df: Any) -> int | None:
+    """Spark's own estimate of ``df``'s size in bytes, from the statistics of its optimised plan
+    (no job runs; for files, their size scaled to the selected columns); None when the session
+    gives none (Spark Connect)."""
+    try:
+        return int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    except Exception:  # no JVM handle (Spark Connect) or a plan without statistics
+        return None
+
+
+def _local() -> Engine:
+    from privhist.engines.local import LocalEngine
+
+    return LocalEngine()
+
+
+def _as_selected(request: Any) -> Any:
+    """``request`` with its fields naming the columns of :meth:`SparkEngine._selected`: ``key``
+    and (user-level) ``user``, read as the table's own types."""
+    fields = Fields("key", "user" if request.fields.user_level else None)
+    return dataclasses.replace(request, fields=fields)
 
 
 def _collect(table: Any, *, with_units: bool) -> tuple[Any, Any, Any]:

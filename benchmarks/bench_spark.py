@@ -13,8 +13,14 @@ user keeps at most ``k = 5`` keys and ``c = 1`` record per key; (epsilon, delta)
 Systems (the clock runs from "read the file" to "the release is on the driver"):
 
 * ``privhist-spark``: ``Session(engine=SparkEngine(spark)).histogram(path, mechanism="stability",
-  ...)``: counting, bounding with keyed priorities and the Laplace noise and threshold on the
-  executors, private randomness (the operating system's CSPRNG);
+  ...)``, the engine's defaults: a source of at most ``driver_rows`` (2**22) records is counted
+  on the driver (its two columns collected as Arrow, the local engine's count and keyed draw;
+  10^6 and 3*10^6 here), a larger one as the next system does (10^7 here); each run reports
+  where it counted;
+* ``privhist-spark-executors``: the same with ``SparkEngine(spark, driver_rows=0)``: counting,
+  bounding with keyed priorities and the Laplace noise and threshold on the executors (the noise
+  on the driver for a per-key table of at most ``driver_keys`` keys),
+  private randomness (the operating system's CSPRNG). The scaling model is fitted to it;
 * ``pipelinedp-spark``: PipelineDP 0.3.1 ``DPEngine`` on ``SparkRDDBackend`` over
   ``spark.read.parquet(path).rdd``, ``Metrics.COUNT``, Laplace noise, its default partition
   selection (truncated geometric; half of epsilon and all of delta for selection, as
@@ -23,14 +29,16 @@ Systems (the clock runs from "read the file" to "the release is on the driver"):
 * ``privhist-local``: ``Session().histogram(path, ...)`` on the local engine (Polars/NumPy);
 * ``spark-floor``: not a release but the least any user-level histogram on Spark does: read the
   file, ``repartition("user")`` (each user's records on one executor, which bounding needs) and
-  ``groupBy("key").count()`` collected to the driver, in plain Spark SQL. Its CPU bounds every
-  Spark engine's, so ``PipelineDP / spark-floor`` is the largest CPU ratio to PipelineDP any
-  Spark engine could reach at that size, and ``privhist-spark / spark-floor`` what privhist adds.
+  ``groupBy("key").count()`` collected to the driver, in plain Spark SQL. Its CPU bounds that of
+  every engine counting on the executors, so ``PipelineDP / spark-floor`` is the largest CPU
+  ratio to PipelineDP such an engine could reach at that size, and
+  ``privhist-spark-executors / spark-floor`` what privhist adds. Counting on the driver shuffles
+  nothing and is not bounded by it.
 
 Scaling model
 -------------
-The Spark engine's release is one counting job and one noise job; with ``n`` records, ``p``
-distinct (user, key) pairs, ``u`` users, ``K`` keys and ``P`` shuffle partitions
+On the executors, the Spark engine's release is one counting job and one noise job; with ``n``
+records, ``p`` distinct (user, key) pairs, ``u`` users, ``K`` keys and ``P`` shuffle partitions
 (``K << p <= n``):
 
 1. scan and shuffle by user (``repartition(user)``): the records, two longs each, are written
@@ -50,13 +58,15 @@ distinct (user, key) pairs, ``u`` users, ``K`` keys and ``P`` shuffle partitions
 So the shuffle volume is about 7 bytes per record plus ``~10 * K * P`` bytes, and the time is
 ``T(n) ~ T0 + c * n / W`` on ``W`` executor cores, where ``c`` is the CPU cost per record of
 stages 1-2. The benchmark fits ``T0`` and ``c`` by least squares to the CPU seconds of every
-privhist-spark run (at least three sizes, measured in the same interleaved rounds so that they
-share the machine's load), prints each with its standard error and every size's relative
+privhist-spark-executors run (at least three sizes, measured in the same interleaved rounds so
+that they share the machine's load), prints each with its standard error and every size's relative
 residual, checks ``T0`` against the fixed-cost goal (``--fixed-goal``, 5 CPU s), and projects
 10^10 records on 100 executors of 4 cores as ``T0 + c * 10^10 / 400``, assuming that the
 per-record cost stays flat (every stage is linear but for the per-partition sorts, ``log`` of the
 partition size) and that the network carries the ``~7 * 10^10`` bytes (70 GB) of shuffle at about
 1 GB/s per executor (under a second on 100 executors).
+The default engine's runs that counted on the driver (sizes up to ``driver_rows``) get a model of
+their own, fitted the same way when they cover at least three sizes, with no projection.
 
 Measuring. Every system runs in its own fresh process through the harness
 (``benchmarks/_harness.py``): the Spark session started (5-10 s, paid once per application) and
@@ -115,20 +125,30 @@ def _spark(master: str) -> tuple[Any, float]:
     return spark, _STARTUP[0]
 
 
-def privhist_spark(path: str, master: str) -> Callable[[], dict[str, float]]:
+def privhist_spark(
+    path: str, master: str, driver_rows: int | None = None
+) -> Callable[[], dict[str, float]]:
     from privhist import Session
     from privhist.engines.spark import SparkEngine
 
     spark, startup = _spark(master)
+    engine = (
+        SparkEngine(spark) if driver_rows is None else SparkEngine(spark, driver_rows=driver_rows)
+    )
 
     def run() -> dict[str, float]:
-        rel = Session(engine=SparkEngine(spark)).histogram(
+        rel = Session(engine=engine).histogram(
             path, key="key", user="user", key_type="int", mechanism="stability",
             max_partitions=K, max_per_partition=C, epsilon=EPSILON, delta=DELTA,
         )  # fmt: skip
-        return {"released": len(rel), "startup": round(startup, 2)}
+        counting = rel.diagnostics.get("counting")
+        return {"released": len(rel), "startup": round(startup, 2), "counting": counting}
 
     return run
+
+
+def privhist_spark_executors(path: str, master: str) -> Callable[[], dict[str, float]]:
+    return privhist_spark(path, master, driver_rows=0)
 
 
 def pipelinedp_spark(path: str, master: str) -> Callable[[], dict[str, float]]:
@@ -214,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "privhist-bench")
     parser.add_argument("--peer-timeout", type=float, default=1800.0)
     names = {"privhist-spark": "privhist_spark", "pipelinedp-spark": "pipelinedp_spark",
-             "privhist-local": "privhist_local", "spark-floor": "spark_floor"}  # fmt: skip
+             "privhist-local": "privhist_local", "spark-floor": "spark_floor",
+             "privhist-spark-executors": "privhist_spark_executors"}  # fmt: skip
     parser.add_argument(
         "--systems", nargs="+", default=list(names), choices=list(names), metavar="SYSTEM"
     )
@@ -250,13 +271,18 @@ def main(argv: list[str] | None = None) -> int:
             name = f"{label} {n:.0e}"
             target = f"bench_spark:{names[label]}"
             systems.append(System(name, target, params, warm, work=n, timeout=timeout))
-        spark, peer, local, floor = (f"{x} {n:.0e}" for x in names)
-        ratios += [Ratio(spark, local), Ratio(spark, local, "cpu"), Ratio(spark, floor, "cpu")]
+        spark, peer, local, floor, spread = (f"{x} {n:.0e}" for x in names)
+        ratios += [Ratio(spark, local), Ratio(spark, local, "cpu"), Ratio(spread, floor, "cpu")]
         if n in peer_sizes:
-            ratios += [Ratio(peer, spark), Ratio(peer, spark, "cpu"), Ratio(peer, floor, "cpu")]
+            ratios += [Ratio(peer, spark), Ratio(peer, spark, "cpu"), Ratio(peer, spread, "cpu"),
+                       Ratio(peer, floor, "cpu")]  # fmt: skip
             goals.append(
                 Goal(f"at least 10x PipelineDP's CPU at {n:.0e}", Ratio(peer, spark, "cpu"),
                      at_least=10)
+            )  # fmt: skip
+            goals.append(
+                Goal(f"at least 10x PipelineDP's CPU at {n:.0e}, every source on the executors",
+                     Ratio(peer, spread, "cpu"), at_least=10)
             )  # fmt: skip
     # every size in the same rounds: the points of the scaling model share the machine's load
     ms, _ = compare(
@@ -268,19 +294,44 @@ def main(argv: list[str] | None = None) -> int:
         (float(n), float(x.cpu))
         for n in sizes
         for x in ms
-        if x.system == f"privhist-spark {n:.0e}" and x.ok and not x.stopped and x.cpu is not None
+        if x.system == f"privhist-spark-executors {n:.0e}"
+        and x.ok
+        and not x.stopped
+        and x.cpu is not None
     ]
     fit_model(points, args.fixed_goal)
+    # the default engine at the sizes it counted on the driver: a model of its own, to 2**22
+    here = [
+        (float(n), float(x.cpu))
+        for n in sizes
+        for x in ms
+        if x.system == f"privhist-spark {n:.0e}"
+        and x.ok
+        and not x.stopped
+        and x.cpu is not None
+        and isinstance(x.result, dict)
+        and x.result.get("counting") == "driver"
+    ]
+    if here:
+        fit_model(
+            here, args.fixed_goal, label="privhist-spark, counted on the driver", project=False
+        )
     return 0
 
 
-def fit_model(points: list[tuple[float, float]], fixed_goal: float) -> None:
-    """Least-squares ``cpu = T0 + c * n`` over every measured ``(n, cpu)`` of privhist-spark
-    (CPU seconds of the driver, the JVM and its Python workers: the work itself, which a loaded
-    machine stretches in wall time but hardly changes), with the standard errors of ``T0`` and
-    ``c``, each size's relative residual, and the 10^10-record projection on 400 cores."""
+def fit_model(
+    points: list[tuple[float, float]],
+    fixed_goal: float,
+    label: str = "privhist-spark-executors",
+    project: bool = True,
+) -> None:
+    """Least-squares ``cpu = T0 + c * n`` over every measured ``(n, cpu)`` of ``label`` (by
+    default privhist-spark-executors, the distributed path at every size; CPU seconds of the
+    driver, the JVM and its Python workers: the work itself, which a loaded machine stretches in
+    wall time but hardly changes), with the standard errors of ``T0`` and ``c``, each size's
+    relative residual, and (``project``) the 10^10-record projection on 400 cores."""
     sizes = sorted({n for n, _ in points})
-    print("\nscaling model, privhist-spark CPU seconds = T0 + c * n (least squares, every run):")
+    print(f"\nscaling model, {label} CPU seconds = T0 + c * n (least squares, every run):")
     if len(sizes) < 3:
         print(f"  not fitted: {len(sizes)} size(s) measured; the model needs at least three")
         return
@@ -306,6 +357,8 @@ def fit_model(points: list[tuple[float, float]], fixed_goal: float) -> None:
     print(f"  largest relative residual of a run: {worst:.1%}")
     verdict = "met" if t0 <= fixed_goal else f"not met ({t0 / fixed_goal:.2f}x the bound)"
     print(f"  goal: fixed cost T0 at most {fixed_goal:g} CPU s: {verdict}")
+    if not project:
+        return
     print(f"  projected 10^10 records on 400 cores: {t0 + c * 1e10 / 400:.0f} s (CPU-bound, "
           "flat per-record cost, shuffle over the network not included)")  # fmt: skip
 

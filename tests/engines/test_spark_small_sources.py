@@ -48,8 +48,8 @@ def _spied(engine: SparkEngine) -> list[bool]:
     seen: list[bool] = []
     original = engine._on_driver
 
-    def on_driver(selected: Any) -> Any:
-        table = original(selected)
+    def on_driver(*args: Any) -> Any:
+        table = original(*args)
         seen.append(table is not None)
         return table
 
@@ -100,12 +100,25 @@ def test_a_small_source_gives_the_release_counted_on_the_executors(
         assert a.diagnostics == b.diagnostics
 
 
-def test_the_boundary_is_exact_in_records(spark: Any, sources: dict[str, Path]) -> None:
+def test_the_boundary_is_exact_in_records(
+    spark: Any, sources: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``driver_rows`` = the records (the null key and null user included) counts on the driver;
-    one fewer counts on the executors, to the same release."""
+    one fewer counts on the executors, to the same release. A Parquet file on this machine is
+    counted from its footers, with no Spark job."""
     kwargs = dict(key="key", user="user", mechanism="stability", max_partitions=4, epsilon=1.0,
                   delta=1e-6, seed=3, key_type="int")  # fmt: skip
     path = str(sources["int"])
+    frame = spark.read.parquet(f"file://{path}")
+    DataFrame = type(frame)  # the session's own class (classic or Connect)
+    count = DataFrame.count
+    jobs: list[int] = []
+
+    def counted(self: Any) -> int:
+        jobs.append(count(self))
+        return jobs[-1]
+
+    monkeypatch.setattr(DataFrame, "count", counted)
     releases = []
     for driver_rows, where in ((N, "driver"), (N - 1, "executors"), (0, "executors")):
         engine = SparkEngine(spark, driver_rows=driver_rows)
@@ -117,6 +130,13 @@ def test_the_boundary_is_exact_in_records(spark: Any, sources: dict[str, Path]) 
         releases.append(release)
     assert releases[0].to_polars().equals(releases[1].to_polars())
     assert releases[1].to_polars().equals(releases[2].to_polars())
+    assert jobs == []  # the footers said how many records
+    # a DataFrame of the same records is counted by a job
+    engine = SparkEngine(spark, driver_rows=N)
+    release = Session(engine=engine).histogram(frame, **kwargs)
+    assert not isinstance(release, DryRun) and release.diagnostics["counting"] == "driver"
+    assert jobs == [N]
+    assert release.to_polars().equals(releases[0].to_polars())
 
 
 def test_a_source_estimated_larger_is_not_collected(
@@ -167,6 +187,33 @@ def test_a_source_estimated_larger_is_not_collected(
             assert all(rows < n for rows in collects)  # only per-key rows came to the driver
         else:
             assert counts == [n] and n in collects  # counted, then the whole source, once
+
+
+def test_a_failed_collect_counts_on_the_executors(
+    spark: Any, sources: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collect Spark refuses (say, above ``spark.driver.maxResultSize``) leaves the source to
+    the executors, to the same release."""
+    DataFrame = type(spark.range(1))  # the session's own class (classic or Connect)
+    kwargs = dict(key="key", user="user", mechanism="stability", max_partitions=4, epsilon=1.0,
+                  delta=1e-6, seed=3, key_type="int")  # fmt: skip
+    path = str(sources["int"])
+    want = Session(engine=SparkEngine(spark, driver_rows=0)).histogram(path, **kwargs)
+    to_arrow = DataFrame.toArrow
+    refused: list[int] = []
+
+    def refusing(self: Any) -> Any:
+        if "user" in self.columns:  # the source's columns, not the per-key table
+            refused.append(1)
+            raise RuntimeError("Total size of serialized results is bigger than maxResultSize")
+        return to_arrow(self)
+
+    monkeypatch.setattr(DataFrame, "toArrow", refusing)
+    got = Session(engine=SparkEngine(spark)).histogram(path, **kwargs)
+    assert refused == [1]
+    assert not isinstance(got, DryRun) and not isinstance(want, DryRun)
+    assert got.diagnostics["counting"] == "executors"
+    assert got.to_polars().equals(want.to_polars())
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "many"])

@@ -94,7 +94,7 @@ def bound_table(table: Any, f: PairPriorities, k: int, c: int, key_is_int: bool)
     integer = isinstance(keys, np.ndarray) and keys.dtype.kind == "i"  # the integer path's ids
     key_array = _int64_array(keys) if integer else _arrow(keys, key_type)
     columns = [
-        pa.concat_arrays([key_array.cast(key_type), pa.nulls(1, key_type)]),
+        pa.concat_arrays([key_array, pa.nulls(1, key_type)]),
         pa.concat_arrays([_int64_array(counts), pa.nulls(1, pa.int64())]),
         pa.concat_arrays([_int64_array(units), pa.nulls(1, pa.int64())]),
     ]

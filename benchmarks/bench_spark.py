@@ -290,33 +290,34 @@ def main(argv: list[str] | None = None) -> int:
         title=f"user level on Spark, {', '.join(f'{n:,}' for n in sizes)} records",
         **options(args),
     )  # fmt: skip
-    points = [
-        (float(n), float(x.cpu))
-        for n in sizes
-        for x in ms
-        if x.system == f"privhist-spark-executors {n:.0e}"
-        and x.ok
-        and not x.stopped
-        and x.cpu is not None
-    ]
-    fit_model(points, args.fixed_goal)
+    fit_model(_cpu_points(ms, sizes, "privhist-spark-executors"), args.fixed_goal)
     # the default engine at the sizes it counted on the driver: a model of its own, to 2**22
-    here = [
-        (float(n), float(x.cpu))
-        for n in sizes
-        for x in ms
-        if x.system == f"privhist-spark {n:.0e}"
-        and x.ok
-        and not x.stopped
-        and x.cpu is not None
-        and isinstance(x.result, dict)
-        and x.result.get("counting") == "driver"
-    ]
+    here = _cpu_points(ms, sizes, "privhist-spark", counting="driver")
     if here:
         fit_model(
             here, args.fixed_goal, label="privhist-spark, counted on the driver", project=False
         )
     return 0
+
+
+def _cpu_points(
+    ms: list[Any], sizes: list[int], system: str, counting: str | None = None
+) -> list[tuple[float, float]]:
+    """``(n, CPU s)`` of every complete run of ``system`` (those that counted where ``counting``
+    says, when given)."""
+    return [
+        (float(n), float(x.cpu))
+        for n in sizes
+        for x in ms
+        if x.system == f"{system} {n:.0e}"
+        and x.ok
+        and not x.stopped
+        and x.cpu is not None
+        and (
+            counting is None
+            or (isinstance(x.result, dict) and x.result.get("counting") == counting)
+        )
+    ]
 
 
 def fit_model(

@@ -62,8 +62,8 @@ MODULES = (EVERY, "tests/engines/test_engine_contract.py", SESSIONS)
 FULL = os.environ.get("PRIVHIST_TEST_DEPLOYMENTS", "") == "full"
 
 
-def _release(noise: str, name: str) -> str:
-    return f"test_a_spark_dataframe_gives_the_local_release[{noise}-{name}]"
+def _release(noise: str, name: str, counting: str = "counted on executors") -> str:
+    return f"test_a_spark_dataframe_gives_the_local_release[{counting}-{noise}-{name}]"
 
 
 def _command(name: str) -> str:
@@ -77,7 +77,12 @@ AGGREGATE_VARIANTS = ("aggregate, private groups", "aggregate, users and two col
 #: the tests that show every release kind equal to the local engine's
 RELEASE_TESTS = (
     {
-        *(_release(noise, name) for noise in ("driver", "executors") for name in CALLS),
+        *(
+            _release(noise, name, counting)
+            for noise in ("driver", "executors")
+            for name in CALLS
+            for counting in ("counted on executors", "on the driver")
+        ),
         *(_command(c) for c in COMMANDS),
     }
     if FULL

@@ -229,11 +229,10 @@ class SparkEngine(Engine):
     def _key_counts(
         self, source: Any, request: KeyCounts, rng: RandomSource, progress: bool
     ) -> Counts:
-        selected = self._selected(source, request.fields, "count")
-        small = self._on_driver(selected, source, request.fields)
-        if small is not None:
-            answer: Counts = _local().compute(small, _as_selected(request), rng, progress=progress)
-            return answer
+        selected, answer = self._read(source, request, "count", rng, progress)
+        if answer is not None:
+            answered: Counts = answer
+            return answered
         counted = self._count_selected(selected, request, rng)
         info = counted.info
         info.pop("keys_counted")
@@ -256,10 +255,9 @@ class SparkEngine(Engine):
             raise ValidationError(
                 "user", fn, "a user column (weighted selectors are user-level)", None
             )
-        selected = self._selected(source, request.fields, fn)
-        small = self._on_driver(selected, source, request.fields)
-        if small is not None:
-            return _local().compute(small, _as_selected(request), rng, progress=progress)
+        selected, answer = self._read(source, request, fn, rng, progress)
+        if answer is not None:
+            return answer
         return SparkWeightedSource(selected, rng)
 
     def _user_votes(
@@ -277,12 +275,9 @@ class SparkEngine(Engine):
         fn = "histogram"
         if not request.fields.user_level:
             raise ValidationError("user", fn, "a user column (vote selection is user-level)", None)
-        selected = self._selected(source, request.fields, fn)
-        small = self._on_driver(selected, source, request.fields)
-        if small is not None:
-            votes: VoteCounts = _local().compute(
-                small, _as_selected(request), rng, progress=progress
-            )
+        selected, answer = self._read(source, request, fn, rng, progress)
+        if answer is not None:
+            votes: VoteCounts = answer
             return votes
         pairs = (
             selected.select("user", "key")
@@ -433,10 +428,9 @@ class SparkEngine(Engine):
         from privhist.engines.spark.noise import release_table
 
         mechanism = request.mechanism
-        selected = self._selected(source, request.fields, "count")
-        small = self._on_driver(selected, source, request.fields)
-        if small is not None:
-            local: Draw = _local().compute(small, _as_selected(request), rng, progress=progress)
+        selected, answer = self._read(source, request, "count", rng, progress)
+        if answer is not None:
+            local: Draw = answer
 
             def draw_here() -> Release:
                 release = local()
@@ -567,6 +561,19 @@ class SparkEngine(Engine):
         as every request of this engine reads them."""
         df, from_file = self._frame(source, fields, fn)
         return self._select(df, fields, from_file, fn)
+
+    def _read(
+        self, source: Any, request: Any, fn: str, rng: RandomSource, progress: bool
+    ) -> tuple[Any, Any]:
+        """The records of ``source`` as :meth:`_selected` reads them for ``request``, and the
+        local engine's answer to ``request`` when they are few enough to count on the driver
+        (:meth:`_on_driver`; the same priorities and keyed streams, so the same release), else
+        None for the executors to answer."""
+        selected = self._selected(source, request.fields, fn)
+        small = self._on_driver(selected, source, request.fields)
+        if small is None:
+            return selected, None
+        return selected, _local().compute(small, _as_selected(request), rng, progress=progress)
 
     def _on_driver(self, selected: Any, source: Any, fields: Fields) -> Any:
         """``selected`` (the records of ``source``) as one Arrow table on the driver when it has

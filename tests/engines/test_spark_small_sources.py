@@ -3,10 +3,12 @@ user columns come to the driver as one Arrow table and the local engine counts t
 (NOT private) every release equals the one counted on the executors, whichever mechanism reads the
 counts (per-key noise on either side, the weighted selectors, vote selection, record level); the
 boundary is exact in records (nulls included); a source whose size estimate is above the limit is
-not collected; and the bound is validated."""
+not collected; one release reads a small source once, whatever it asks of it; and the bound is
+validated."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +216,44 @@ def test_a_failed_collect_counts_on_the_executors(
     assert not isinstance(got, DryRun) and not isinstance(want, DryRun)
     assert got.diagnostics["counting"] == "executors"
     assert got.to_polars().equals(want.to_polars())
+
+
+def test_one_release_collects_a_small_source_once(
+    spark: Any, sources: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default user-level plan asks for the users' keys and for their votes. Inside one
+    release (``Engine.reading``) the source is counted and collected once, for both; the next
+    release reads it again, to the same seeded table. Power: with ``reading`` keeping nothing,
+    the same release collects the source twice."""
+    DataFrame = type(spark.range(1))  # the session's own class (classic or Connect)
+    to_arrow = DataFrame.toArrow
+    collects: list[int] = []
+
+    def counted(self: Any) -> Any:
+        if "user" in self.columns:  # the source's columns, not a per-key table
+            collects.append(1)
+        return to_arrow(self)
+
+    monkeypatch.setattr(DataFrame, "toArrow", counted)
+    kwargs = dict(key="key", user="user", epsilon=1.0, delta=1e-6, seed=23, key_type="int")
+    path = str(sources["int"])
+    engine = SparkEngine(spark)
+    reads = _spied(engine)
+    first = Session(engine=engine).histogram(path, **kwargs)
+    assert reads == [True] and collects == [1]
+    assert engine._kept == {}  # nothing kept past the release
+    second = Session(engine=engine).histogram(path, **kwargs)
+    assert reads == [True, True] and collects == [1, 1]
+    assert not isinstance(first, DryRun) and not isinstance(second, DryRun)
+    assert len(first) > 0 and first.to_polars().equals(second.to_polars())
+    assert first.metadata == second.metadata
+
+    forgetful = SparkEngine(spark)
+    forgetful.reading = lambda source: contextlib.nullcontext()  # type: ignore[method-assign]
+    collects.clear()
+    third = Session(engine=forgetful).histogram(path, **kwargs)
+    assert collects == [1, 1]  # the keys and the votes each read the source
+    assert not isinstance(third, DryRun) and third.to_polars().equals(first.to_polars())
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "many"])

@@ -22,8 +22,10 @@ analyses never know which engine counted. What an engine must do for every reque
 Drawing a release where the data lives (per-key noise on Spark executors) is the optional
 request :class:`~privhist.core.requests.KeyedDraw`: an engine that can do it for a mechanism says
 so in :meth:`Engine.supports`. An engine that writes Parquet releases itself (where the data is)
-returns a writer from :meth:`Engine.publisher`. Engines are named in one registry
-(:mod:`privhist.engines.registry`).
+returns a writer from :meth:`Engine.publisher`. The requests of one release are answered inside
+:meth:`Engine.reading`, so an engine may keep what it read for the release's next request (the
+Spark engine keeps a small source's records on the driver); nothing is kept past it. Engines
+are named in one registry (:mod:`privhist.engines.registry`).
 
 Key types are a public choice (:attr:`~privhist.core.requests.Reading.key_type`), never inferred
 from the data.
@@ -33,7 +35,8 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar, overload
 
 from privhist.core.data import Counts
@@ -83,6 +86,12 @@ class Engine(ABC):
     @abstractmethod
     def handlers(self) -> Mapping[type[Request], Handler]:
         """The request types this engine answers, each with the function that answers it."""
+
+    @contextmanager
+    def reading(self, source: Any) -> Iterator[None]:
+        """Within it, the requests of one release on ``source``: an engine may keep what it
+        read for the release's next request and must drop it on exit. This one keeps nothing."""
+        yield
 
     def supports(self, request: Request) -> bool:
         """Whether :meth:`compute` answers ``request`` (decided without reading data); a

@@ -353,8 +353,11 @@ class Session:
                     prepared = self.engine.compute(source, keyed, rng, progress=self.progress)
                     answered[keyed] = prepared
                     return self._engine_named(prepared)
-        for request in requests:
-            answered[request] = self.engine.compute(source, request, rng, progress=self.progress)
+        with self.engine.reading(source):
+            for request in requests:
+                answered[request] = self.engine.compute(
+                    source, request, rng, progress=self.progress
+                )
         answers = Answers(
             answered,
             lambda r: self.engine.compute(source, r, rng, progress=self.progress),

@@ -100,6 +100,31 @@ def test_the_user_level_default_decides_inside_one_spend() -> None:
     assert chosen == {"sparse": "vote-selection", "dense": "cumulative-sips"}
 
 
+def test_only_a_dry_run_ranks_the_mechanisms_for_the_explanation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default plan's ranking is for the dry run to show: a release does not compute it."""
+    import privhist.planning.user_level as ul
+
+    calls: list[int] = []
+    real = ul.rank_user_level
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["degree"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ul, "rank_user_level", counted)
+    frame = _sparse(5, 2000)
+    kwargs: dict[str, Any] = dict(key="page", user="user", epsilon=1, delta=1e-6)
+    r = Session().histogram(frame, seed=2, **kwargs)
+    assert not isinstance(r, DryRun) and len(r) > 0 and calls == []
+    plan = Session().histogram(frame, dry_run=True, **kwargs)
+    assert isinstance(plan, DryRun) and calls == list(ul.EXPLAIN_DEGREES)
+    degrees = [row["degree"] for row in plan.details["explanation"]["ranking"]]
+    assert degrees == list(ul.EXPLAIN_DEGREES)
+    json.dumps(plan.details)
+
+
 def test_a_cap_ranks_the_selectors_too() -> None:
     """With a cap and no mechanism named, the key selectors are ranked (the per-key
     mechanisms only beside them), and the dry run says which and why."""

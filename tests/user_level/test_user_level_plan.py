@@ -66,6 +66,62 @@ def test_default_plan_builds_every_candidate_and_spends_the_request(keys_only: b
     assert degrees == sorted(degrees) and len(degrees) >= 3
 
 
+def test_the_default_plan_builds_one_selector_before_the_data_and_the_chosen_one_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import privhist.planning.user_level as ul
+
+    built: list[tuple[str, int | None]] = []
+    real = ul._build
+
+    def counted(name: str, cap: int | None, *args: object) -> object:
+        built.append((name, cap))
+        return real(name, cap, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ul, "_build", counted)
+    plan = choose(1.0, 1e-8, keys_only=True)
+    assert [b for b in built if b[0] != "vote-selection"] == [("cumulative-sips", 5)]
+    # what the plan states needs no other member: the largest cap bounds the relation
+    assert plan.neighbouring.max_partitions_contributed == max(DEFAULT_PLAN_CAPS)
+    statement = plan.guarantee()
+    assert [b for b in built if b[0] != "vote-selection"] == [("cumulative-sips", 5)]
+    built.clear()
+    few = plan.decide(_histogram([2] * 9000 + [40] * 1000), 200, SeededRandom(0))
+    assert few.reasons["cap"] == 50 and built == [("cumulative-sips", 50)]
+    # every member states what the plan stated with the probe alone
+    sips = plan.candidates["cumulative-sips"]
+    for cap in DEFAULT_PLAN_CAPS:
+        g = sips[cap].guarantee()
+        assert g.epsilon <= statement.epsilon and g.delta <= statement.delta
+        assert sips[cap].max_keys == cap <= plan.neighbouring.max_partitions_contributed
+    built.clear()
+    plan.decide(_histogram([2] * 10_000), 5000, SeededRandom(0))  # vote selection
+    assert built == []
+
+
+def test_a_selector_family_refuses_a_member_stating_more_than_its_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = choose(1.0, 1e-8, keys_only=True)
+    sips = plan.candidates["cumulative-sips"]
+    eps, delta = sips.probe.epsilon, sips.probe.delta
+    wider = {
+        10: CumulativeSIPS(eps, 2 * delta, max_keys=10),
+        30: CumulativeSIPS(1.5 * eps, delta, max_keys=30),
+    }
+    counted = {20: CumulativeSIPS(eps, delta, max_keys=20, counts=True)}
+    real = sips._built.get
+    monkeypatch.setattr(
+        sips._built, "get", lambda n, c: wider.get(c) or counted.get(c) or real(n, c)
+    )
+    assert sips[5] is sips.probe and sips[50].max_keys == 50
+    for cap in (10, 20, 30):
+        with pytest.raises(ValidationError, match="statement"):
+            sips[cap]
+    with pytest.raises(KeyError):
+        sips[7]
+
+
 def _histogram(degrees: list[int]) -> np.ndarray:
     b = np.asarray(CAP_CANDIDATES)
     return np.bincount(np.searchsorted(b, degrees, side="left"), minlength=b.size + 1)

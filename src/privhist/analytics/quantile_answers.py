@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from privhist.analytics.hierarchy import Hierarchy
 from privhist.core.errors import InputDataError, ValidationError
@@ -77,7 +77,7 @@ class QuantileResult:
 def sampling_error(confidence: float, sampled: float) -> float:
     if sampled <= 0:
         return 1.0
-    z = float(stats.norm.isf((1 - confidence) / 2))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     return min(1.0, z * 0.5 / math.sqrt(sampled))
 
 

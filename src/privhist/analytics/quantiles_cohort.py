@@ -60,7 +60,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import gammaln
 
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import ApproxDPEvent
@@ -132,6 +131,8 @@ def cohort_profile(n: int, m: int, epsilon: float) -> npt.NDArray[np.float64]:
     if top == 0:
         return worst
     e = math.exp(epsilon)
+    from scipy.special import gammaln  # imported here: scipy takes a while to import
+
     table = gammaln(np.arange(n + 2, dtype=np.float64) + 1)  # ln k!, k = 0..n+1
     off = m + 2  # ext[k + off] = ln k!, and +inf for k < 0 (a zero binomial)
     ext = np.concatenate((np.full(off, np.inf), table))

@@ -41,7 +41,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import PrivacyEvent
@@ -92,6 +91,8 @@ def bracketed_count_interval(
     x, u = int(observed), int(observed) + int(slack)
     if x < 0 or u < x:
         raise ValidationError("observed", fn, "counts >= 0", (observed, slack))
+
+    from scipy import stats  # imported here: scipy takes a while to import
 
     def sf(c: int) -> float:  # Pr[Bin(c, p) >= x]
         return float(stats.binom.sf(x - 1, c, p))

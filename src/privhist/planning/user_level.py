@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -220,6 +221,58 @@ class Decision:
     reasons: dict[str, Any]
 
 
+class SelectorFamily(Mapping[int, Any]):
+    """A weighted selector of one budget at each of a plan's caps, each built the first time it
+    is asked for: the default plan needs the one its decision picks, and building one
+    calibrates its noise and thresholds (up to about a second at a large cap, the first time in
+    a process).
+
+    The first cap's selector (:attr:`probe`) is built at once, so a budget too small for the
+    selector is refused before any data is read. What the plan states of the family needs no
+    other member: every member is calibrated to the same point ``(epsilon, delta)`` and states
+    it (:meth:`WeightedSelector.guarantee`), and a member counts a user on at most its cap
+    (``max_keys``) and, with counts, on at most the count cap it shares with the probe.
+    :meth:`__getitem__` checks both of every member it builds and refuses one that states more.
+    """
+
+    def __init__(self, built: _Built, name: str, caps: tuple[int, ...]) -> None:
+        self._built, self.name, self.caps = built, name, caps
+        probe = built.get(name, caps[0])
+        if probe is None:
+            raise ValidationError(
+                "epsilon", "choose", f"large enough for {name} at every cap", built.epsilon
+            )
+        self.probe: WeightedSelector = probe
+
+    def __getitem__(self, cap: int) -> Any:
+        if cap not in self.caps:
+            raise KeyError(cap)
+        mech = self._built.get(self.name, cap)
+        stated, own = self.probe.guarantee(), None if mech is None else mech.guarantee()
+        if (
+            own is None
+            or own.epsilon > stated.epsilon
+            or own.delta > stated.delta
+            or mech.counts != self.probe.counts
+            or (mech.counts and mech.count_max_keys != self.probe.count_max_keys)
+        ):
+            raise ValidationError(
+                "cap", "SelectorFamily", f"a cap {self.name} keeps the family's statement", cap
+            )
+        return mech
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.caps)
+
+    def __len__(self) -> int:
+        return len(self.caps)
+
+    def max_partitions(self) -> int:
+        """The most keys any member counts a user on (its cap, or its count cap)."""
+        p = self.probe
+        return max(max(self.caps), p.count_max_keys if p.counts else 1)
+
+
 class UserLevelPlan:
     """The user-level release :func:`choose` plans: the spend, the candidates (built from the
     budget and public bounds only, before any data is read), the rule that picks one, and an
@@ -253,7 +306,7 @@ class UserLevelPlan:
         keys_only: bool,
         candidates: dict[str, Any],
         histogram_epsilon: float,
-        ranking: list[dict[str, Any]],
+        ranking: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]],
         rule: str,
         confidence: float,
     ) -> None:
@@ -262,14 +315,22 @@ class UserLevelPlan:
         self.keys_only = keys_only
         self.candidates = candidates
         self.histogram_epsilon = histogram_epsilon
-        self.ranking = ranking
+        self._ranking = ranking
         self.rule = rule
         self.confidence = confidence
         #: the weighted selector among the candidates (the default plan's cap-indexed family)
         self.selector_name = next(
-            (n for n, m in candidates.items() if n != "vote-selection" and isinstance(m, dict)),
+            (n for n, m in candidates.items() if n != "vote-selection" and isinstance(m, Mapping)),
             "cumulative-sips",
         )
+
+    @property
+    def ranking(self) -> list[dict[str, Any]]:
+        """Every applicable mechanism ranked (:func:`rank_user_level`); the default plan's is
+        for information only, so it is computed the first time it is asked for (a dry run)."""
+        if callable(self._ranking):
+            self._ranking = self._ranking()
+        return self._ranking
 
     @property
     def needs_degree_histogram(self) -> bool:
@@ -306,6 +367,8 @@ class UserLevelPlan:
         from privhist.mechanisms.user_level.votes import VoteSelection
 
         k = 1
+        for family in self._families():
+            k = max(k, family.max_partitions())
         for m in self._mechanisms():
             if isinstance(m, WeightedSelector):
                 k = max(k, m.max_keys, m.count_max_keys if m.counts else 1)
@@ -347,10 +410,18 @@ class UserLevelPlan:
         dlt = max(m.guarantee().delta for m in self._mechanisms())
         return Budget(self.epsilon if exact <= Fraction(self.epsilon) else float_up(exact), dlt)
 
+    def _families(self) -> list[SelectorFamily]:
+        return [m for m in self.candidates.values() if isinstance(m, SelectorFamily)]
+
     def _mechanisms(self) -> list[Any]:
+        """The built candidates whose statements bound the release's; a family of selectors
+        stands in by its probe, whose guarantee every member keeps (:class:`SelectorFamily`)."""
         out: list[Any] = []
         for m in self.candidates.values():
-            out.extend(m.values() if isinstance(m, dict) else [m])
+            if isinstance(m, SelectorFamily):
+                out.append(m.probe)
+            else:
+                out.extend(m.values() if isinstance(m, Mapping) else [m])
         return out
 
     def explain(self) -> dict[str, Any]:
@@ -378,7 +449,7 @@ class UserLevelPlan:
             "delta": self.delta,
         }
         names = {
-            n: (sorted(m) if isinstance(m, dict) else None) for n, m in self.candidates.items()
+            n: (sorted(m) if isinstance(m, Mapping) else None) for n, m in self.candidates.items()
         }
         return {
             "choice": self.rule,
@@ -419,16 +490,15 @@ class UserLevelPlan:
         half = self.histogram_epsilon / 2 if votes else self.histogram_epsilon
         choice = dp_degree_cap(degree_histogram, epsilon=half, rng=rng)
         noisy = choice.noisy_histogram
-        sips: dict[int, Any] = self.candidates[self.selector_name]
+        sips: Mapping[int, Any] = self.candidates[self.selector_name]
         cap = plan_cap(quantile_cap(noisy, CAP_QUANTILE))
-        selector = sips[cap]
         reasons: dict[str, Any] = {
             "rule": self.rule,
             "degree_histogram": choice.to_dict(),
             "cap": cap,
         }
         if not votes:
-            return Decision(self.selector_name, selector, reasons)
+            return Decision(self.selector_name, sips[cap], reasons)
         if non_voters is None:
             raise ValidationError("non_voters", "decide", "the vote rule's non-voters", None)
         scale = rational_at_least(1 / Fraction(half), 2**20)
@@ -448,7 +518,7 @@ class UserLevelPlan:
             k_c = min(choice.cap, VOTE_COUNT_CAPS[-1]) if not self.keys_only else 0
             reasons["count_max_keys"] = k_c if k_c else None
             return Decision("vote-selection", by_cap[k_c], reasons)
-        return Decision(self.selector_name, selector, reasons)
+        return Decision(self.selector_name, sips[cap], reasons)
 
     def requests(self, fields: Fields) -> tuple[Request, ...]:
         """What the plan asks of the data (:mod:`privhist.mechanisms.releasable`): a fixed plan
@@ -810,10 +880,7 @@ def choose(
         eps_r = math.nextafter(eps_r, 0.0)
     built = _Built(eps_r, dlt, keys_only, confidence)
     name = "cumulative-sips" if mechanism == "default" else mechanism
-    sips = {c: built.get(name, c) for c in DEFAULT_PLAN_CAPS}
-    if any(m is None for m in sips.values()):
-        raise ValidationError("epsilon", fn, f"large enough for {name} at every cap", epsilon)
-    candidates: dict[str, Any] = {name: sips}
+    candidates: dict[str, Any] = {name: SelectorFamily(built, name, DEFAULT_PLAN_CAPS)}
     if mechanism == "default" and votes:
         # keyed by the count cap k_c (0 when keys only): min(the 0.9-quantile cap, 20) (decide)
         candidates["vote-selection"] = _vote_candidates(built, counts)
@@ -827,29 +894,33 @@ def choose(
         rule = f"{name} at the 0.975-quantile cap of a DP histogram of users' numbers of keys"
         if not votes:
             rule += " (the engine cannot cast vote selection's votes)"
-    rows = []
-    for d in EXPLAIN_DEGREES:
-        ranked = rank_user_level(eps_r, dlt, keys_only=keys_only, degree=d, built=built)
-        rows.append(
-            {
-                "degree": d,
-                "ranking": [
-                    {
-                        "mechanism": r["mechanism_name"],
-                        "cap": r["cap"],
-                        "users_at_half": r["users_at_half"],
-                    }
-                    for r in ranked
-                ],
-            }
-        )
+
+    def explained() -> list[dict[str, Any]]:
+        rows = []
+        for d in EXPLAIN_DEGREES:
+            ranked = rank_user_level(eps_r, dlt, keys_only=keys_only, degree=d, built=built)
+            rows.append(
+                {
+                    "degree": d,
+                    "ranking": [
+                        {
+                            "mechanism": r["mechanism_name"],
+                            "cap": r["cap"],
+                            "users_at_half": r["users_at_half"],
+                        }
+                        for r in ranked
+                    ],
+                }
+            )
+        return rows
+
     plan = UserLevelPlan(
         eps,
         dlt,
         keys_only=keys_only,
         candidates=candidates,
         histogram_epsilon=eps_q,
-        ranking=rows,
+        ranking=explained,
         rule=rule,
         confidence=confidence,
     )

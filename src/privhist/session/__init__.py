@@ -257,7 +257,8 @@ class Session:
                 commits (see :meth:`histogram`).
             seed: reproducible, NOT private randomness (never charged).
             dry_run: return a :class:`DryRun` instead, reading no data and spending nothing.
-            details: parameters a dry run reports.
+            details: parameters a dry run reports (a value that is a function of no
+                arguments is called, by a dry run only).
             mechanism: the per-key mechanism whose reporting curve a dry run shows.
         """
         fn = function
@@ -292,7 +293,7 @@ class Session:
                 remaining=None if st is None else st.remaining,
                 allowed=allowed,
                 mechanism=mechanism,
-                details=dict(details or {}),
+                details={k: v() if callable(v) else v for k, v in (details or {}).items()},
             )
         if st is not None:
             if seed is not None:

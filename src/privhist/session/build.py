@@ -40,7 +40,8 @@ from privhist.session.releases import (
 #: selector that needs the fewest users for a key at that cap (benchmarks/bench_user_level.py)
 USER_LEVEL_DEFAULT = "user-level-default"
 
-#: what a dry run reports: the release's parameters
+#: what a dry run reports: the release's parameters; a value may be a function of no arguments,
+#: called by a dry run only (what takes time to compute and only a dry run shows)
 Details = dict[str, Any]
 
 
@@ -212,11 +213,10 @@ def _user_level_plan(
         confidence=confidence,
         votes=votes,
     )
-    explained = plan.explain()
     details: Details = {
         "mechanism": plan.name,
-        "choice": explained["choice"],
-        "explanation": explained,
+        "choice": plan.rule,
+        "explanation": plan.explain,
     }
     return plan, None, details
 

@@ -17,7 +17,15 @@ from privhist.core.errors import ValidationError
 from privhist.core.random import SeededRandom
 from privhist.core.weighted import WeightedCounts
 from privhist.mechanisms import registry
-from privhist.mechanisms.user_level._gauss import calibrate_rho, release_bound, tail_upper
+from privhist.mechanisms.user_level import _gauss
+from privhist.mechanisms.user_level._gauss import (
+    calibrate_rho,
+    calibrate_threshold,
+    release_bound,
+    search_threshold,
+    tail_upper,
+    unit_weights,
+)
 from privhist.mechanisms.user_level.caps import (
     CAP_CANDIDATES,
     cap_from_histogram,
@@ -160,3 +168,47 @@ def test_release_bound_rounds_up_its_own_formula() -> None:
                 1 - (1 - mpmath.mpf(tail_upper(s2, t - w))) ** i for i, w in enumerate(weights, 1)
             )
         assert got >= exact, (s2, t, weights, got, exact)
+
+
+#: thresholds' cases: small and large noise (term sums and the analytic tail), one to 100 keys,
+#: targets from 0.4 to 3e-12, and equal weights (Gaussian thresholding's)
+THRESHOLD_CASES = [
+    (s2, unit_weights(scale, keys), target)
+    for scale, s2 in [
+        (4, Fraction(1)),
+        (4, Fraction(3, 2)),
+        (64, Fraction(64 * 64 * 7, 2)),
+        (1024, Fraction(1024 * 1024, 3)),
+        (1024, Fraction(987_654_321, 1000)),
+    ]
+    for keys in (1, 3, 20, 100)
+    for target in (0.4, 1e-6, 3e-12)
+] + [(Fraction(2), [3] * 10, 1e-6), (Fraction(10**6), [5000] * 4, 1e-9)]
+
+
+@pytest.mark.parametrize("case", THRESHOLD_CASES)
+def test_the_threshold_is_the_smallest_the_certified_bound_allows(case: Any) -> None:
+    """The search in doubles only guides: the answer meets the certified bound, one less does
+    not, and it is the answer of the same search run on the certified bound alone."""
+    s2, weights, target = case
+    t = calibrate_threshold(s2, weights, target)
+    assert release_bound(s2, t, weights) <= target
+    assert t == 1 or release_bound(s2, t - 1, weights) > target
+    assert t == search_threshold(lambda m: release_bound(s2, m, weights), s2, weights, target)
+
+
+@pytest.mark.parametrize("far", [None, 40])
+def test_a_wrong_guide_moves_the_threshold_to_the_same_answer(
+    far: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guide that says every threshold passes (the walk starts at 1) or that only those
+    ``far`` above the answer do: the certified bound still brings it to the smallest one."""
+    s2, weights, target = Fraction(1024 * 1024, 3), unit_weights(1024, 5), 1e-6
+    want = calibrate_threshold(s2, weights, target)
+    assert want > 1
+
+    def guide(_s2: Fraction, m: int, _w: Any) -> float:
+        return 0.0 if far is None or m >= want + far else 1.0
+
+    monkeypatch.setattr(_gauss, "_release_guess", guide)
+    assert calibrate_threshold(s2, weights, target) == want

@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from privhist.core.errors import ValidationError
 
@@ -67,6 +66,8 @@ def clopper_pearson_lower(k: Any, n: int, a: float) -> npt.NDArray[np.float64]:
     >>> round(float(clopper_pearson_lower(10, 10, 0.05)), 4)  # 0.05 ** (1/10)
     0.7411
     """
+    from scipy import stats  # here: scipy is slow to import
+
     k = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         lo = stats.beta.ppf(a, k, n - k + 1)
@@ -79,6 +80,8 @@ def clopper_pearson_upper(k: Any, n: int, a: float) -> npt.NDArray[np.float64]:
     >>> round(float(clopper_pearson_upper(0, 10, 0.05)), 4)  # 1 - 0.05 ** (1/10)
     0.2589
     """
+    from scipy import stats  # here: scipy is slow to import
+
     k = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         hi = stats.beta.ppf(1 - a, k + 1, n - k)

@@ -63,7 +63,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 # the Renyi curve and its composition live in the accountant; re-exported here
 from privhist.accounting._interval import IV as _IVC
@@ -123,6 +122,8 @@ def worst_case_pair(n: int, theta: float) -> tuple[F64, F64]:
 
 
 def _log_binom_pmf(k: npt.NDArray[np.int64], n: int, p: float) -> F64:
+    from scipy import special  # here: scipy is slow to import
+
     out = (
         special.gammaln(n + 1)
         - special.gammaln(k + 1)
@@ -164,6 +165,8 @@ def log_pi(n: int, theta: float, order: float) -> tuple[float, float]:
 def _log_mean_exp(logw: F64, a: F64) -> float:
     """``log sum_k e^(logw_k + a_k)`` for weights summing to 1: by log-sum-exp when large, by
     ``log1p(sum_k w_k expm1(a_k))`` when small (no cancellation in ``1 + tiny``)."""
+    from scipy import special  # here: scipy is slow to import
+
     big = float(special.logsumexp(logw + a))
     if big > 0.5:
         return big

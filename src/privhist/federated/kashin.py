@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
 
 from privhist.core.errors import ValidationError
 from privhist.core.random import RandomSource
@@ -651,6 +650,8 @@ def _concat_rows(parts: list[tuple[I64, I64, F64]]) -> tuple[I64, I64, F64]:
 
 def _sparse_gram(gram: F64, rows: I64, cols: I64, values: F64, n: int) -> tuple[I64, F64]:
     """The rows that have entries (sorted) and ``G e`` for each of them (``rows`` sorted)."""
+    from scipy import sparse  # here: scipy is slow to import
+
     counts = np.bincount(rows, minlength=n)
     touched = np.flatnonzero(counts)
     indptr = np.zeros(touched.size + 1, dtype=np.int64)

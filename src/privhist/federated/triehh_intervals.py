@@ -42,7 +42,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
 
 from privhist.core.errors import ValidationError
 from privhist.core.validation import check_probability
@@ -56,6 +55,8 @@ _MARGIN = 1e-9
 def selective_tails(n: int, x: int, p: float, tau: int) -> tuple[float, float]:
     """``(Pr_N[X >= x | X >= tau], Pr_N[X <= x | X >= tau])`` for ``X ~ Binomial(n, p)``
     (module notes), ``x >= tau``; ``(0, 1)`` when release is impossible (``n < tau``)."""
+    from scipy import stats  # here: scipy is slow to import
+
     if n < tau:
         return 0.0, 1.0
     log_sel = float(stats.binom.logsf(tau - 1, n, p))

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
 
 from privhist.core.errors import InputDataError
 from privhist.core.random import RandomSource
@@ -260,6 +259,8 @@ def generate_heterogeneous(
     >>> u.n_users, bool(u.l1_norms().min() >= 1)
     (50, True)
     """
+    from scipy import special, stats  # here: scipy is slow to import
+
     fn = "generate_heterogeneous"
     n = check_positive_int(n, fn, "n")
     d = check_positive_int(d, fn, "d")

@@ -53,7 +53,7 @@ not checked against the papers themselves (they are not in the project's paper f
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from functools import lru_cache
 
@@ -79,8 +79,10 @@ def _mp(x: Fraction | float | int) -> mpmath.mpf:
     return mpmath.mpf(f.numerator) / f.denominator
 
 
+@lru_cache(maxsize=256)
 def calibrate_rho(epsilon: float, delta_z: float) -> Fraction:
-    """The largest ``rho`` on a ``2**-40`` grid with ``zcdp_delta(rho, epsilon) <= delta_z``."""
+    """The largest ``rho`` on a ``2**-40`` grid with ``zcdp_delta(rho, epsilon) <= delta_z``
+    (cached: a plan calibrates several selectors of one budget)."""
     if not 0 < delta_z < 1:
         raise ValidationError("delta", "calibrate_rho", "in (0, 1)", delta_z)
     lo, hi = 0, 1
@@ -151,27 +153,74 @@ def release_bound(sigma2: Fraction, threshold: int, weights: Sequence[int]) -> f
     return worst
 
 
+def _tail_guess(sigma2: Fraction, m: int) -> float:
+    """:func:`tail_upper`'s expression in double precision: a guide for searches, which the
+    certified bound then checks (never a bound itself)."""
+    if m <= 0:
+        return 1.0
+    s2 = float(sigma2)
+    s = math.sqrt(s2)
+    start, total = m, 0.0
+    if s <= _SUM_SIGMA:
+        stop = m + math.ceil(4 * s) + 2
+        total = math.fsum(math.exp(-(j * j) / (2 * s2)) for j in range(m, stop))
+        start = stop
+    total += math.exp(-(start * start) / (2 * s2))
+    total += s * math.sqrt(math.pi / 2) * math.erfc(start / (s * math.sqrt(2)))
+    return min(1.0, total / math.sqrt(2 * math.pi * s2))
+
+
+def _release_guess(sigma2: Fraction, threshold: int, weights: Sequence[int]) -> float:
+    """:func:`release_bound` from :func:`_tail_guess` (a guide, not a bound)."""
+    worst = 0.0
+    for t, w in enumerate(weights, start=1):
+        q = _tail_guess(sigma2, threshold - w)
+        worst = max(worst, -math.expm1(t * math.log1p(-q)) if q < 1 else 1.0)
+    return worst
+
+
 def calibrate_threshold(sigma2: Fraction, weights: Sequence[int], target: float) -> int:
-    """The smallest integer ``T`` with :func:`release_bound` ``<= target``."""
+    """The smallest integer ``T >= 1`` with :func:`release_bound` ``<= target``.
+
+    :func:`search_threshold` on the double-precision :func:`_release_guess` finds a candidate;
+    the certified bound, which decreases in ``T``, then decides: it must hold at the answer and
+    fail one below it (or the answer is 1), and the answer moves one step at a time until both
+    are true. So the answer is the one the same search on the certified bound alone finds, at
+    two or three evaluations of it instead of one per halving.
+    """
     if not 0 < target < 1:
         raise ValidationError("delta", "calibrate_threshold", "in (0, 1)", target)
+    t = search_threshold(lambda m: _release_guess(sigma2, m, weights), sigma2, weights, target)
+    while release_bound(sigma2, t, weights) > target:
+        t += 1
+    while t > 1 and release_bound(sigma2, t - 1, weights) <= target:
+        t -= 1
+    return t
+
+
+def search_threshold(
+    bound: Callable[[int], float], sigma2: Fraction, weights: Sequence[int], target: float
+) -> int:
+    """The smallest integer ``T >= 1`` with ``bound(T) <= target`` for a ``bound`` that
+    decreases in ``T``: galloping from the Gaussian quantile of the largest weight, then
+    halving."""
     w_max = max(weights)
     sigma = math.sqrt(float(sigma2))
     guess = w_max + max(1, math.floor(sigma * math.sqrt(2 * math.log(len(weights) / target)) - 2))
     lo = max(1, min(weights) - 1, guess - 2 * math.ceil(sigma) - 4)
-    while release_bound(sigma2, lo, weights) <= target and lo > 1:
+    while bound(lo) <= target and lo > 1:
         lo = max(1, lo - 2 * math.ceil(sigma) - 4)
     hi = max(lo + 1, guess)
-    while release_bound(sigma2, hi, weights) > target:
+    while bound(hi) > target:
         hi += 2 * math.ceil(sigma) + 4
     # invariant: bound(lo) > target (or lo == 1), bound(hi) <= target
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if release_bound(sigma2, mid, weights) <= target:
+        if bound(mid) <= target:
             hi = mid
         else:
             lo = mid
-    return hi if release_bound(sigma2, lo, weights) > target else lo
+    return hi if bound(lo) > target else lo
 
 
 def unit_weights(scale: int, max_keys: int) -> list[int]:

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import integrate
 
 from privhist.core.validation import check_delta, check_epsilon
 from privhist.mechanisms.sampling.pws.schemes import (
@@ -108,6 +107,8 @@ def sampled_sbh_moments(
 ) -> SbHMoments:
     """Sampled-SbH: reporting probability ``E[q(w*); w* >= T]``, expectation of the estimator
     ``w*/q(w*)`` (equal to SbH's) and its second moment ``E[w*^2 / q(w*); w* >= T]``."""
+    from scipy import integrate  # here: scipy is slow to import
+
     fn = "sampled_sbh_moments"
     eps = check_epsilon(epsilon, fn)
     scheme, t, p = check_scheme(scheme, fn), check_tau(tau, fn), check_power(power, fn)

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.linalg import solve_triangular
 
 from privhist.core.errors import ValidationError
 
@@ -87,6 +86,8 @@ def unbiased_estimator(P: Any, g: GFunction | None = None) -> F64:
     >>> [round(x, 6) for x in unbiased_estimator(P).tolist()]
     [0.0, 2.0, 2.333333]
     """
+    from scipy.linalg import solve_triangular  # here: scipy is slow to import
+
     Pm = _matrix(P, "unbiased_estimator")
     m = Pm.shape[0] - 1
     A = Pm[1:, 1:]

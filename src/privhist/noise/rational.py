@@ -68,17 +68,19 @@ def _best(x: Any, max_denominator: Any, fn: str) -> tuple[Fraction, Fraction]:
     # mediant's denominator b + d exceeds N they are neighbours in the Farey sequence of order
     # N, so no fraction with denominator <= N lies strictly between them (any such one has
     # denominator >= b + d); v itself is excluded because its denominator exceeds N.
-    a, b = math.floor(v), 1
+    # in integers, v = p / q (q > 0): x / y < v exactly when x q < p y
+    p, q = v.numerator, v.denominator
+    a, b = p // q, 1
     c, d = a + 1, 1
     while b + d <= big_n:
-        if Fraction(a + c, b + d) < v:
-            # largest j with (a + j c)/(b + j d) < v: j (c - v d) < v b - a
-            j = math.ceil((v * b - a) / (c - v * d)) - 1
+        if (a + c) * q < p * (b + d):
+            # largest j with (a + j c)/(b + j d) < v: j (c q - p d) < p b - a q
+            j = -((a * q - p * b) // (c * q - p * d)) - 1
             j = max(1, min(j, (big_n - b) // d))
             a, b = a + j * c, b + j * d
         else:
-            # largest j with (c + j a)/(d + j b) > v: j (v b - a) < c - v d
-            j = math.ceil((c - v * d) / (v * b - a)) - 1
+            # largest j with (c + j a)/(d + j b) > v: j (p b - a q) < c q - p d
+            j = -((p * d - c * q) // (p * b - a * q)) - 1
             j = max(1, min(j, (big_n - d) // b))
             c, d = c + j * a, d + j * b
     return Fraction(a, b), Fraction(c, d)

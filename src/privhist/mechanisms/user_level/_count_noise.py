@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -30,9 +31,11 @@ COUNT_NOISES = ("auto", "gaussian", "laplace")
 _DENOMINATOR = 2**20
 
 
+@lru_cache(maxsize=1024)
 def count_sigma2(epsilon: float, delta: float, k_c: int) -> Fraction:
     """The smallest ``sigma2 >= 1`` (rational, denominator at most ``2**20``; bisection) with
-    ``delta_G(epsilon - 2 k_c / sigma2; sqrt(k_c / sigma2)) <= delta`` (module notes)."""
+    ``delta_G(epsilon - 2 k_c / sigma2; sqrt(k_c / sigma2)) <= delta`` (module notes; cached:
+    the user-level plan's vote candidates ask it the same twice)."""
 
     def ok(s2: Fraction) -> bool:
         return gaussian_profile_upper(epsilon, k_c / s2, 2 * k_c / s2) <= delta

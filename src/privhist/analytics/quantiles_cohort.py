@@ -131,7 +131,7 @@ def cohort_profile(n: int, m: int, epsilon: float) -> npt.NDArray[np.float64]:
     if top == 0:
         return worst
     e = math.exp(epsilon)
-    from scipy.special import gammaln  # imported here: scipy takes a while to import
+    from scipy.special import gammaln  # here: scipy is slow to import
 
     table = gammaln(np.arange(n + 2, dtype=np.float64) + 1)  # ln k!, k = 0..n+1
     off = m + 2  # ext[k + off] = ln k!, and +inf for k < 0 (a zero binomial)

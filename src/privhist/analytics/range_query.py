@@ -92,7 +92,7 @@ def bracketed_count_interval(
     if x < 0 or u < x:
         raise ValidationError("observed", fn, "counts >= 0", (observed, slack))
 
-    from scipy import stats  # imported here: scipy takes a while to import
+    from scipy import stats  # here: scipy is slow to import
 
     def sf(c: int) -> float:  # Pr[Bin(c, p) >= x]
         return float(stats.binom.sf(x - 1, c, p))

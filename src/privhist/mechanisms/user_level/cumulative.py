@@ -382,7 +382,7 @@ class CumulativeSIPS(WeightedSelector):
         round, with the noise taken as Gaussian. The key is released by the last round whenever
         ``S_R >= T_R``, so this is a lower bound on its release probability, up to the normal
         approximation."""
-        from scipy.special import ndtr  # the normal cdf (scipy.stats takes seconds to import)
+        from scipy.special import ndtr  # the normal cdf (here: scipy.stats is slow to import)
 
         w = np.asarray(weights, dtype=np.float64)
         r = self.rounds - 1

@@ -125,6 +125,41 @@ def test_only_a_dry_run_ranks_the_mechanisms_for_the_explanation(
     json.dumps(plan.details)
 
 
+def test_one_local_release_reads_the_users_keys_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default plan asks for the users' keys, then casts votes on the same distinct pairs:
+    inside one release (``Engine.reading``) the local engine reads them once, and keeps nothing
+    after. Power: with ``reading`` keeping nothing, the same release reads them twice, to the
+    same seeded table."""
+    import contextlib
+
+    from privhist.engines.local.weighting import LocalWeightedSource
+
+    reads: list[int] = []
+    real = LocalWeightedSource.from_source.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(LocalWeightedSource, "from_source", classmethod(counted))
+    frame = _sparse(6, 3000)
+    kwargs: dict[str, Any] = dict(key="page", user="user", epsilon=1, delta=1e-6, seed=4)
+    engine = LocalEngine()
+    first = Session(engine=engine).histogram(frame, **kwargs)
+    assert not isinstance(first, DryRun) and first.metadata["choice"]["mechanism"]
+    assert reads == [1] and engine._kept == {}
+    second = Session(engine=engine).histogram(frame, **kwargs)
+    assert reads == [1, 1] and not isinstance(second, DryRun)
+    assert first.to_polars().equals(second.to_polars())
+
+    forgetful = LocalEngine()
+    forgetful.reading = lambda source: contextlib.nullcontext()  # type: ignore[method-assign]
+    reads.clear()
+    third = Session(engine=forgetful).histogram(frame, **kwargs)
+    assert reads == [1, 1] and not isinstance(third, DryRun)
+    assert third.to_polars().equals(first.to_polars())
+
+
 def test_a_cap_ranks_the_selectors_too() -> None:
     """With a cap and no mechanism named, the key selectors are ranked (the per-key
     mechanisms only beside them), and the dry run says which and why."""

@@ -36,7 +36,6 @@ from privhist.mechanisms.user_level.votes import (
     VoteSelection,
     bounded_unit_counts,
     cast_votes,
-    unique_inverse,
     votes_in_order,
 )
 
@@ -381,34 +380,3 @@ def test_a_user_with_many_private_keys_changes_one_vote() -> None:
         )
         assert int(b.votes.sum()) - int(a.votes.sum()) <= 1
         assert sum(1 for k in b.keys.tolist() if k.startswith("p")) <= 1
-
-
-def _text(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Text of 0-4 characters: ASCII, Latin-1, CJK, emoji, the last code point, NUL, controls."""
-    alphabet = [*"abAB ", "\x00", "\x7f", "\x85", "é", "ß", "中", "文", "😀", "\U0010ffff"]
-    words = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 5)))) for _ in range(n)]
-    return np.array(words, dtype=object)
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_unique_inverse_is_numpys_unique_on_text(seed: int) -> None:
-    """Polars orders text by its UTF-8 bytes, NumPy by Python's comparison of code points: the
-    same order, so the same labels and codes."""
-    g = np.random.default_rng(seed)
-    values = _text(g, int(g.integers(1, 3000)))
-    labels, codes = unique_inverse(values)
-    want_labels, want_codes = np.unique(values, return_inverse=True)
-    assert labels.dtype == object and labels.tolist() == want_labels.tolist()
-    assert codes.dtype == np.int64 and codes.tolist() == want_codes.ravel().tolist()
-
-
-def test_unique_inverse_leaves_other_values_to_numpy() -> None:
-    labels, codes = unique_inverse(np.array([5, -2, 5, 7]))
-    assert labels.tolist() == [-2, 5, 7] and codes.tolist() == [1, 0, 1, 2]
-    # a lone surrogate has no UTF-8 form: NumPy's order (code points) still decides
-    labels, codes = unique_inverse(np.array(["b", "\ud800", "a", "b"], dtype=object))
-    assert labels.tolist() == ["a", "b", "\ud800"] and codes.tolist() == [1, 2, 0, 1]
-    with pytest.raises(TypeError):  # text beside numbers cannot be ordered, as in NumPy
-        unique_inverse(np.array(["a", 1], dtype=object))
-    empty = unique_inverse(np.array([], dtype=object))
-    assert empty[0].size == 0 and empty[1].size == 0

@@ -168,32 +168,6 @@ def _pairs(users: npt.ArrayLike, keys: npt.ArrayLike, fn: str) -> tuple[Any, Any
     return u, k
 
 
-def unique_inverse(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
-    """``np.unique(values, return_inverse=True)``, with the inverse as int64. Text (an object
-    array of ``str``) goes through Polars: NumPy sorts Python objects one comparison at a time
-    (about 1.6 s for 8 * 10**5 pairs), and Polars orders text by its UTF-8 bytes, which is the
-    order of code points, the order of Python's ``str``. Anything else, or text Polars cannot
-    hold (lone surrogates), goes to NumPy.
-
-    >>> labels, codes = unique_inverse(np.array(["b", "a", "b", "é"], dtype=object))
-    >>> labels.tolist(), codes.tolist()
-    (['a', 'b', 'é'], [1, 0, 1, 2])
-    """
-    if values.dtype == object and values.size:
-        import polars as pl
-
-        try:
-            series = pl.Series(values, dtype=pl.String, strict=True)
-        except Exception:  # not all text: NumPy's comparison sort decides
-            series = None
-        if series is not None and series.null_count() == 0:
-            labels = series.unique().sort().to_numpy().astype(object)
-            codes = (series.rank("dense").cast(pl.Int64) - 1).to_numpy()
-            return labels, codes
-    labels, inverse = np.unique(values, return_inverse=True)
-    return labels, inverse.astype(np.int64).ravel()
-
-
 def key_priorities(keys: npt.NDArray[Any], salt: bytes) -> npt.NDArray[np.uint64]:
     """The public order of keys: the first 8 bytes of BLAKE2b(``salt`` + the key's bytes), as
     an unsigned integer (a function of the key alone; integer keys hash their decimal digits,
@@ -240,8 +214,10 @@ def cast_votes(
     u, k = _pairs(users, keys, fn)
     if u.size == 0:
         return VoteCounts(k[:0], np.zeros(0, dtype=np.int64), 0, {"users": 0, "voters": 0})
-    ulab, ucode = unique_inverse(u)
-    klab, kcode = unique_inverse(k)
+    ulab, ucode = np.unique(u, return_inverse=True)
+    klab, kcode = np.unique(k, return_inverse=True)
+    ucode = ucode.astype(np.int64).ravel()
+    kcode = kcode.astype(np.int64).ravel()
     n_keys = int(klab.shape[0])
     salt = rng.uint64(2).astype(">u8").tobytes()
     key_rank = np.empty(n_keys, dtype=np.int64)
@@ -321,8 +297,9 @@ def bounded_unit_counts(
         inside = np.isin(k, want)
         u, k = u[inside], k[inside]
         if u.size:
-            _, ucode = unique_inverse(u)
-            kcode = np.searchsorted(want, k).astype(np.int64).ravel()
+            _, ucode = np.unique(u, return_inverse=True)
+            kcode = np.searchsorted(want, k)
+            ucode, kcode = ucode.astype(np.int64).ravel(), kcode.astype(np.int64).ravel()
             order = np.lexsort((kcode, ucode))
             ucode, kcode = ucode[order], kcode[order]
             fresh = np.r_[True, (ucode[1:] != ucode[:-1]) | (kcode[1:] != kcode[:-1])]
@@ -369,8 +346,8 @@ class PairsVoteSource:
         pairs = np.unique(
             np.stack(
                 [
-                    unique_inverse(self.users)[1],
-                    unique_inverse(self.keys)[1],
+                    np.unique(self.users, return_inverse=True)[1].ravel(),
+                    np.unique(self.keys, return_inverse=True)[1].ravel(),
                 ]
             ),
             axis=1,

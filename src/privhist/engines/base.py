@@ -34,6 +34,7 @@ from the data.
 from __future__ import annotations
 
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -89,9 +90,29 @@ class Engine(ABC):
 
     @contextmanager
     def reading(self, source: Any) -> Iterator[None]:
-        """Within it, the requests of one release on ``source``: an engine may keep what it
-        read for the release's next request and must drop it on exit. This one keeps nothing."""
-        yield
+        """Within it, the requests of one release on ``source`` in this thread: what a handler
+        puts in :meth:`_memo` serves the release's next requests, and is dropped on exit, so the
+        next release reads the source again."""
+        kept = self._kept_by_thread()
+        thread = threading.get_ident()
+        kept[thread] = (source, {})
+        try:
+            yield
+        finally:
+            kept.pop(thread, None)
+
+    def _memo(self, source: Any) -> dict[Any, Any] | None:
+        """Inside :meth:`reading` on ``source`` (the same object) in this thread, the mapping
+        in which a handler keeps what it read, under keys of its choosing; else None (keep
+        nothing)."""
+        kept = self._kept_by_thread().get(threading.get_ident())
+        return kept[1] if kept is not None and kept[0] is source else None
+
+    def _kept_by_thread(self) -> dict[int, tuple[Any, dict[Any, Any]]]:
+        # per engine, created on first use (engines need no base initialiser): by thread, the
+        # source of the open reading() and what was kept of it
+        kept: dict[int, tuple[Any, dict[Any, Any]]] = self.__dict__.setdefault("_kept", {})
+        return kept
 
     def supports(self, request: Request) -> bool:
         """Whether :meth:`compute` answers ``request`` (decided without reading data); a

@@ -13,10 +13,8 @@ keyed stream, as the Spark engine draws on its executors: :mod:`privhist.engines
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -178,28 +176,6 @@ class LocalEngine(Engine):
 
     name = "local"
 
-    def __init__(self) -> None:
-        #: per thread, inside :meth:`reading`: its source and the distinct (user, key) pairs read
-        #: from it, by the fields they were read for
-        self._kept: dict[int, tuple[Any, dict[Fields, pl.DataFrame]]] = {}
-
-    @contextlib.contextmanager
-    def reading(self, source: Any) -> Iterator[None]:
-        """Within it, the requests of one release on ``source`` (in this thread) read its users'
-        keys once: the default user-level plan asks for the users' keys, then for their votes,
-        which are cast on the same distinct pairs. Dropped on exit, so the next release reads
-        the source again."""
-        thread = threading.get_ident()
-        self._kept[thread] = (source, {})
-        try:
-            yield
-        finally:
-            self._kept.pop(thread, None)
-
-    def _memo(self, source: Any) -> dict[Fields, pl.DataFrame] | None:
-        kept = self._kept.get(threading.get_ident())
-        return kept[1] if kept is not None and kept[0] is source else None
-
     def accepts(self, source: Any) -> bool:
         return (
             isinstance(source, str | os.PathLike | pl.DataFrame | pl.LazyFrame)
@@ -341,6 +317,8 @@ class LocalEngine(Engine):
     def _user_keys(
         self, source: Any, request: UserKeys, rng: RandomSource, progress: bool
     ) -> LocalWeightedSource:
+        """The users' distinct keys; inside :meth:`reading` kept for the release's next request
+        (the default user-level plan asks for them, then for the votes cast on them)."""
         memo = self._memo(source)
         weighted = self._weighted(source, request, rng)
         if memo is not None:

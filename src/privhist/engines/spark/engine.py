@@ -77,8 +77,7 @@ import contextlib
 import copy
 import dataclasses
 import os
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,8 +177,6 @@ class SparkEngine(Engine):
         self._spark = spark
         self.driver_keys = check_positive_int(driver_keys, "SparkEngine", "driver_keys", minimum=0)
         self.driver_rows = check_positive_int(driver_rows, "SparkEngine", "driver_rows", minimum=0)
-        # per thread inside reading(): its source and what _read read of it, by (fields, fn)
-        self._kept: dict[int, tuple[Any, dict[tuple[Fields, str], tuple[Any, Any]]]] = {}
 
     @property
     def spark(self) -> Any:
@@ -565,19 +562,6 @@ class SparkEngine(Engine):
         df, from_file = self._frame(source, fields, fn)
         return self._select(df, fields, from_file, fn)
 
-    @contextlib.contextmanager
-    def reading(self, source: Any) -> Iterator[None]:
-        """Within it, the requests of one release on ``source`` (in this thread) read it once:
-        the default user-level plan asks for the users' keys and their votes, and a small
-        source is then counted and collected to the driver once, not twice. Dropped on exit, so
-        the next release reads the source again."""
-        thread = threading.get_ident()
-        self._kept[thread] = (source, {})
-        try:
-            yield
-        finally:
-            self._kept.pop(thread, None)
-
     def _read(
         self, source: Any, request: Any, fn: str, rng: RandomSource, progress: bool
     ) -> tuple[Any, Any]:
@@ -586,8 +570,7 @@ class SparkEngine(Engine):
         (:meth:`_on_driver`; the same priorities and keyed streams, so the same release), else
         None for the executors to answer. Inside :meth:`reading`, what was read for one request
         serves the next with the same fields."""
-        kept = self._kept.get(threading.get_ident())
-        memo = kept[1] if kept is not None and kept[0] is source else None
+        memo = self._memo(source)
         read = None if memo is None else memo.get((request.fields, fn))
         if read is None:
             selected = self._selected(source, request.fields, fn)

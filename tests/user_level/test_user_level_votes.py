@@ -380,3 +380,71 @@ def test_a_user_with_many_private_keys_changes_one_vote() -> None:
         )
         assert int(b.votes.sum()) - int(a.votes.sum()) <= 1
         assert sum(1 for k in b.keys.tolist() if k.startswith("p")) <= 1
+
+
+# -- coded pairs (the engines code text with their table library) --------------------------------
+
+_TEXT = ["", "a", "b", "A", "\x00", "a\x00", "é", "ß", "\uffff", "\ue000", "\U0001f600", "0", " "]
+
+
+def _texts(rng: np.random.Generator, n: int) -> list[str]:
+    return ["".join(rng.choice(_TEXT, size=int(rng.integers(0, 4)))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vote_codes_are_numpys_codes(seed: int) -> None:
+    import polars as pl
+
+    from privhist.engines.local.weighting import vote_codes
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 300))
+    users: list[object] = [int(x) for x in rng.integers(-9, 9, n)] if seed % 2 else _texts(rng, n)
+    keys = [*_texts(rng, n - 2), "a", "a\x00"]
+    pairs = pl.DataFrame({"user": users, "key": keys})
+    u, k, labels = vote_codes(pairs)
+    _, want_u = np.unique(pairs["user"].to_numpy(), return_inverse=True)
+    want_labels, want_k = np.unique(pairs["key"].to_numpy(), return_inverse=True)
+    assert u.tolist() == want_u.ravel().tolist() and k.tolist() == want_k.ravel().tolist()
+    assert labels.dtype == want_labels.dtype and labels.tolist() == want_labels.tolist()
+    # power: NumPy's fixed-width text drops trailing NULs, so "a" and "a\x00" become one label
+    fixed = np.unique(np.array(pairs["key"].to_list(), dtype=str))
+    assert fixed.tolist() != want_labels.tolist()
+
+
+def test_coded_votes_equal_the_votes_of_the_labels() -> None:
+    from privhist.mechanisms.user_level.votes import cast_coded_votes
+
+    rng = np.random.default_rng(3)
+    users = [str(x) for x in rng.integers(0, 60, 400)]
+    keys = [f"k{x}" for x in rng.zipf(1.6, 400) % 40]
+    ulab, ucode = np.unique(users, return_inverse=True)
+    klab, kcode = np.unique(np.array(keys, dtype=object), return_inverse=True)
+    for seed in range(4):
+        a = cast_votes(users, keys, cap=3, top_cap=5, rng=SeededRandom(seed))
+        b = cast_coded_votes(ucode, kcode, klab, cap=3, top_cap=5, rng=SeededRandom(seed))
+        assert a.keys.tolist() == b.keys.tolist() and a.votes.tolist() == b.votes.tolist()
+        assert (a.non_voters, a.info) == (b.non_voters, b.info)
+    # power: codes in another order of the users give other votes for some seed
+    flipped = [
+        cast_coded_votes(len(ulab) - 1 - ucode, kcode, klab, cap=3, top_cap=5, rng=SeededRandom(s))
+        for s in range(4)
+    ]
+    assert any(
+        f.votes.tolist()
+        != cast_votes(users, keys, cap=3, top_cap=5, rng=SeededRandom(s)).votes.tolist()
+        for s, f in enumerate(flipped)
+    )
+
+
+@pytest.mark.parametrize(
+    "users, keys",
+    [([0, 2], [0, 0]), ([-1, 0], [0, 0]), ([0, 1], [0, 1]), ([0, 0], [-1, 0])],
+)
+def test_coded_votes_refuse_codes_that_are_not_ranks(users: list[int], keys: list[int]) -> None:
+    from privhist.mechanisms.user_level.votes import cast_coded_votes
+
+    with pytest.raises(ValidationError, match="user_codes"):
+        cast_coded_votes(
+            users, keys, np.array(["a"], dtype=object), cap=1, top_cap=2, rng=SeededRandom(0)
+        )

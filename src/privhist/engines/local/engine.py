@@ -56,7 +56,7 @@ from privhist.engines.local.counting import (
     worker_threads,
 )
 from privhist.engines.local.progress import status
-from privhist.engines.local.weighting import LocalWeightedSource
+from privhist.engines.local.weighting import LocalWeightedSource, vote_codes
 from privhist.engines.weights import per_key_weights
 from privhist.io.readers import FileFormat, resolve_format, scan, scan_columns, select_records
 from privhist.io.release import Release
@@ -348,17 +348,20 @@ class LocalEngine(Engine):
     def _user_votes(
         self, source: Any, request: UserVotes, rng: RandomSource, progress: bool
     ) -> VoteCounts:
-        """The vote rule run on this machine over the distinct (user, key) pairs (one pass over
-        the users in voting order: :func:`~privhist.mechanisms.user_level.votes.cast_votes`)."""
-        from privhist.mechanisms.user_level.votes import cast_votes
+        """The vote rule run on this machine over the distinct (user, key) pairs (coded by
+        :func:`~privhist.engines.local.weighting.vote_codes`, then one pass over the users in voting
+        order: :func:`~privhist.mechanisms.user_level.votes.cast_coded_votes`)."""
+        from privhist.mechanisms.user_level.votes import cast_coded_votes
 
         memo = self._memo(source)
         pairs = None if memo is None else memo.get(request.fields)
         if pairs is None:
             pairs = self._user_keys(source, UserKeys(request.fields), rng, progress).pairs
-        return cast_votes(
-            pairs["user"].to_numpy(),
-            pairs["key"].to_numpy(),
+        users, keys, labels = vote_codes(pairs)
+        return cast_coded_votes(
+            users,
+            keys,
+            labels,
             cap=request.cap,
             top_cap=request.top_cap,
             rng=rng,

@@ -78,6 +78,31 @@ def _distinct_pairs(records: pl.DataFrame) -> pl.DataFrame:
     return records.unique().sort("user", "key")
 
 
+def vote_codes(
+    pairs: pl.DataFrame,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]:
+    """The ``user`` and ``key`` columns of ``pairs`` (no nulls) coded as
+    :func:`~privhist.mechanisms.user_level.votes.cast_coded_votes` takes them: each value's rank
+    among the column's distinct values in increasing order, and the distinct keys in that order.
+
+    Text is ranked by Polars, which orders it by its UTF-8 bytes: the order of code points, which
+    is how ``np.unique`` orders Python strings, so the codes, and the votes for a seed, are
+    :func:`~privhist.mechanisms.user_level.votes.cast_votes`'s, without sorting Python objects
+    one comparison at a time (0.8 s for the 8 * 10^5 pairs of the retail households). Other
+    columns are coded by ``np.unique``."""
+
+    def coded(column: pl.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
+        if column.dtype == pl.String:
+            ranks = column.rank("dense").cast(pl.Int64) - 1
+            return ranks.to_numpy(), column.unique().sort().to_numpy().astype(object)
+        labels, codes = np.unique(column.to_numpy(), return_inverse=True)
+        return codes.ravel().astype(np.int64), labels
+
+    users, _ = coded(pairs["user"])
+    keys, labels = coded(pairs["key"])
+    return users, keys, labels
+
+
 def _most_records(records: pl.DataFrame) -> npt.NDArray[np.int64]:
     """Per user (in user order), the most records it holds on one key, from ``records`` (one
     row per record, no nulls)."""

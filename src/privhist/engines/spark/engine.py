@@ -266,11 +266,15 @@ class SparkEngine(Engine):
         """Vote selection's votes. The rule is sequential over users (each vote depends on the
         votes cast before it), so the distinct (user, key) pairs are found on the executors and
         collected to the driver, which runs the rule as the local engine does
-        (:func:`~privhist.mechanisms.user_level.votes.cast_votes`): the driver holds one row per
-        distinct pair, and the votes equal the local engine's for a seed."""
+        (:func:`~privhist.engines.local.weighting.vote_codes`, then
+        :func:`~privhist.mechanisms.user_level.votes.cast_coded_votes`; other than text and
+        integer columns by :func:`~privhist.mechanisms.user_level.votes.cast_votes`): the driver
+        holds one row per distinct pair, and the votes equal the local engine's for a seed."""
+        import polars as pl
         from pyspark.sql import functions as F
 
-        from privhist.mechanisms.user_level.votes import cast_votes
+        from privhist.engines.local.weighting import vote_codes
+        from privhist.mechanisms.user_level.votes import cast_coded_votes, cast_votes
 
         fn = "histogram"
         if not request.fields.user_level:
@@ -285,6 +289,15 @@ class SparkEngine(Engine):
             .distinct()
             .toArrow()
         )
+        table = pl.from_arrow(pairs)
+        assert isinstance(table, pl.DataFrame)
+        if all(t == pl.String or t.is_integer() for t in table.dtypes):
+            # text and integers coded as the local engine codes them (arrow_keys's int64)
+            coded = table.select(pl.col(pl.String), pl.exclude(pl.String).cast(pl.Int64))
+            users, keys, labels = vote_codes(coded.select("user", "key"))
+            return cast_coded_votes(
+                users, keys, labels, cap=request.cap, top_cap=request.top_cap, rng=rng
+            )
         return cast_votes(
             arrow_keys(pairs.column("user")),
             arrow_keys(pairs.column("key")),

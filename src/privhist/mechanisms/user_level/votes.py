@@ -209,25 +209,58 @@ def cast_votes(
         (3, 1)
     """
     fn = "cast_votes"
+    u, k = _pairs(users, keys, fn)
+    _, ucode = np.unique(u, return_inverse=True)
+    klab, kcode = np.unique(k, return_inverse=True)
+    return cast_coded_votes(ucode.ravel(), kcode.ravel(), klab, cap=cap, top_cap=top_cap, rng=rng)
+
+
+def cast_coded_votes(
+    user_codes: npt.ArrayLike,
+    key_codes: npt.ArrayLike,
+    key_labels: npt.NDArray[Any],
+    *,
+    cap: int,
+    top_cap: int,
+    rng: RandomSource,
+) -> VoteCounts:
+    """:func:`cast_votes` on pairs already coded, as an engine codes them with its table library:
+    ``user_codes`` are the users' ranks among the distinct users in the order of their labels
+    (``0`` to ``n - 1``, every rank present), and ``key_codes`` index ``key_labels``, the distinct
+    keys in increasing order. The same codes as ``np.unique(..., return_inverse=True)`` give the
+    same votes for a seed.
+
+    >>> from privhist.core.random import SeededRandom
+    >>> v = cast_coded_votes([0, 1, 1, 2, 2], [0, 0, 1, 0, 1], np.array(["a", "b"]), cap=1,
+    ...                      top_cap=2, rng=SeededRandom(0))
+    >>> int(v.votes.sum()), v.non_voters
+    (3, 1)
+    """
+    fn = "cast_votes"
     cap = Constraint.integer(1).check(cap, "cap", fn)
     top_cap = Constraint.integer(cap).check(top_cap, "top_cap", fn)
-    u, k = _pairs(users, keys, fn)
-    if u.size == 0:
-        return VoteCounts(k[:0], np.zeros(0, dtype=np.int64), 0, {"users": 0, "voters": 0})
-    ulab, ucode = np.unique(u, return_inverse=True)
-    klab, kcode = np.unique(k, return_inverse=True)
-    ucode = ucode.astype(np.int64).ravel()
-    kcode = kcode.astype(np.int64).ravel()
-    n_keys = int(klab.shape[0])
+    ucode, kcode = (np.asarray(c, dtype=np.int64) for c in _pairs(user_codes, key_codes, fn))
+    n_keys = int(key_labels.shape[0])
+    if ucode.size == 0:
+        return VoteCounts(key_labels[:0], np.zeros(0, dtype=np.int64), 0, {"users": 0, "voters": 0})
+    n_users = int(ucode.max()) + 1
+    if (
+        int(ucode.min()) < 0
+        or int(kcode.min()) < 0
+        or int(kcode.max()) >= n_keys
+        or not np.bincount(ucode, minlength=n_users).all()
+    ):
+        raise ValidationError(
+            "user_codes", fn, "user ranks 0..n-1, each present, and key codes below the keys", None
+        )
     salt = rng.uint64(2).astype(">u8").tobytes()
     key_rank = np.empty(n_keys, dtype=np.int64)
-    key_rank[np.lexsort((np.arange(n_keys), key_priorities(klab, salt)))] = np.arange(n_keys)
+    key_rank[np.lexsort((np.arange(n_keys), key_priorities(key_labels, salt)))] = np.arange(n_keys)
     # distinct pairs
     order = np.lexsort((kcode, ucode))
     ucode, kcode = ucode[order], kcode[order]
     fresh = np.r_[True, (ucode[1:] != ucode[:-1]) | (kcode[1:] != kcode[:-1])]
     ucode, kcode = ucode[fresh], kcode[fresh]
-    n_users = int(ulab.shape[0])
     degree = np.bincount(ucode, minlength=n_users).astype(np.int64)
     user_priority = rng.uint64(n_users)
     # voting order: degree, user priority, user label; within a user: the public key order
@@ -241,7 +274,7 @@ def cast_votes(
     votes = np.asarray(x, dtype=np.int64)
     has = votes > 0
     info = {"users": n_users, "pairs": int(ucode.shape[0]), "voters": voters}
-    return VoteCounts(klab[has], votes[has], non_voters, info)
+    return VoteCounts(key_labels[has], votes[has], non_voters, info)
 
 
 def votes_in_order(

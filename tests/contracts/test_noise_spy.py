@@ -884,7 +884,7 @@ def session_auto_caps(mechanism: str) -> None:
     _laplace_scale_ok(cap.parameter, 1, 0.05)
     # the release runs at the rest, with the cap it drew
     k = release_meta["cap"]["max_partitions"]
-    eps_mech = release_meta["guarantee"]["epsilon"]
+    eps_mech = release_meta["mechanism_guarantee"]["epsilon"]
     assert Fraction(eps_mech) + Fraction(0.05) <= Fraction(1.0)
     if mechanism == "stability":
         _laplace_scale_ok(noise.parameter, k, eps_mech)

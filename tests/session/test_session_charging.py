@@ -79,7 +79,8 @@ def test_auto_caps_are_charged_with_the_release_in_one_spend(
     terms = cap["composition"].removeprefix("basic: (").split(", ")[0].split(" + ")
     assert len(terms) == caps + 1
     assert sum(float(t) for t in terms) == pytest.approx(EPS, rel=1e-5)
-    eps_mech = rel.metadata["guarantee"]["epsilon"]
+    eps_mech = rel.metadata["mechanism_guarantee"]["epsilon"]
+    assert rel.metadata["guarantee"]["epsilon"] == rel.metadata["cap"]["total"]["epsilon"]
     # the parts add up to at most the requested epsilon, exactly
     assert Fraction(eps_cap) * caps + Fraction(eps_mech) <= Fraction(EPS)
     assert eps_mech >= EPS - eps_cap * caps - 1e-12

@@ -123,6 +123,12 @@ def test_only_a_dry_run_ranks_the_mechanisms_for_the_explanation(
     degrees = [row["degree"] for row in plan.details["explanation"]["ranking"]]
     assert degrees == list(ul.EXPLAIN_DEGREES)
     json.dumps(plan.details)
+    # the printed dry run shows the spend and each ranking, in order
+    rows = dict(plan.rows())
+    assert "non voters epsilon" in rows["spend"] and rows["spend"].count("epsilon") == 3
+    for level in plan.details["explanation"]["ranking"]:
+        printed = rows[f"users for Pr 1/2 at {level['degree']} keys/user"].split(", ")
+        assert [p.rsplit(" ", 1)[0] for p in printed] == [m["mechanism"] for m in level["ranking"]]
 
 
 def test_one_local_release_reads_the_users_keys_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,6 +175,10 @@ def test_a_cap_ranks_the_selectors_too() -> None:
     assert isinstance(plan, DryRun) and "fewest users" in plan.details["choice"]
     ranked = [r["mechanism_name"] for r in plan.details["explanation"]["ranking"]]
     assert "optimal-selection" in ranked and "cumulative-sips" in ranked
+    rows = dict(plan.rows())
+    assert rows["spend"].endswith("a single release")  # no DP statistics are bought
+    printed = rows["users for Pr 1/2 at 50 keys/user"].split(", ")
+    assert [p.rsplit(" ", 1)[0] for p in printed] == ranked
     r = Session().histogram(frame, max_partitions=50, keys_only=True, seed=1, **kwargs)
     assert not isinstance(r, DryRun)
     assert r.metadata["choice"]["mechanism"] in ("vote-selection", "cumulative-sips", "dp-sips")

@@ -151,8 +151,10 @@ def test_max_per_partition_auto_one_spend(mechanism: str, k_auto: bool) -> None:
         assert cap["max_per_partition"] in (2, 3)
         assert ("max_partitions" in cap) == k_auto
         assert cap["epsilon"] == pytest.approx(0.05 * parts)
-        assert r.metadata["guarantee"]["epsilon"] == pytest.approx(1.0 - 0.05 * parts)
+        mechanism_part = r.metadata["mechanism_guarantee"]["epsilon"]
+        assert mechanism_part == pytest.approx(1.0 - 0.05 * parts)
         assert cap["total"] == {"epsilon": 1.0, "delta": 1e-6}
+        assert (r.metadata["guarantee"]["epsilon"], r.metadata["guarantee"]["delta"]) == (1.0, 1e-6)
         st = s.status()
         assert st is not None and len(st.spends) == 1 and st.remaining.epsilon == 0
         # the guarantee of the release is stated for the cap chosen
@@ -194,7 +196,10 @@ def test_cli_max_per_partition_auto(tmp_path: Path, capsys: Any) -> None:
     assert code == 0, capsys.readouterr().err
     meta = json.loads(out.read_text())["metadata"]
     assert meta["cap"]["max_per_partition"] in (2, 3)
-    assert Fraction(meta["guarantee"]["epsilon"]).limit_denominator(100) == Fraction(19, 20)
+    assert Fraction(meta["mechanism_guarantee"]["epsilon"]).limit_denominator(100) == Fraction(
+        19, 20
+    )
+    assert meta["guarantee"]["epsilon"] == meta["cap"]["total"]["epsilon"] == 1.0
 
 
 @pytest.mark.parametrize("flag", ["--max-partitions", "--max-per-partition"])

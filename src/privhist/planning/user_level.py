@@ -429,7 +429,9 @@ class UserLevelPlan:
         mechanism ranked by :func:`users_at_half`."""
         spend: dict[str, Any] = {
             "total": {"epsilon": self.epsilon, "delta": self.delta},
-            "composition": "basic (the histogram, then the chosen release)",
+            "composition": "basic (the DP statistics, then the chosen release)"
+            if self.needs_degree_histogram
+            else "a single release",
         }
         if self.needs_degree_histogram:
             votes = "vote-selection" in self.candidates
@@ -597,17 +599,7 @@ class UserLevelPlan:
         mechanism's own part moves to ``mechanism_guarantee``), the relation the ledger records
         (as per-key releases state theirs), and the choice with its reasons."""
         meta = release.metadata
-        nb = self.neighbouring
-        g = self.guarantee()
-        if "guarantee" in meta:
-            meta["mechanism_guarantee"] = meta["guarantee"]
-        meta["guarantee"] = {
-            "epsilon": g.epsilon,
-            "delta": g.delta,
-            "neighbouring": nb.describe(),
-            "statement": f"{g} under {nb.describe()} neighbours",
-        }
-        meta.setdefault("neighbouring", nb.to_dict())
+        state_whole(release, self.guarantee(), self.neighbouring)
         meta["choice"] = {"mechanism": decision.name, **decision.reasons}
         meta["plan_guarantee"] = {
             "epsilon": self.epsilon,
@@ -615,6 +607,22 @@ class UserLevelPlan:
             "composition": "basic" if self.needs_degree_histogram else "single release",
         }
         return release
+
+
+def state_whole(release: Release, whole: Any, neighbouring: Neighbouring) -> None:
+    """Make ``release``'s metadata state the whole spend of a plan (``whole``, a
+    :class:`~privhist.core.budget.Budget`) under ``neighbouring``, the relation the ledger
+    records: the chosen mechanism's own guarantee moves to ``mechanism_guarantee``."""
+    meta = release.metadata
+    if "guarantee" in meta:
+        meta["mechanism_guarantee"] = meta["guarantee"]
+    meta["guarantee"] = {
+        "epsilon": whole.epsilon,
+        "delta": whole.delta,
+        "neighbouring": neighbouring.describe(),
+        "statement": f"{whole} under {neighbouring.describe()} neighbours",
+    }
+    meta.setdefault("neighbouring", neighbouring.to_dict())
 
 
 class _Built:

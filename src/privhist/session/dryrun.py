@@ -114,6 +114,9 @@ class DryRun:
             if isinstance(v, dict | list):
                 continue
             out.append((k.replace("_", " "), f"{v:.6g}" if isinstance(v, float) else str(v)))
+        explanation = self.details.get("explanation")
+        if isinstance(explanation, dict):
+            out.extend(_explained(explanation))
         p = self.plan()
         if p is not None:
             threshold = p["parameters"].get("threshold")
@@ -129,3 +132,31 @@ class DryRun:
         rows = self.rows()
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _explained(explanation: dict[str, Any]) -> list[tuple[str, str]]:
+    """The spend and the ranking of a plan's explanation (the user-level planner's) as rows."""
+    rows: list[tuple[str, str]] = []
+    spend = explanation.get("spend")
+    if isinstance(spend, dict):
+        parts = [
+            f"{name.replace('_', ' ')} epsilon {part['epsilon']:.6g}"
+            + (f", delta {part['delta']:.3g}" if part.get("delta") else "")
+            for name, part in spend.items()
+            if name != "total" and isinstance(part, dict) and "epsilon" in part
+        ]
+        if parts:
+            how = spend.get("composition")
+            rows.append(("spend", "; ".join(parts) + (f"; {how}" if how else "")))
+    ranking = explanation.get("ranking") or []
+    if ranking and "ranking" not in ranking[0]:  # one ranking, at the stated cap
+        ranking = [{"degree": ranking[0].get("cap"), "ranking": ranking}]
+    for level in ranking:
+        ranked = ", ".join(
+            f"{m.get('mechanism') or m.get('mechanism_name')} {m['users_at_half']:.6g}"
+            for m in level["ranking"]
+            if m.get("users_at_half") is not None
+        )
+        rows.append((f"users for Pr 1/2 at {level['degree']} keys/user", ranked))
+    return rows
+

@@ -35,6 +35,7 @@ from privhist.federated.triehh import TrieHH, check_alphabet
 from privhist.io.release import Release
 from privhist.mechanisms.releasable import Answers
 from privhist.mechanisms.sampling.sample_threshold import SampleAndThreshold
+from privhist.planning.user_level import state_whole
 
 
 def _randomness(meta: dict[str, Any], rng: RandomSource) -> dict[str, Any]:
@@ -679,4 +680,5 @@ class AutoCapMechanism:
             }
         )
         release.metadata["cap"] = cap
+        state_whole(release, total, Neighbouring.user(int(k), int(c)))
         return release

@@ -71,3 +71,22 @@ def test_a_weighted_selector_cap_is_named_by_its_flag(
     assert code == 2
     assert "parameter 'max_partitions' (--max-partitions) of histogram must be" in err, err
     assert "--max-keys" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["plan", "aggregate", "--user", "u", "--epsilon", "1", "--metric", "count"], "--user"),
+        (["histogram", "w.csv", "--key", "word", "--epsilon", "1", "--mech", "wgm"], "--mech"),
+        (["histogram", "w.csv", "--key", "word", "--epsilon", "1", "--del", "1e-6"], "--del"),
+    ],
+)
+def test_abbreviated_options_are_refused(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
+) -> None:
+    # argparse would read "--user" as "--user-level" and "--del" as "--delta"
+    with pytest.raises(SystemExit) as exited:
+        run(capsys, *argv)
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == "" and err.count("\n") == 1
+    assert "unrecognized arguments" in err and flag in err

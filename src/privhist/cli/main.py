@@ -133,7 +133,13 @@ def _one_line(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors, like every other privhist error."""
+    """argparse with one-line errors, like every other privhist error, and no abbreviated
+    options: ``plan aggregate --user u`` would otherwise be read as ``--user-level`` and fail
+    on ``u``, and a new option could silently change what an abbreviation meant."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:
         self.exit(EXIT_ERROR, f"privhist: error: {' '.join(message.split())}\n")

@@ -4,7 +4,7 @@
 # that misses a dependency of its feature fails here, as it would for a user. The commands run
 # from the environment's bin/ without activating it, as a user would run them.
 #
-# Usage: .ci/extras.sh [NAME ...]     (default: core plot federated spark connect bench)
+# Usage: .ci/extras.sh [NAME ...]     (default: core pandas plot federated spark connect bench)
 # Prints one line per extra and its seconds; exits non-zero on the first failure, with its log.
 # pip's cache makes the installs fast after the first run; the extras install two at a time.
 set -euo pipefail
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 unset PYTHONPATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 PY=${PYTHON:-python3}
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(core plot federated spark connect bench)
+[ ${#names[@]} -gt 0 ] || names=(core pandas plot federated spark connect bench)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -36,6 +36,32 @@ run_core() {
         --ledger "$2/l.sqlite" --dataset d -o "$2/out.csv"
     grep -q '^home,' "$2/out.csv"
     "$1/privhist" budget show --ledger "$2/l.sqlite" | grep -q 'in 1 release'
+    # without pandas, asking for a pandas table says which extra gives it
+    "$1/python" - <<'PY'
+import polars as pl
+
+from privhist import Session
+
+r = Session().histogram(pl.DataFrame({"k": ["a"] * 50}), key="k", epsilon=1, delta=1e-6, seed=1)
+try:
+    r.to_pandas()
+except ImportError as exc:
+    assert "privhist[pandas]" in str(exc), exc
+else:
+    raise SystemExit("to_pandas() worked without pandas")
+PY
+}
+run_pandas() {
+    # a pandas table in, a pandas table out (the README's Python example)
+    "$1/python" - <<'PY'
+import pandas as pd
+
+from privhist import Session
+
+visits = pd.DataFrame({"user": list(range(600)), "page": ["home", "search"] * 300})
+r = Session().histogram(visits, key="page", user="user", epsilon=1, delta=1e-6, seed=1)
+assert r.to_pandas().columns.tolist()[:2] == ["key", "count"], r.to_pandas()
+PY
 }
 run_plot() {
     "$1/privhist" plan stability --epsilon 1 --delta 1e-8 --plot "$2/plan.png" > /dev/null

@@ -35,6 +35,7 @@ def test_extras_declare_what_their_feature_needs() -> None:
     assert {"opendp", "pipeline-dp"} <= _names(EXTRAS["bench"])
     assert "grpcio" in _names(EXTRAS["federated"])
     assert "matplotlib" in _names(EXTRAS["plot"])
+    assert {"pandas", "pyarrow"} <= _names(EXTRAS["pandas"])  # Polars reads pandas through Arrow
     # the development extra holds every other extra's packages
     everything = set().union(*(_names(v) for k, v in EXTRAS.items() if k != "dev"))
     assert everything <= _names(EXTRAS["dev"]) | {"opendp", "pipeline-dp"}

@@ -746,3 +746,27 @@ def test_streamed_integer_counts_match_brute_force(
     assert c.keys.tolist() == sorted(expected)
     assert c.info["records"] == 5000 and c.info["null_keys"] == 5000 - sum(expected.values())
     assert c.info["distinct_keys"] == len(expected)
+
+
+def test_a_missing_table_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pandas tables go through pyarrow both ways: without it, the error says what to install."""
+    import pandas as pd
+
+    from privhist import Session
+    from privhist.engines.local.engine import as_polars
+    from privhist.io.release import Release
+
+    def no_arrow(*args: Any, **kwargs: Any) -> Any:
+        raise ModuleNotFoundError("pyarrow is required for converting a pandas dataframe")
+
+    release = Session().histogram(
+        pl.DataFrame({"k": ["a"] * 50}), key="k", epsilon=1, delta=1e-6, seed=0
+    )
+    assert isinstance(release, Release)
+    assert list(release.to_pandas().columns)[:2] == ["key", "count"]
+    monkeypatch.setattr(pl, "from_pandas", no_arrow)
+    with pytest.raises(ValidationError, match=r"privhist\[pandas\]"):
+        as_polars(pd.DataFrame({"k": ["a", "b"]}), "histogram")
+    monkeypatch.setattr(pl.DataFrame, "to_pandas", no_arrow)
+    with pytest.raises(ImportError, match=r"privhist\[pandas\]"):
+        release.to_pandas()

@@ -120,8 +120,14 @@ class Release:
 
     def to_pandas(self) -> Any:
         """The release as a pandas ``DataFrame``, the metadata in ``DataFrame.attrs``
-        (needs pandas)."""
-        frame = self.to_polars().to_pandas()
+        (needs pandas and pyarrow: ``pip install 'privhist[pandas]'``)."""
+        try:
+            frame = self.to_polars().to_pandas()
+        except ImportError as exc:
+            raise ImportError(
+                "Release.to_pandas needs pandas and pyarrow "
+                f"(pip install 'privhist[pandas]'): {exc}"
+            ) from exc
         frame.attrs["privhist"] = dict(self.metadata)
         return frame
 

@@ -159,4 +159,3 @@ def _explained(explanation: dict[str, Any]) -> list[tuple[str, str]]:
         )
         rows.append((f"users for Pr 1/2 at {level['degree']} keys/user", ranked))
     return rows
-

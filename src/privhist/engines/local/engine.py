@@ -84,7 +84,14 @@ def as_polars(source: Any, function: str = "LocalEngine") -> pl.DataFrame | pl.L
             frame = pl.from_arrow(source)
             assert isinstance(frame, pl.DataFrame)
             return frame
-    except (TypeError, ValueError, ImportError, pl.exceptions.PolarsError) as exc:
+    except ImportError as exc:  # pandas tables go through pyarrow
+        raise ValidationError(
+            "source",
+            function,
+            "a pandas table with pyarrow installed (pip install 'privhist[pandas]')",
+            f"{type(source).__name__}: {exc}",
+        ) from exc
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
         raise ValidationError(
             "source", function, "a table Polars can read", f"{type(source).__name__}: {exc}"
         ) from exc

@@ -35,6 +35,27 @@ class InputDataError(PrivhistError, ValueError):
     """The data cannot be used: unreadable or empty file, missing column, bad values."""
 
 
+class MissingInputError(InputDataError):
+    """The data lacks what a parameter names: a file, a column, a column of scalar values. Its
+    message reads like a :class:`ValidationError`'s (``got`` is already shown as text); the
+    release path restates it for the public method that was called (:meth:`for_function`),
+    since the engine step that found it has a name of its own."""
+
+    def __init__(self, parameter: str, function: str, must: str, got: str) -> None:
+        self.parameter = parameter
+        self.function = function
+        self.must = must
+        self.got = got
+        super().__init__(f"parameter '{parameter}' of {function} must {must}; got {got}")
+
+    def for_function(self, function: str) -> MissingInputError:
+        """The same error, as ``function``'s."""
+        return MissingInputError(self.parameter, function, self.must, self.got)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.parameter, self.function, self.must, self.got))
+
+
 class BudgetExceededError(PrivhistError):
     """A release would spend more than the dataset's remaining budget."""
 

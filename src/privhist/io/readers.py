@@ -74,7 +74,7 @@ from typing import Any, Final, Literal
 
 import polars as pl
 
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import InputDataError, MissingInputError, ValidationError
 
 Format = Literal["csv", "tsv", "parquet", "ndjson", "text", "fimi"]
 
@@ -532,16 +532,20 @@ def _select(
     names = list(schema.names())
     for param, column in (("key", key), ("user", user)):
         if column is not None and column not in schema:
-            raise InputDataError(
-                f"parameter '{param}' of {function} must be one of the columns of {source} "
-                f"({', '.join(map(repr, names))}); got {column!r}"
+            raise MissingInputError(
+                param,
+                function,
+                f"be one of the columns of {source} ({', '.join(map(repr, names))})",
+                repr(column),
             )
     exprs = [_key_expr(key, schema[key], key_type, function, source)]
     if user is not None:
         if schema[user].is_nested() or schema[user] == pl.Object:
-            raise InputDataError(
-                f"parameter 'user' of {function} must name a column of scalar values; "
-                f"got {user!r} of type {schema[user]}"
+            raise MissingInputError(
+                "user",
+                function,
+                "name a column of scalar values",
+                f"{user!r} of type {schema[user]}",
             )
         col = pl.col(user)
         if user_as_text and schema[user].is_integer() and schema[user] != pl.UInt64:
@@ -558,13 +562,9 @@ def _check_file(path: str | os.PathLike[str], function: str) -> Path:
     """Fail early and clearly on a missing, unreadable or empty file."""
     p = Path(path)
     if not p.exists():
-        raise InputDataError(
-            f"parameter 'path' of {function} must be an existing file; got {str(p)!r}"
-        )
+        raise MissingInputError("path", function, "be an existing file", repr(str(p)))
     if p.is_dir():
-        raise InputDataError(
-            f"parameter 'path' of {function} must be a file; got directory {str(p)!r}"
-        )
+        raise MissingInputError("path", function, "be a file", f"directory {str(p)!r}")
     try:
         if p.name.lower().endswith(".gz"):
             with gzip.open(p, "rb") as fh:
@@ -614,10 +614,12 @@ def _scan_delimited(p: Path, spec: FileFormat, function: str) -> pl.LazyFrame:
     fields = pl.scan_csv(p, has_header=False, separator=sep, infer_schema=False)
     found = len(fields.collect_schema())
     if found != len(spec.columns):
-        raise InputDataError(
-            f"parameter 'columns' of {function} must name every column of {str(p)!r}, which "
-            f"has {found} field(s) in its first line split by {sep!r}; got "
-            f"{len(spec.columns)} name(s)"
+        raise MissingInputError(
+            "columns",
+            function,
+            f"name every column of {str(p)!r}, which has {found} field(s) in its first "
+            f"line split by {sep!r}",
+            f"{len(spec.columns)} name(s)",
         )
     return pl.scan_csv(
         p, has_header=False, new_columns=list(spec.columns), separator=sep, infer_schema=False
@@ -639,9 +641,11 @@ def _scan_table(
             fields = pl.scan_ndjson(p, infer_schema_length=SCHEMA_ROWS).collect_schema().names()
             for param, column in (("key", key), ("user", user)):
                 if column is not None and column not in fields:
-                    raise InputDataError(
-                        f"parameter '{param}' of {function} must be one of the columns of "
-                        f"{str(p)!r} ({', '.join(map(repr, fields))}); got {column!r}"
+                    raise MissingInputError(
+                        param,
+                        function,
+                        f"be one of the columns of {str(p)!r} ({', '.join(map(repr, fields))})",
+                        repr(column),
                     )
             wanted = [key] if user is None else [key, user]
             return pl.scan_ndjson(p, schema={c: pl.String() for c in wanted})
@@ -693,9 +697,11 @@ def _key_expr(
 ) -> pl.Expr:
     col = pl.col(key)
     if dtype.is_nested() or dtype == pl.Object:
-        raise InputDataError(
-            f"parameter 'key' of {function} must name a column of scalar values; "
-            f"got {key!r} of type {dtype} in {source}"
+        raise MissingInputError(
+            "key",
+            function,
+            "name a column of scalar values",
+            f"{key!r} of type {dtype} in {source}",
         )
     if key_type == "int" or (key_type is None and dtype.is_integer()):
         if dtype.is_integer():

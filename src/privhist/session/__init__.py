@@ -59,7 +59,7 @@ import numpy.typing as npt
 from privhist.accounting.ledger import BudgetAmount, Ledger, LedgerStatus, PrivacyUnit
 from privhist.core.budget import Budget
 from privhist.core.data import Counts
-from privhist.core.errors import ValidationError
+from privhist.core.errors import MissingInputError, ValidationError
 from privhist.core.faults import checkpoint
 from privhist.core.metrics import Metric, Product
 from privhist.core.random import default_source
@@ -316,7 +316,7 @@ class Session:
         rng = default_source(seed)
         answered: dict[Request, Any] = {}
         try:
-            draw = self._prepare(releasable, source, requests, fields, answered, rng)
+            draw = self._prepare(releasable, source, requests, fields, answered, rng, fn)
             return self._charged(
                 cost,
                 releasable.name,
@@ -340,10 +340,26 @@ class Session:
         fields: Fields,
         answered: dict[Request, Any],
         rng: Any,
+        function: str,
     ) -> Callable[[], Release]:
         """Read the data (the engine answers the requests, before the spend) and return the
         draw (run inside it). A per-key mechanism draws where the data lives when the session's
-        noise is on the executors and the engine can (:class:`KeyedDraw`)."""
+        noise is on the executors and the engine can (:class:`KeyedDraw`). A parameter the
+        engine refuses (a column not in the data, a file that does not exist) is named as the
+        method ``function`` names it, not as the engine's own step does."""
+
+        def compute(request: Request) -> Any:
+            try:
+                return self.engine.compute(source, request, rng, progress=self.progress)
+            except ValidationError as exc:
+                if exc.function == function:
+                    raise
+                raise ValidationError(exc.parameter, function, exc.expected, exc.got) from exc
+            except MissingInputError as exc:
+                if exc.function == function:
+                    raise
+                raise exc.for_function(function) from exc
+
         if self.noise_on == "executors" and len(requests) == 1:
             (only,) = requests
             if isinstance(only, KeyCounts) and type(only) is KeyCounts:
@@ -351,19 +367,13 @@ class Session:
                     only.fields, only.max_partitions, only.max_per_partition, releasable
                 )
                 if self.engine.supports(keyed):
-                    prepared = self.engine.compute(source, keyed, rng, progress=self.progress)
+                    prepared = compute(keyed)
                     answered[keyed] = prepared
                     return self._engine_named(prepared)
         with self.engine.reading(source):
             for request in requests:
-                answered[request] = self.engine.compute(
-                    source, request, rng, progress=self.progress
-                )
-        answers = Answers(
-            answered,
-            lambda r: self.engine.compute(source, r, rng, progress=self.progress),
-            fields,
-        )
+                answered[request] = compute(request)
+        answers = Answers(answered, compute, fields)
 
         def draw() -> Release:
             release = self._engine_named(lambda: releasable.draw(answers, rng))()

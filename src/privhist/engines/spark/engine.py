@@ -84,7 +84,12 @@ from typing import Any
 import numpy as np
 
 from privhist.core.data import Counts
-from privhist.core.errors import InputDataError, UnsupportedError, ValidationError
+from privhist.core.errors import (
+    InputDataError,
+    MissingInputError,
+    UnsupportedError,
+    ValidationError,
+)
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.core.requests import (
@@ -666,9 +671,11 @@ class SparkEngine(Engine):
                 )
                 if spec.columns is not None:
                     if len(df.columns) != len(spec.columns):
-                        raise InputDataError(
-                            f"parameter 'columns' of {fn} must name every column of {path!r}, "
-                            f"which has {len(df.columns)} field(s); got {len(spec.columns)} name(s)"
+                        raise MissingInputError(
+                            "columns",
+                            fn,
+                            f"name every column of {path!r}, which has {len(df.columns)} field(s)",
+                            f"{len(spec.columns)} name(s)",
                         )
                     df = df.toDF(*spec.columns)
             elif fmt == "ndjson":
@@ -687,9 +694,8 @@ class SparkEngine(Engine):
         """``column`` if ``df`` has it, else the error naming the columns it has."""
         if column not in df.columns:
             names = ", ".join(map(repr, df.columns))
-            raise InputDataError(
-                f"parameter '{param}' of {fn} must be one of the columns of the data ({names}); "
-                f"got {column!r}"
+            raise MissingInputError(
+                param, fn, f"be one of the columns of the data ({names})", repr(column)
             )
         return column
 
@@ -719,9 +725,8 @@ class SparkEngine(Engine):
         for param, column in wanted:
             if column not in schema:
                 names = ", ".join(map(repr, schema))
-                raise InputDataError(
-                    f"parameter '{param}' of {fn} must be one of the columns of the data "
-                    f"({names}); got {column!r}"
+                raise MissingInputError(
+                    param, fn, f"be one of the columns of the data ({names})", repr(column)
                 )
         key_dtype = schema[fields.key_column]
         key = F.col(fields.key_column)

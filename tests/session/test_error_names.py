@@ -1,0 +1,60 @@
+"""An error about the data names the public method that was called and its parameter, not the
+engine step that found it (``count``, ``LocalWeightedSource``): the release path restates a
+:class:`~privhist.core.errors.MissingInputError` or a :class:`ValidationError` for it."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from privhist import InputDataError, Session
+from privhist.core.errors import MissingInputError
+
+FRAME = pl.DataFrame({"user": [1, 2, 3] * 20, "page": ["a", "b", "c"] * 20, "x": [1.0] * 60})
+HISTOGRAM: dict[str, Any] = dict(epsilon=1, delta=1e-6, seed=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "parameter", "wrong"),
+    [
+        (dict(key="pag"), "key", "pag"),  # record level: the count
+        (dict(key="pag", user="user"), "key", "pag"),  # the default user-level plan
+        (dict(key="page", user="usr"), "user", "usr"),
+        (dict(key="pag", user="user", mechanism="stability", max_partitions=2), "key", "pag"),
+        (dict(key="pag", user="user", mechanism="wgm", max_partitions=2), "key", "pag"),
+    ],
+)
+def test_a_missing_column_is_the_methods(
+    kwargs: dict[str, Any], parameter: str, wrong: str
+) -> None:
+    with pytest.raises(MissingInputError) as info:
+        Session().histogram(FRAME, **kwargs, **HISTOGRAM)
+    message = str(info.value)
+    assert message.startswith(f"parameter '{parameter}' of histogram must be one of the columns")
+    assert message.endswith(f"got {wrong!r}") and "'page'" in message
+    assert isinstance(info.value, InputDataError)  # what callers catch stays the same
+
+
+def test_a_missing_file_is_the_methods(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.csv")
+    for kwargs in (dict(key="page"), dict(key="page", user="user")):
+        with pytest.raises(MissingInputError, match=r"^parameter 'path' of histogram must be an"):
+            Session().histogram(missing, **kwargs, **HISTOGRAM)
+    with pytest.raises(MissingInputError, match=r"^parameter '\w+' of quantiles must be"):
+        Session().quantiles(missing, column="x", q=0.5, lower=0, upper=1, epsilon=1, delta=1e-6)
+
+
+def test_the_restated_error_keeps_its_parts_and_crosses_processes() -> None:
+    found = MissingInputError("key", "count", "be one of the columns of t ('a')", "'b'")
+    restated = found.for_function("histogram")
+    assert (
+        str(restated)
+        == "parameter 'key' of histogram must be one of the columns of t ('a'); got 'b'"
+    )
+    again = pickle.loads(pickle.dumps(restated))
+    assert type(again) is MissingInputError and str(again) == str(restated)
+    assert (again.parameter, again.function) == ("key", "histogram")

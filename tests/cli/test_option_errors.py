@@ -90,3 +90,14 @@ def test_abbreviated_options_are_refused(
     out, err = capsys.readouterr()
     assert exited.value.code == 2 and out == "" and err.count("\n") == 1
     assert "unrecognized arguments" in err and flag in err
+
+
+@pytest.mark.parametrize("value", ["-1e-6", "-1E-6", "-.5", "-2"])
+def test_a_negative_number_is_refused_by_its_option(
+    capsys: pytest.CaptureFixture[str], words: Path, value: str
+) -> None:
+    # argparse took "-1e-6" for an option and said "--delta: expected one argument"
+    argv = ["histogram", str(words), "--key", "word", "--epsilon", "1", "--delta", value]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "parameter 'delta' (--delta) of histogram must be a finite number in [0, 1)" in err

@@ -180,3 +180,20 @@ def test_release_summary_and_metadata_state_the_effective_epsilon(
     meta = json.loads(out.read_text())["metadata"]
     assert meta["parameters"]["epsilon_effective"] == pytest.approx(math.log(39 / 16))
     assert meta["parameters"]["K"] == 4 and meta["parameters"]["ratio"] == "39/16"
+
+
+def test_a_count_beyond_the_curve_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    # stability at (1, 1e-8): released with probability 1/2 from 20, with probability one only
+    # further on; a curve cut at 40 shows the first and says the second lies beyond it
+    assert (
+        main(["plan", "stability", "--epsilon", "1", "--delta", "1e-8", "--max-count", "40"]) == 0
+    )
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("50% released"))
+    assert line == (
+        "50% released from true count 20; always from > 40 (beyond the curve: raise --max-count)"
+    )
+    assert (
+        main(["plan", "stability", "--epsilon", "1", "--delta", "1e-8", "--max-count", "400"]) == 0
+    )
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("50% released"))
+    assert "None" not in line and "beyond" not in line

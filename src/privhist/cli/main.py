@@ -140,6 +140,9 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        # a negative number in exponent form ("--delta -1e-6") is a value, so that the option
+        # refuses it by name, not "expected one argument"
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
     def error(self, message: str) -> Any:
         self.exit(EXIT_ERROR, f"privhist: error: {' '.join(message.split())}\n")
@@ -498,12 +501,16 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(f"  {k:<24} {v}")
     if report["noise_std"] is not None:
         print(f"noise std     {report['noise_std']:.4g}")
-    print(
-        f"50% released from true count {report['count_at_half']}; always from "
-        f"{report['count_always_released']}"
-    )
-    print("\n  count  Pr[released]")
     rp = report["reporting_probability"]
+
+    half, always = report["count_at_half"], report["count_always_released"]
+
+    def count(found: int | None) -> str:  # None: not within the curve's counts
+        return str(found) if found is not None else f"> {len(rp) - 1}"
+
+    beyond = " (beyond the curve: raise --max-count)" if None in (half, always) else ""
+    print(f"50% released from true count {count(half)}; always from {count(always)}{beyond}")
+    print("\n  count  Pr[released]")
     step = max(1, len(rp) // 25)
     for i in range(0, len(rp), step):
         print(f"  {i:>5}  {rp[i]:.6g}")

@@ -132,7 +132,10 @@ def test_held_subsets_are_drawn_once_and_never_refilled(spark: Any) -> None:
         assert all(table[k][1] == 1 for k in held[1] | held[2])
         assert first.units is not None and int(first.units.sum()) == 3 + 3 + 2 + 3
         assert table == _reference(held, set(), SCALE)
-        assert first.info == {"users": 4, "users_bounded": 2, "pairs_held": 11, "pairs_kept": 11}
+        nulls = {"null_keys": 0, "null_users": 0}
+        assert first.info == {
+            "users": 4, "users_bounded": 2, "pairs_held": 11, "pairs_kept": 11, **nulls
+        }  # fmt: skip
 
         # the same subsets on later calls: excluded keys are not replaced by the unheld ones
         ex = {min(held[1]), max(held[2]), 3}
@@ -144,7 +147,9 @@ def test_held_subsets_are_drawn_once_and_never_refilled(spark: Any) -> None:
         assert got == _reference(held, ex, SCALE)
         assert got[min(held[1] - ex)] == (math.isqrt(SCALE * SCALE // 2), 1)
         assert got[1] == (2 * math.isqrt(SCALE * SCALE // 2), 2)
-        assert later.info == {"users": 4, "users_bounded": 2, "pairs_held": 11, "pairs_kept": 8}
+        assert later.info == {
+            "users": 4, "users_bounded": 2, "pairs_held": 11, "pairs_kept": 8, **nulls
+        }  # fmt: skip
         # a finer scale and no exclusion: the first subsets again, no new secret
         again = src.held_sums(3, 7 * SCALE)
         assert _table(again) == _reference(held, set(), 7 * SCALE)

@@ -174,5 +174,28 @@ def test_integer_pairs_by_codes_equal_the_polars_route(
     assert code_facts == polars_facts
     assert code_facts[0] == code_facts[1]
     assert by_codes[0].pairs.schema == by_polars[0].pairs.schema == frame.schema
+    nulls = {
+        "null_keys": sum(k is None for k in keys),
+        "null_users": sum(u is None for u in users),
+    }
     for src in (*by_codes[1:], *by_polars[1:]):
         assert src.null_pairs == len(null_groups)
+        assert src.null_records == nulls  # records, as the record-level count states them
+        assert {k: src.weighted_sums(5, 1000).info[k] for k in nulls} == nulls
+        assert {k: src.held_sums(5, 1000).info[k] for k in nulls} == nulls
+
+
+def test_a_user_level_release_states_the_records_it_left_out() -> None:
+    """Records with a null key or user are stated in the release's input facts, whichever
+    user-level mechanism releases (the votes and the weighted selectors read them alike)."""
+    from privhist import Session
+
+    frame = pl.DataFrame(
+        {"user": [*range(300), None, None, 5], "page": ["a"] * 300 + ["a", None, None]},
+        schema={"user": pl.Int64, "page": pl.String},
+    )
+    for kwargs in ({}, {"mechanism": "wgm", "max_partitions": 2}, {"keys_only": True}):
+        r = Session().histogram(
+            frame, key="page", user="user", epsilon=1, delta=1e-6, seed=3, **kwargs
+        )
+        assert r.diagnostics["null_keys"] == 2 and r.diagnostics["null_users"] == 2, kwargs

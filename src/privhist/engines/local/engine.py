@@ -329,7 +329,7 @@ class LocalEngine(Engine):
         memo = self._memo(source)
         weighted = self._weighted(source, request, rng)
         if memo is not None:
-            memo[request.fields] = weighted.pairs
+            memo[request.fields] = weighted
         return weighted
 
     def _weighted(self, source: Any, request: UserKeys, rng: RandomSource) -> LocalWeightedSource:
@@ -361,11 +361,11 @@ class LocalEngine(Engine):
         from privhist.mechanisms.user_level.votes import cast_coded_votes
 
         memo = self._memo(source)
-        pairs = None if memo is None else memo.get(request.fields)
-        if pairs is None:
-            pairs = self._user_keys(source, UserKeys(request.fields), rng, progress).pairs
-        users, keys, labels = vote_codes(pairs)
-        return cast_coded_votes(
+        weighted = None if memo is None else memo.get(request.fields)
+        if weighted is None:
+            weighted = self._user_keys(source, UserKeys(request.fields), rng, progress)
+        users, keys, labels = vote_codes(weighted.pairs)
+        votes = cast_coded_votes(
             users,
             keys,
             labels,
@@ -373,6 +373,8 @@ class LocalEngine(Engine):
             top_cap=request.top_cap,
             rng=rng,
         )
+        votes.info.update(weighted.null_records)
+        return votes
 
     def _column_values(
         self, source: Any, request: ColumnValues, rng: RandomSource, progress: bool

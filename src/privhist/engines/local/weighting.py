@@ -288,6 +288,9 @@ class LocalWeightedSource:
         self._max_records: npt.NDArray[np.int64] | None = None
         self.rng = rng or SecureRandom()
         self.null_pairs = pairs.height - pairs.select("user", "key").drop_nulls().height
+        #: records read with a null key, and with a null user, left out as the record-level
+        #: count leaves them out (set by :meth:`from_source`; exact input facts, not private)
+        self.null_records = {"null_keys": 0, "null_users": 0}
         #: per max_keys: the held (user, key) pairs, the users bounded, the users
         self._held: dict[int, tuple[pl.DataFrame, int, int]] = {}
 
@@ -343,6 +346,10 @@ class LocalWeightedSource:
                     ]
                 )
                 out = cls(pairs, rng, distinct=True)
+                out.null_records = {
+                    "null_keys": records["key"].null_count(),
+                    "null_users": records["user"].null_count(),
+                }
                 out.null_pairs = records.height - held.height
                 if out.null_pairs:
                     nulls = records.filter(pl.col("user").is_null() | pl.col("key").is_null())
@@ -354,6 +361,11 @@ class LocalWeightedSource:
         else:
             grouped = _collect(lf.group_by("user", "key").len(), label)
         out = cls(grouped.select("user", "key"), rng)
+        lengths = grouped["len"].cast(pl.Int64)
+        out.null_records = {
+            "null_keys": int(lengths.filter(grouped["key"].is_null()).sum()),
+            "null_users": int(lengths.filter(grouped["user"].is_null()).sum()),
+        }
         # null users or keys are no one's records: left out, as __init__ leaves out their pairs
         held = grouped.drop_nulls(["user", "key"])
         most = held.group_by("user").agg(pl.col("len").max())
@@ -374,7 +386,9 @@ class LocalWeightedSource:
     def weighted_sums(
         self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
     ) -> WeightedCounts:
-        return weighted_sums(self.pairs, max_keys, scale, self.rng, exclude)
+        out = weighted_sums(self.pairs, max_keys, scale, self.rng, exclude)
+        out.info.update(self.null_records)
+        return out
 
     def held_sums(
         self, max_keys: int, scale: int, exclude: npt.ArrayLike | None = None
@@ -413,6 +427,7 @@ class LocalWeightedSource:
             "users_bounded": bounded,
             "pairs_held": held.height,
             "pairs_kept": remaining.height,
+            **self.null_records,
         }
         return _sums(remaining, k, s, info)
 

@@ -288,28 +288,38 @@ class SparkEngine(Engine):
         if answer is not None:
             votes: VoteCounts = answer
             return votes
-        pairs = (
+        # the distinct pairs with their numbers of records, null users and keys included (for
+        # the facts about the records left out, as the local engine states them)
+        tallies = pl.from_arrow(
             selected.select("user", "key")
-            .filter(F.col("user").isNotNull() & F.col("key").isNotNull())
-            .distinct()
+            .groupBy("user", "key")
+            .agg(F.count(F.lit(1)).alias("n"))
             .toArrow()
         )
-        table = pl.from_arrow(pairs)
-        assert isinstance(table, pl.DataFrame)
+        assert isinstance(tallies, pl.DataFrame)
+        nulls = {
+            "null_keys": int(tallies.filter(pl.col("key").is_null())["n"].sum()),
+            "null_users": int(tallies.filter(pl.col("user").is_null())["n"].sum()),
+        }
+        table = tallies.drop_nulls(["user", "key"]).select("user", "key")
         if all(t == pl.String or t.is_integer() for t in table.dtypes):
             # text and integers coded as the local engine codes them (arrow_keys's int64)
             coded = table.select(pl.col(pl.String), pl.exclude(pl.String).cast(pl.Int64))
             users, keys, labels = vote_codes(coded.select("user", "key"))
-            return cast_coded_votes(
+            votes = cast_coded_votes(
                 users, keys, labels, cap=request.cap, top_cap=request.top_cap, rng=rng
             )
-        return cast_votes(
-            arrow_keys(pairs.column("user")),
-            arrow_keys(pairs.column("key")),
-            cap=request.cap,
-            top_cap=request.top_cap,
-            rng=rng,
-        )
+        else:
+            pairs = table.to_arrow()
+            votes = cast_votes(
+                arrow_keys(pairs.column("user")),
+                arrow_keys(pairs.column("key")),
+                cap=request.cap,
+                top_cap=request.top_cap,
+                rng=rng,
+            )
+        votes.info.update(nulls)
+        return votes
 
     def _column_values(
         self, source: Any, request: ColumnValues, rng: RandomSource, progress: bool

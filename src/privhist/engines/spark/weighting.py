@@ -60,11 +60,16 @@ class SparkWeightedSource:
     def __init__(self, pairs: Any, rng: RandomSource | None = None) -> None:
         from pyspark.sql import functions as F
 
-        #: the records (one row per record; read again only for :meth:`records_histogram`)
-        self.records = pairs.select("user", "key").filter(
-            F.col("user").isNotNull() & F.col("key").isNotNull()
-        )
-        self.pairs = self.records.distinct().cache()
+        #: the distinct (user, key) rows, those with a null user or key included, each with its
+        #: number of records ``n`` (cached: the pairs, :meth:`records_histogram` and the facts
+        #: about null records are read from it)
+        self._tallies = (
+            pairs.select("user", "key").groupBy("user", "key").agg(F.count(F.lit(1)).alias("n"))
+        ).cache()
+        held = F.col("user").isNotNull() & F.col("key").isNotNull()
+        #: the distinct pairs held (no nulls), with their numbers of records
+        self._held_tallies = self._tallies.filter(held)
+        self.pairs = self._held_tallies.select("user", "key")
         self.rng = rng or SecureRandom()
         # per max_keys: the held (user, key) pairs (cached), the users bounded, the pairs held
         self._held: dict[int, tuple[Any, int, int]] = {}
@@ -74,7 +79,25 @@ class SparkWeightedSource:
         for held, _, _ in self._held.values():
             held.unpersist()
         self._held.clear()
-        self.pairs.unpersist()
+        self._tallies.unpersist()
+
+    @property
+    def null_records(self) -> dict[str, int]:
+        """Records with a null key, and with a null user, left out (exact input facts, not
+        private; as the local source states them)."""
+        from pyspark.sql import functions as F
+
+        if not hasattr(self, "_null_records"):
+            n = F.col("n")
+            row = self._tallies.agg(
+                F.sum(F.when(F.col("key").isNull(), n).otherwise(0)).alias("null_keys"),
+                F.sum(F.when(F.col("user").isNull(), n).otherwise(0)).alias("null_users"),
+            ).first()
+            self._null_records = {
+                "null_keys": int(row["null_keys"] or 0) if row is not None else 0,
+                "null_users": int(row["null_users"] or 0) if row is not None else 0,
+            }
+        return self._null_records
 
     # -- the three questions of a weighted selector ----------------------------------------------
 
@@ -95,6 +118,7 @@ class SparkWeightedSource:
             "users_bounded": stats["bounded"],
             "pairs_remaining": stats["pairs"],
             "pairs_kept": int(cols["units"].sum()),
+            **self.null_records,
         }
         return WeightedCounts(
             keys=keys, weights=cols["w"], scale=s, max_keys=k, units=cols["units"], info=info
@@ -130,6 +154,7 @@ class SparkWeightedSource:
             "users_bounded": bounded,
             "pairs_held": pairs_held,
             "pairs_kept": int(cols["units"].sum()),
+            **self.null_records,
         }
         return WeightedCounts(
             keys=keys, weights=cols["w"], scale=s, max_keys=k, units=cols["units"], info=info
@@ -180,9 +205,7 @@ class SparkWeightedSource:
 
         b = _check_bounds(bounds, "records_histogram")
         most = (
-            self.records.groupBy("user", "key")
-            .agg(F.count(F.lit(1)).alias("n"))
-            .groupBy("user")
+            self._held_tallies.groupBy("user")
             .agg(F.max("n").alias("m"))
             .groupBy("m")
             .agg(F.count(F.lit(1)).alias("users"))

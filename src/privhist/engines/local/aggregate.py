@@ -22,9 +22,11 @@ are those the key texts give.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -35,7 +37,14 @@ from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
-from privhist.core.requests import Fields, GroupAggregates, GroupTable, ValueRange, ValueSpec
+from privhist.core.requests import (
+    Fields,
+    GroupAggregates,
+    GroupTable,
+    Reading,
+    ValueRange,
+    ValueSpec,
+)
 from privhist.core.sparse import SparseCounts
 from privhist.engines.local.counting import count_user_codes
 from privhist.engines.priorities import (
@@ -45,6 +54,115 @@ from privhist.engines.priorities import (
     group_codes,
     record_codes,
 )
+
+#: how an aggregation reads a column, judged from its type alone (:func:`column_kinds`): values
+#: that are numbers; text cells parsed one by one (CSV, TSV and NDJSON files); a type that holds
+#: no values (all null); a column that is not scalar; any other scalar type (text, booleans,
+#: dates), none of whose values is read as a number
+KINDS: Final[tuple[str, ...]] = ("number", "cells", "empty", "nested", "other")
+
+
+def dtype_kind(dtype: pl.DataType) -> str:
+    """The kind (:data:`KINDS`) of a table's column of type ``dtype``: integers, floats and
+    decimals are numbers (:func:`parsed` reads each), ``Null`` holds no values, lists, structs,
+    arrays and objects are not scalar, and every other type (text, categories, booleans, dates,
+    durations, bytes) is ``"other"``: :func:`parsed` reads none of its values as a number."""
+    if dtype.is_numeric():
+        return "number"
+    if dtype == pl.Null:
+        return "empty"
+    if dtype.is_nested() or dtype == pl.Object:
+        return "nested"
+    return "other"
+
+
+def column_kinds(source: Any, reading: Reading, function: str) -> dict[str, tuple[str, str]] | None:
+    """Each column of ``source`` with its kind (:data:`KINDS`) and its type's name, as the local
+    engine reads it, from the schema alone: no record is read.
+
+    A Polars, pandas or pyarrow table: its types (a pandas column of Python objects by
+    ``pandas.api.types.infer_dtype``, which looks at its values in memory, since such a
+    column's type is in its values; the engine converts it by them too). A file: a Parquet
+    file's schema; the header (or the given ``columns``) of a CSV or TSV file, and the fields of
+    an NDJSON file's first records, every cell ``"cells"`` (text read one cell at a time).
+    None when the columns cannot be listed so (a text or FIMI file, a file Polars cannot open
+    this way): the engine's read then reports what is wrong.
+
+    Raises:
+        InputDataError: ``source`` is a path that does not exist, or a directory.
+    """
+    if isinstance(source, str | os.PathLike):
+        return _file_kinds(Path(source), reading, function)
+    if isinstance(source, pl.DataFrame | pl.LazyFrame):
+        try:
+            schema = source.lazy().collect_schema()
+        except pl.exceptions.PolarsError:
+            return None
+        return {c: (dtype_kind(d), str(d)) for c, d in schema.items()}
+    module = type(source).__module__
+    if module.startswith("pyarrow") and hasattr(source, "slice"):
+        try:  # the types Polars gives the table, from its schema (no row)
+            empty = pl.from_arrow(source.slice(0, 0))
+        except (TypeError, ValueError, pl.exceptions.PolarsError):
+            return None
+        assert isinstance(empty, pl.DataFrame)
+        return {c: (dtype_kind(d), str(d)) for c, d in empty.schema.items()}
+    if module.startswith("pandas") and type(source).__name__ == "DataFrame":
+        return {str(c): _pandas_kind(source[c]) for c in source.columns}
+    return None
+
+
+def _pandas_kind(series: Any) -> tuple[str, str]:
+    """A pandas column's kind (:func:`column_kinds`): by its NumPy kind for numbers, booleans and
+    dates; a column of Python objects (or of an extension type) by the type Polars gives it, as
+    the engine converts it (a column of objects by the values it holds; one of nulls holds no
+    values)."""
+    dtype = series.dtype
+    kind = getattr(dtype, "kind", "O")
+    if kind in "iuf":
+        return "number", str(dtype)
+    if kind in "bcmM":
+        return "other", str(dtype)
+    try:
+        converted = pl.Series(pl.from_pandas(series))
+    except (TypeError, ValueError, ImportError, pl.exceptions.PolarsError):
+        return "cells", str(dtype)  # mixed values: the engine's conversion says what is wrong
+    if converted.null_count() == converted.len():
+        return "empty", str(dtype)
+    return dtype_kind(converted.dtype), f"{dtype} ({converted.dtype})"
+
+
+def _file_kinds(p: Path, reading: Reading, function: str) -> dict[str, tuple[str, str]] | None:
+    from privhist.io.readers import SCHEMA_ROWS, FileFormat, separator_of
+
+    spec = FileFormat(reading.format, reading.columns, reading.separator).resolve(p, function)
+    if not p.exists():
+        raise InputDataError(
+            f"parameter 'path' of {function} must be an existing file; got {str(p)!r}"
+        )
+    if p.is_dir():
+        raise InputDataError(
+            f"parameter 'path' of {function} must be a file; got directory {str(p)!r}"
+        )
+    try:
+        if spec.name == "parquet":
+            schema = pl.read_parquet_schema(p)
+            return {c: (dtype_kind(d), str(d)) for c, d in schema.items()}
+        if spec.name in ("csv", "tsv"):
+            if spec.columns is not None:
+                names = list(spec.columns)
+            else:
+                sep = separator_of(p, spec)
+                lf = pl.scan_csv(p, separator=sep, infer_schema=False)
+                names = lf.collect_schema().names()
+        elif spec.name == "ndjson":
+            lf = pl.scan_ndjson(p, infer_schema_length=SCHEMA_ROWS)
+            names = lf.collect_schema().names()
+        else:
+            return None
+    except (pl.exceptions.PolarsError, OSError, InputDataError):
+        return None  # the engine's read says what is wrong
+    return {c: ("cells", "text") for c in names}
 
 
 def group_frame(

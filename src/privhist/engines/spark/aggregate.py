@@ -56,6 +56,35 @@ def group_columns(df: Any, by: Sequence[str], user: str | None, values: Sequence
     return df.select(*exprs), types
 
 
+def is_spark_frame(source: Any) -> bool:
+    """Whether ``source`` is a Spark DataFrame (classic or Spark Connect), without importing
+    Spark."""
+    return type(source).__module__.startswith("pyspark") and type(source).__name__ == "DataFrame"
+
+
+def column_kinds(df: Any) -> dict[str, tuple[str, str]]:
+    """Each column of a Spark DataFrame with its kind
+    (:data:`privhist.engines.local.aggregate.KINDS`) and its type's name, from its schema
+    alone: numbers (integers, floats, decimals: :func:`parsed` reads each), a type of no values,
+    arrays, maps and structs (not scalar), and every other type, none of whose values
+    :func:`parsed` reads as a number."""
+    from pyspark.sql.types import ArrayType, MapType, NullType, NumericType, StructType
+
+    out: dict[str, tuple[str, str]] = {}
+    for f in df.schema.fields:
+        t = f.dataType
+        if isinstance(t, NumericType):
+            kind = "number"
+        elif isinstance(t, NullType):
+            kind = "empty"
+        elif isinstance(t, ArrayType | MapType | StructType):
+            kind = "nested"
+        else:
+            kind = "other"
+        out[f.name] = (kind, t.simpleString())
+    return out
+
+
 def parsed(column: Any) -> Any:
     """A value column's cells as doubles: each read as text and parsed on its own (null when
     empty, not a number, or not finite), as the local engine parses them."""

@@ -10,7 +10,12 @@ groups and at most ``c = max_per_partition`` records in each (uniformly random c
 :mod:`privhist.engines.local.aggregate`); a value ``x`` of a metric with bounds
 ``[lower, upper]`` counts as ``v = floor(x / r + 1/2)`` units of the resolution ``r``, clamped to
 ``[L, H] = [ceil(lower / r), floor(upper / r)]``. At record level every record is its own unit
-(``k = c = 1``).
+(``k = c = 1``). A value that is empty or not a finite number leaves its record out of that
+column's aggregates only (its values' number, sums, squares and tree): the record still counts
+in ``count`` and ``count_users`` and in the bounding; the engines count such records per value
+column (``values_not_numbers`` in the release's diagnostics, exact and not private). A value
+column whose type holds no numbers is refused before any record is read
+(:meth:`privhist.session.Session.aggregate`).
 
 **Noise components.** Per group, each metric adds noise to integer aggregates (its
 *components*); ``s`` is one user's largest change of a component in one group:
@@ -1032,6 +1037,10 @@ class Aggregation:
         extra = {name: np.asarray(v)[order] for name, v in columns.items()}
         meta = self._metadata(chosen, described, selection, rng, shares)
         diagnostics = {**table.facts, "groups": g}
+        read = sorted({s.column for s in specs.values()})
+        found = diagnostics.pop("values_not_numbers", None) or {}
+        if read:  # every value column's, 0 where an engine's partitions found none
+            diagnostics["values_not_numbers"] = {c: int(found.get(c, 0)) for c in read}
         return Release(keys=release_keys, metadata=meta, diagnostics=diagnostics, extra=extra)
 
     def _metadata(

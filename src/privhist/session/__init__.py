@@ -1099,7 +1099,12 @@ class Session:
             metrics: ``{output column: metric}`` built by :mod:`privhist.metrics`
                 (``count()``, ``count_users()``, ``sum(column, lower, upper)``, ``mean``,
                 ``variance``, ``quantiles(column, levels, lower, upper)``); bounds may be
-                ``"auto"`` (a DP quantile of the values, inside the same spend).
+                ``"auto"`` (a DP quantile of the values, inside the same spend). A value column
+                must hold numbers: one whose type holds none (a table's or a Parquet file's
+                text, booleans, dates) is refused before any record is read; in a CSV file each
+                cell is read on its own, and the records whose value is empty or not a number
+                are left out of that column's metrics and counted (``diagnostics``,
+                ``values_not_numbers``).
             epsilon, delta: the guarantee of the whole release (``delta`` > 0 unless the groups
                 are public: groups chosen privately need it).
             user: the user column for user-level privacy (None: every record is its own unit).

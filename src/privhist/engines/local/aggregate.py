@@ -568,7 +568,12 @@ def aggregates(
     for rows, found in results:
         parts.append(rows)
         for name, value in found.items():
-            facts[name] = facts.get(name, 0) + value
+            if isinstance(value, dict):  # a number per value column
+                into = facts.setdefault(name, {})
+                for column, n in value.items():
+                    into[column] = into.get(column, 0) + n
+            else:
+                facts[name] = facts.get(name, 0) + value
     if passes > 1:
         facts["passes"] = passes
     rows = parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical_relaxed")
@@ -583,12 +588,14 @@ def _one_pass(
     groups: npt.NDArray[Any] | None,
     prio: LazyPriorities,
     coder: GroupCoder | None,
-) -> tuple[pl.DataFrame, dict[str, int]]:
+) -> tuple[pl.DataFrame, dict[str, Any]]:
     """The long rows of one pass's records (:func:`aggregates`), and its facts (numbers of
-    records, all additive over passes)."""
+    records, all additive over passes; ``values_not_numbers``: per value column, the records
+    of the groups aggregated, before bounding, whose value is empty or not a finite number,
+    which :func:`partial_rows` leaves out of the column's aggregates)."""
     specs = request.values
     user_level = request.fields.user_level
-    facts: dict[str, int] = {"records": df.height, "null_groups": int(df["key"].null_count())}
+    facts: dict[str, Any] = {"records": df.height, "null_groups": int(df["key"].null_count())}
     keep = pl.col("key").is_not_null()
     if user_level:
         facts["null_users"] = int(df["user"].null_count())
@@ -608,6 +615,11 @@ def _one_pass(
         facts["records_outside_groups"] = int((~inside).sum())
         if facts["records_outside_groups"]:
             df = df.filter(inside)
+    # the units of each value column (the specs of one column agree on its nulls)
+    first: dict[str, int] = {}
+    for j, spec in enumerate(specs):
+        first.setdefault(spec.column, j)
+    facts["values_not_numbers"] = {c: int(df[f"s{j}"].null_count()) for c, j in first.items()}
     users = None
     if user_level:
         df, bounded, users = bound(df, request, len(specs), prio, coder)

@@ -24,6 +24,10 @@ from privhist.engines.priorities import PairPriorities
 #: the schema of the partitions' long rows (a null key carries the partition's facts)
 ROWS = "key {key}, name string, index long, value long"
 
+#: the fact of the records whose value is empty or not a number, per value column: a
+#: partition's row names it ``values_not_numbers:COLUMN``
+NOT_NUMBERS = "values_not_numbers"
+
 
 def group_columns(df: Any, by: Sequence[str], user: str | None, values: Sequence[str]) -> Any:
     """The records as ``key`` (one column as it is; several as one text key), ``user`` and the
@@ -112,8 +116,11 @@ def aggregate_rows(
             return
         frame = pl.from_arrow(pa.Table.from_batches(parts))
         assert isinstance(frame, pl.DataFrame)
-        frame = with_units(frame, request.values, sorted({s.column for s in request.values}))
+        columns = sorted({s.column for s in request.values})
         facts = {"users_bounded": 0, "pairs_bounded": 0, "users": 0}
+        for i, column in enumerate(columns):  # parsed: null when empty or not a number
+            facts[f"{NOT_NUMBERS}:{column}"] = int(frame[f"x{i}"].null_count())
+        frame = with_units(frame, request.values, columns)
         users = None
         if request.fields.user_level and frame.height:
             frame, bounded, users = bound(
@@ -152,7 +159,12 @@ def collect_table(
     assert isinstance(frame, pl.DataFrame)
     fact_rows = frame.filter(pl.col("key").is_null())
     for name, value in zip(fact_rows["name"].to_list(), fact_rows["value"].to_list(), strict=True):
-        facts[name] = facts.get(name, 0) + int(value)
+        fact, _, column = name.partition(":")
+        if fact == NOT_NUMBERS:  # per value column, as the local engine's facts
+            into = facts.setdefault(NOT_NUMBERS, {})
+            into[column] = into.get(column, 0) + int(value)
+        else:
+            facts[name] = facts.get(name, 0) + int(value)
     data = frame.filter(pl.col("key").is_not_null())
     groups = None
     if request.groups is not None:

@@ -1399,11 +1399,24 @@ def _order(keys: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
 def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) -> dict[str, Any]:
     """The expected error of each metric before any data is read: per metric, the noise's
     standard deviation in the column's units and, for a group of each of ``sizes`` records (users
-    at user level), the standard deviation of its estimate (mean and variance: worst case over the
-    group's values, by the delta method; quantiles: the rank error, a share of the group, of the
-    tree's descent) and its share of the budget; with private groups the selection's share and the
-    count at which a group is released with probability 1/2 and 0.99. Bounds ``"auto"`` are
-    planned at the bounds given beside them, or as a unit range when both are automatic."""
+    at user level), the standard deviation of its estimate, by the delta method, and its share of
+    the budget; with private groups the selection's share and the count at which a group is
+    released with probability 1/2 and 0.99. Bounds ``"auto"`` are planned at the bounds given
+    beside them, or as a unit range when both are automatic.
+
+    A mean's error ``r (Z_s - a Z_n) / n`` (``Z_s`` its centred sum's noise, ``Z_n`` its count's,
+    the selection's when the selection's count is its count) depends on how far, ``a`` units, the
+    group's mean lies from the middle of the range: the plan gives it for a mean at the middle
+    (``mean_error_std_at_middle``: the centred sum's noise alone) and at a bound
+    (``mean_error_std_at_bounds``, ``a = M``: the largest); between them it is
+    ``sqrt(middle**2 + (a / M)**2 (bounds**2 - middle**2))``. A variance's error is planned for
+    a group with the largest variance (half its values at each bound: mean at the middle,
+    second moment ``M**2``); a quantile's as the rank error, a share of the group, of the
+    exponential mechanism or of the tree's descent.
+
+    ``budget_share`` is a metric's share of the metrics' budget, the release's metadata's
+    ``budget_share``; ``share_of_whole_budget`` its share of the whole budget (with its
+    automatic bounds' shares, beside the selection's ``selection_share``)."""
     g = aggregation.guarantee()
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
     std: dict[tuple[str, str], float] = {}
@@ -1425,6 +1438,7 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
             if m.column == free and m.kind in ("mean", "variance"):
                 std[(name, "n")] = free_sd
     split = aggregation.split()
+    shares, _ = aggregation._shares()
     metrics: dict[str, Any] = {}
     for name, m in aggregation.metrics.items():
         entry: dict[str, Any] = {"kind": m.kind}
@@ -1450,7 +1464,9 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
             elif m.kind in ("mean", "variance"):
                 half = max(spec.high - spec.center, spec.center - spec.low)
                 s_sum, s_n = std[(name, "sum")], std[(name, "n")]
-                entry["mean_error_std"] = {
+                # the error r (Z_s - a Z_n) / n of a group whose mean is a units from the middle
+                entry["mean_error_std_at_middle"] = {n: r * s_sum / n for n in sizes}
+                entry["mean_error_std_at_bounds"] = {
                     n: r * math.sqrt(s_sum**2 + (half * s_n) ** 2) / n for n in sizes
                 }
                 if m.kind == "variance":
@@ -1468,7 +1484,8 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
                 entry["method"] = "tree"
                 entry["rank_error_std"] = {n: sd / n for n in sizes}
             entry["resolution"] = r
-        entry["budget_share"] = float(split[name])  # of the whole budget
+        entry["budget_share"] = float(shares[name])  # of the metrics' budget, as the release
+        entry["share_of_whole_budget"] = float(split[name])  # its automatic bounds' included
         metrics[name] = entry
     report: dict[str, Any] = {
         "release": "aggregate",
@@ -1479,6 +1496,11 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
         "groups": "public" if aggregation.partitions is not None else "chosen privately",
         "metrics": metrics,
     }
+    report["shares"] = (
+        "budget_share: of the metrics' budget (as in the release's metadata); "
+        "share_of_whole_budget: of the whole budget, automatic bounds included"
+        + ("" if "groups" not in split else " (the selection's: selection_share)")
+    )
     if "groups" in split:
         report["selection_share"] = float(split["groups"])
     sel = aggregation._selector

@@ -1,6 +1,6 @@
 """``privhist plan aggregate`` (:func:`privhist.analytics.aggregate.plan`) against the release it
-plans: the same budget shares under the same names, and the error of means that seeded releases
-measure."""
+plans: the same budget shares under the same names, the error of means that seeded releases
+measure, and a budget split the release's metadata states as it happened."""
 
 from __future__ import annotations
 
@@ -137,3 +137,28 @@ def test_the_plan_predicts_the_error_of_means_that_releases_measure(noise: str) 
         errors = _measured_mean_errors(value, noise=noise)
         rms = float(np.sqrt(np.mean(errors**2)))
         assert abs(rms / predicted - 1) < 0.06, (value, rms, predicted)
+
+
+def test_the_budget_split_says_how_each_metric_split_its_share() -> None:
+    """The metadata's ``budget_split`` names, per metric, the split that happened: a mean whose
+    count is the selection's has none of its own (not "count and centred sum 1:2"); with
+    public groups it has one, 1:2; a sum answered from a mean gives it its share."""
+    frame = pl.DataFrame({"g": ["a"] * 600 + ["b"] * 400, "x": np.linspace(0, 100, 1000)})
+    mean = {"avg": m.mean("x", 0, 100)}
+
+    def split(metrics: dict[str, Any], **kwargs: Any) -> str:
+        r = Session().aggregate(frame, by="g", metrics=metrics, epsilon=1.0, seed=1, **kwargs)
+        assert isinstance(r, Release)
+        return str(r.metadata["budget_split"])
+
+    free = split(mean, delta=1e-6, noise="laplace")
+    assert "1:2" not in free and "'avg' has no count of its own" in free
+    assert "the selection's noisy count of 'x' is its count" in free
+    public = split(mean, partitions=["a", "b"])
+    assert "'avg': count and centred sum 1:2" in public and "no count" not in public
+    assert "variance" not in public and "sum answered" not in public
+    pooled = split({**mean, "s": m.sum("x", 0, 100)}, partitions=["a", "b"])
+    assert "'avg': its share and that of 's', count and centred sum 1:1" in pooled
+    assert "'s' is answered from the count and centred sum of 'avg'" in pooled
+    counts = split({"n": m.count()}, partitions=["a", "b"])
+    assert counts == "equal shares of the metrics' budget (1 each)"

@@ -1043,6 +1043,43 @@ class Aggregation:
             diagnostics["values_not_numbers"] = {c: int(found.get(c, 0)) for c in read}
         return Release(keys=release_keys, metadata=meta, diagnostics=diagnostics, extra=extra)
 
+    def _within_text(self) -> list[str]:
+        """How the sums, means and variances of this release split their shares among their
+        components (:meth:`component_part`), one clause per metric that has several parts or
+        none of its own, for the metadata: a mean's count and centred sum 1 : 2, or all to the
+        centred sum when the selection's count is its count; a variance's as
+        :data:`WITHIN`; a mean answering sums pools their shares, split 1 : 1."""
+        free = self.free_column()
+        shared = self.shared_sums()
+        out: list[str] = []
+        for name, m in self.metrics.items():
+            owned = [s for s, owner in shared.items() if owner == name]
+            share = f"its share and that of {', '.join(map(repr, owned))}" if owned else "its share"
+            if m.kind in ("mean", "variance") and free is not None and m.column == free:
+                parts = "centred sum" if m.kind == "mean" else "centred sum and squares 1:1"
+                out.append(
+                    f"{name!r} has no count of its own (the selection's noisy count of "
+                    f"{free!r} is its count): {share} to its {parts}"
+                )
+            elif owned:
+                out.append(f"{name!r}: {share}, count and centred sum 1:1")
+            elif m.kind == "mean":
+                out.append(f"{name!r}: count and centred sum 1:2")
+            elif m.kind == "variance":
+                out.append(f"{name!r}: count, centred sum and squares 0.83:1:1")
+            elif name in shared:
+                out.append(
+                    f"{name!r} is answered from the count and centred sum of {shared[name]!r}, "
+                    "to which it gives its share"
+                )
+            elif m.kind == "sum" and free is not None and m.column == free:
+                if self._centred(name, m, free):
+                    out.append(
+                        f"{name!r} is its centred sum plus the middle times the selection's "
+                        f"noisy count of {free!r}"
+                    )
+        return out
+
     def _metadata(
         self,
         chosen: Mapping[str, Any],
@@ -1088,10 +1125,8 @@ class Aggregation:
             "noise_requested": self.noise_requested,
             "components": noise,
             "budget_split": (
-                _split_text(shares, self._weights) + " (a mean's "
-                "count and centred sum 1:2, a variance's count, centred sum and squares "
-                "0.83:1:1; a sum answered from a mean's count and centred sum gives the mean "
-                "its share, split 1:1)"
+                _split_text(shares, self._weights)
+                + (f" ({'; '.join(clauses)})" if (clauses := self._within_text()) else "")
                 + (f"; {AUTO_SHARE:g} per automatic bound" if chosen else "")
                 + (
                     f"; {float(self.selection_share):.4g} of the budget chose the groups"

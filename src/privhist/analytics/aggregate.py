@@ -14,8 +14,8 @@ groups and at most ``c = max_per_partition`` records in each (uniformly random c
 column's aggregates only (its values' number, sums, squares and tree): the record still counts
 in ``count`` and ``count_users`` and in the bounding; the engines count such records per value
 column (``values_not_numbers`` in the release's diagnostics, exact and not private). A value
-column whose type holds no numbers is refused before any record is read
-(:meth:`privhist.session.Session.aggregate`).
+column of a type that is not a type of numbers (a table's text, booleans, dates) is refused
+before any record is read (:meth:`privhist.session.Session.aggregate`).
 
 **Noise components.** Per group, each metric adds noise to integer aggregates (its
 *components*); ``s`` is one user's largest change of a component in one group:

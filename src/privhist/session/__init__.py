@@ -1100,8 +1100,8 @@ class Session:
                 (``count()``, ``count_users()``, ``sum(column, lower, upper)``, ``mean``,
                 ``variance``, ``quantiles(column, levels, lower, upper)``); bounds may be
                 ``"auto"`` (a DP quantile of the values, inside the same spend). A value column
-                must hold numbers: one whose type holds none (a table's or a Parquet file's
-                text, booleans, dates) is refused before any record is read; in a CSV file each
+                must hold numbers: one of another type (a table's or a Parquet file's text,
+                booleans, dates) is refused before any record is read; in a CSV file each
                 cell is read on its own, and the records whose value is empty or not a number
                 are left out of that column's metrics and counted (``diagnostics``,
                 ``values_not_numbers``).
@@ -1179,7 +1179,11 @@ class Session:
 
         def check_columns(dry: bool) -> None:
             # the columns named, against the source's schema (a dry run opens no file)
-            kinds = _aggregate_columns(self.engine, source, fields.reading, fn, files=not dry)
+            named = [*group, *([user] if user else [])]
+            named += [str(v.column) for v in metrics.values() if v.column is not None]
+            kinds = _aggregate_columns(
+                self.engine, source, fields.reading, fn, named, files=not dry
+            )
             if kinds is not None:
                 build.check_aggregate_columns(*kinds, group, user, dict(metrics), fn)
 
@@ -1275,10 +1279,17 @@ class Session:
 
 
 def _aggregate_columns(
-    engine: Engine, source: Any, reading: Reading, fn: str, *, files: bool
+    engine: Engine,
+    source: Any,
+    reading: Reading,
+    fn: str,
+    wanted: Sequence[str],
+    *,
+    files: bool,
 ) -> tuple[dict[str, tuple[str, str]], str] | None:
     """The columns of an aggregation's ``source`` with their kinds, and how to name it in
-    messages, from its schema alone (no record is read): a Spark DataFrame's, a table's, or
+    messages, from its schema alone (no record is read; the ``wanted`` columns of a pandas
+    table's objects are typed as Polars converts them): a Spark DataFrame's, a table's, or
     with ``files`` and the local engine a file's (a Parquet schema, a CSV header); None when
     they are not known so (another engine reads the file where it lives)."""
     from privhist.engines.spark.aggregate import column_kinds as spark_kinds
@@ -1292,7 +1303,7 @@ def _aggregate_columns(
     is_file = isinstance(source, str | os.PathLike)
     if is_file and (not files or not isinstance(engine, LocalEngine)):
         return None
-    kinds = column_kinds(source, reading, fn)
+    kinds = column_kinds(source, reading, fn, wanted)
     if kinds is None:
         return None
     return kinds, repr(os.fspath(source)) if is_file else "the table"

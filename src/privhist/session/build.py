@@ -699,8 +699,9 @@ def check_aggregate_columns(
         InputDataError: a named column is not in the source (``where`` describes it), or a group
             or user column is not scalar.
         ValidationError: a sum, mean, variance or quantiles metric reads a column whose type
-            holds no numbers (text, booleans, dates: each of its values would be left out, and
-            the release would be noise alone).
+            is not a type of numbers (text, booleans, dates: words, booleans and dates are
+            left out of the metric, whose release would be noise alone; numbers written as
+            text are to be cast by the caller).
     """
     names = ", ".join(map(repr, kinds))
     named = [("by", list(by), "")]
@@ -731,8 +732,9 @@ def check_aggregate_columns(
             raise ValidationError(
                 "metrics",
                 function,
-                f"metrics of columns of numbers (a {metric.kind} reads numbers, and "
-                f"{metric.column!r} is of type {type_name}: none of its values is one)",
+                f"metrics of numeric columns (a {metric.kind} reads numbers, and "
+                f"{metric.column!r} is of type {type_name}; cast numbers written as text to "
+                "numbers first)",
                 name,
             )
 

@@ -57,16 +57,17 @@ from privhist.engines.priorities import (
 
 #: how an aggregation reads a column, judged from its type alone (:func:`column_kinds`): values
 #: that are numbers; text cells parsed one by one (CSV, TSV and NDJSON files); a type that holds
-#: no values (all null); a column that is not scalar; any other scalar type (text, booleans,
-#: dates), none of whose values is read as a number
+#: no values (all null); a column that is not scalar; any other scalar type (text, categories,
+#: booleans, dates), which is not a type of numbers
 KINDS: Final[tuple[str, ...]] = ("number", "cells", "empty", "nested", "other")
 
 
 def dtype_kind(dtype: pl.DataType) -> str:
     """The kind (:data:`KINDS`) of a table's column of type ``dtype``: integers, floats and
-    decimals are numbers (:func:`parsed` reads each), ``Null`` holds no values, lists, structs,
-    arrays and objects are not scalar, and every other type (text, categories, booleans, dates,
-    durations, bytes) is ``"other"``: :func:`parsed` reads none of its values as a number."""
+    decimals are numbers, ``Null`` holds no values, lists, structs, arrays and objects are not
+    scalar, and every other type is ``"other"``: :func:`parsed` reads none of a boolean's,
+    date's or duration's values as a number, and a text or category column is text, not
+    numbers, whatever its cells hold (the caller casts numbers written as text)."""
     if dtype.is_numeric():
         return "number"
     if dtype == pl.Null:
@@ -76,17 +77,20 @@ def dtype_kind(dtype: pl.DataType) -> str:
     return "other"
 
 
-def column_kinds(source: Any, reading: Reading, function: str) -> dict[str, tuple[str, str]] | None:
+def column_kinds(
+    source: Any, reading: Reading, function: str, wanted: Sequence[str] = ()
+) -> dict[str, tuple[str, str]] | None:
     """Each column of ``source`` with its kind (:data:`KINDS`) and its type's name, as the local
     engine reads it, from the schema alone: no record is read.
 
-    A Polars, pandas or pyarrow table: its types (a pandas column of Python objects by
-    ``pandas.api.types.infer_dtype``, which looks at its values in memory, since such a
-    column's type is in its values; the engine converts it by them too). A file: a Parquet
-    file's schema; the header (or the given ``columns``) of a CSV or TSV file, and the fields of
-    an NDJSON file's first records, every cell ``"cells"`` (text read one cell at a time).
-    None when the columns cannot be listed so (a text or FIMI file, a file Polars cannot open
-    this way): the engine's read then reports what is wrong.
+    A Polars, pandas or pyarrow table: its types; a pandas column of Python objects (or of an
+    extension type) among ``wanted`` by the type Polars gives it, as the engine converts it
+    (such a column's type is in its values, which the conversion looks at in memory; the other
+    columns of objects are ``"cells"``). A file: a Parquet file's schema; the header (or the
+    given ``columns``) of a CSV or TSV file, and the fields of an NDJSON file's first records,
+    every one ``"cells"`` (text read one cell at a time). None when the columns cannot be
+    listed so (a text or FIMI file, a file Polars cannot open this way): the engine's read then
+    reports what is wrong.
 
     Raises:
         InputDataError: ``source`` is a path that does not exist, or a directory.
@@ -108,21 +112,23 @@ def column_kinds(source: Any, reading: Reading, function: str) -> dict[str, tupl
         assert isinstance(empty, pl.DataFrame)
         return {c: (dtype_kind(d), str(d)) for c, d in empty.schema.items()}
     if module.startswith("pandas") and type(source).__name__ == "DataFrame":
-        return {str(c): _pandas_kind(source[c]) for c in source.columns}
+        return {str(c): _pandas_kind(source[c], str(c) in wanted) for c in source.columns}
     return None
 
 
-def _pandas_kind(series: Any) -> tuple[str, str]:
+def _pandas_kind(series: Any, wanted: bool) -> tuple[str, str]:
     """A pandas column's kind (:func:`column_kinds`): by its NumPy kind for numbers, booleans and
-    dates; a column of Python objects (or of an extension type) by the type Polars gives it, as
-    the engine converts it (a column of objects by the values it holds; one of nulls holds no
-    values)."""
+    dates; a column of Python objects (or of an extension type) by the type Polars gives it when
+    ``wanted``, as the engine converts it (a column of objects by the values it holds; one of
+    nulls holds no values), else ``"cells"``."""
     dtype = series.dtype
     kind = getattr(dtype, "kind", "O")
     if kind in "iuf":
         return "number", str(dtype)
     if kind in "bcmM":
         return "other", str(dtype)
+    if not wanted:
+        return "cells", str(dtype)
     try:
         converted = pl.Series(pl.from_pandas(series))
     except (TypeError, ValueError, ImportError, pl.exceptions.PolarsError):

@@ -69,9 +69,9 @@ def is_spark_frame(source: Any) -> bool:
 def column_kinds(df: Any) -> dict[str, tuple[str, str]]:
     """Each column of a Spark DataFrame with its kind
     (:data:`privhist.engines.local.aggregate.KINDS`) and its type's name, from its schema
-    alone: numbers (integers, floats, decimals: :func:`parsed` reads each), a type of no values,
-    arrays, maps and structs (not scalar), and every other type, none of whose values
-    :func:`parsed` reads as a number."""
+    alone: numbers (integers, floats, decimals), a type of no values, arrays, maps and structs
+    (not scalar), and every other type (text, booleans, dates), which is not a type of
+    numbers."""
     from pyspark.sql.types import ArrayType, MapType, NullType, NumericType, StructType
 
     out: dict[str, tuple[str, str]] = {}

@@ -10,7 +10,12 @@ groups and at most ``c = max_per_partition`` records in each (uniformly random c
 :mod:`privhist.engines.local.aggregate`); a value ``x`` of a metric with bounds
 ``[lower, upper]`` counts as ``v = floor(x / r + 1/2)`` units of the resolution ``r``, clamped to
 ``[L, H] = [ceil(lower / r), floor(upper / r)]``. At record level every record is its own unit
-(``k = c = 1``).
+(``k = c = 1``). A value that is empty or not a finite number leaves its record out of that
+column's aggregates only (its values' number, sums, squares and tree): the record still counts
+in ``count`` and ``count_users`` and in the bounding; the engines count such records per value
+column (``values_not_numbers`` in the release's diagnostics, exact and not private). A value
+column of a type that is not a type of numbers (a table's text, booleans, dates) is refused
+before any record is read (:meth:`privhist.session.Session.aggregate`).
 
 **Noise components.** Per group, each metric adds noise to integer aggregates (its
 *components*); ``s`` is one user's largest change of a component in one group:
@@ -1032,7 +1037,48 @@ class Aggregation:
         extra = {name: np.asarray(v)[order] for name, v in columns.items()}
         meta = self._metadata(chosen, described, selection, rng, shares)
         diagnostics = {**table.facts, "groups": g}
+        read = sorted({s.column for s in specs.values()})
+        found = diagnostics.pop("values_not_numbers", None) or {}
+        if read:  # every value column's, 0 where an engine's partitions found none
+            diagnostics["values_not_numbers"] = {c: int(found.get(c, 0)) for c in read}
         return Release(keys=release_keys, metadata=meta, diagnostics=diagnostics, extra=extra)
+
+    def _within_text(self) -> list[str]:
+        """How the sums, means and variances of this release split their shares among their
+        components (:meth:`component_part`), one clause per metric that has several parts or
+        none of its own, for the metadata: a mean's count and centred sum 1 : 2, or all to the
+        centred sum when the selection's count is its count; a variance's as
+        :data:`WITHIN`; a mean answering sums pools their shares, split 1 : 1."""
+        free = self.free_column()
+        shared = self.shared_sums()
+        out: list[str] = []
+        for name, m in self.metrics.items():
+            owned = [s for s, owner in shared.items() if owner == name]
+            share = f"its share and that of {', '.join(map(repr, owned))}" if owned else "its share"
+            if m.kind in ("mean", "variance") and free is not None and m.column == free:
+                parts = "centred sum" if m.kind == "mean" else "centred sum and squares 1:1"
+                out.append(
+                    f"{name!r} has no count of its own (the selection's noisy count of "
+                    f"{free!r} is its count): {share} to its {parts}"
+                )
+            elif owned:
+                out.append(f"{name!r}: {share}, count and centred sum 1:1")
+            elif m.kind == "mean":
+                out.append(f"{name!r}: count and centred sum 1:2")
+            elif m.kind == "variance":
+                out.append(f"{name!r}: count, centred sum and squares 0.83:1:1")
+            elif name in shared:
+                out.append(
+                    f"{name!r} is answered from the count and centred sum of {shared[name]!r}, "
+                    "to which it gives its share"
+                )
+            elif m.kind == "sum" and free is not None and m.column == free:
+                if self._centred(name, m, free):
+                    out.append(
+                        f"{name!r} is its centred sum plus the middle times the selection's "
+                        f"noisy count of {free!r}"
+                    )
+        return out
 
     def _metadata(
         self,
@@ -1079,10 +1125,8 @@ class Aggregation:
             "noise_requested": self.noise_requested,
             "components": noise,
             "budget_split": (
-                _split_text(shares, self._weights) + " (a mean's "
-                "count and centred sum 1:2, a variance's count, centred sum and squares "
-                "0.83:1:1; a sum answered from a mean's count and centred sum gives the mean "
-                "its share, split 1:1)"
+                _split_text(shares, self._weights)
+                + (f" ({'; '.join(clauses)})" if (clauses := self._within_text()) else "")
                 + (f"; {AUTO_SHARE:g} per automatic bound" if chosen else "")
                 + (
                     f"; {float(self.selection_share):.4g} of the budget chose the groups"
@@ -1390,11 +1434,24 @@ def _order(keys: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
 def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) -> dict[str, Any]:
     """The expected error of each metric before any data is read: per metric, the noise's
     standard deviation in the column's units and, for a group of each of ``sizes`` records (users
-    at user level), the standard deviation of its estimate (mean and variance: worst case over the
-    group's values, by the delta method; quantiles: the rank error, a share of the group, of the
-    tree's descent) and its share of the budget; with private groups the selection's share and the
-    count at which a group is released with probability 1/2 and 0.99. Bounds ``"auto"`` are
-    planned at the bounds given beside them, or as a unit range when both are automatic."""
+    at user level), the standard deviation of its estimate, by the delta method, and its share of
+    the budget; with private groups the selection's share and the count at which a group is
+    released with probability 1/2 and 0.99. Bounds ``"auto"`` are planned at the bounds given
+    beside them, or as a unit range when both are automatic.
+
+    A mean's error ``r (Z_s - a Z_n) / n`` (``Z_s`` its centred sum's noise, ``Z_n`` its count's,
+    the selection's when the selection's count is its count) depends on how far, ``a`` units, the
+    group's mean lies from the middle of the range: the plan gives it for a mean at the middle
+    (``mean_error_std_at_middle``: the centred sum's noise alone) and at a bound
+    (``mean_error_std_at_bounds``, ``a = M``: the largest); between them it is
+    ``sqrt(middle**2 + (a / M)**2 (bounds**2 - middle**2))``. A variance's error is planned for
+    a group with the largest variance (half its values at each bound: mean at the middle,
+    second moment ``M**2``); a quantile's as the rank error, a share of the group, of the
+    exponential mechanism or of the tree's descent.
+
+    ``budget_share`` is a metric's share of the metrics' budget, the release's metadata's
+    ``budget_share``; ``share_of_whole_budget`` its share of the whole budget (with its
+    automatic bounds' shares, beside the selection's ``selection_share``)."""
     g = aggregation.guarantee()
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
     std: dict[tuple[str, str], float] = {}
@@ -1416,6 +1473,7 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
             if m.column == free and m.kind in ("mean", "variance"):
                 std[(name, "n")] = free_sd
     split = aggregation.split()
+    shares, _ = aggregation._shares()
     metrics: dict[str, Any] = {}
     for name, m in aggregation.metrics.items():
         entry: dict[str, Any] = {"kind": m.kind}
@@ -1441,7 +1499,9 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
             elif m.kind in ("mean", "variance"):
                 half = max(spec.high - spec.center, spec.center - spec.low)
                 s_sum, s_n = std[(name, "sum")], std[(name, "n")]
-                entry["mean_error_std"] = {
+                # the error r (Z_s - a Z_n) / n of a group whose mean is a units from the middle
+                entry["mean_error_std_at_middle"] = {n: r * s_sum / n for n in sizes}
+                entry["mean_error_std_at_bounds"] = {
                     n: r * math.sqrt(s_sum**2 + (half * s_n) ** 2) / n for n in sizes
                 }
                 if m.kind == "variance":
@@ -1459,7 +1519,8 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
                 entry["method"] = "tree"
                 entry["rank_error_std"] = {n: sd / n for n in sizes}
             entry["resolution"] = r
-        entry["budget_share"] = float(split[name])  # of the whole budget
+        entry["budget_share"] = float(shares[name])  # of the metrics' budget, as the release
+        entry["share_of_whole_budget"] = float(split[name])  # its automatic bounds' included
         metrics[name] = entry
     report: dict[str, Any] = {
         "release": "aggregate",
@@ -1470,6 +1531,11 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
         "groups": "public" if aggregation.partitions is not None else "chosen privately",
         "metrics": metrics,
     }
+    report["shares"] = (
+        "budget_share: of the metrics' budget (as in the release's metadata); "
+        "share_of_whole_budget: of the whole budget, automatic bounds included"
+        + ("" if "groups" not in split else " (the selection's: selection_share)")
+    )
     if "groups" in split:
         report["selection_share"] = float(split["groups"])
     sel = aggregation._selector

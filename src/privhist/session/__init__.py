@@ -68,6 +68,7 @@ from privhist.core.requests import (
     Fields,
     KeyCounts,
     KeyedDraw,
+    Reading,
     Request,
     UserVotes,
     check_fields,
@@ -244,6 +245,7 @@ class Session:
         dry_run: bool = False,
         details: Mapping[str, Any] | None = None,
         mechanism: Mechanism | None = None,
+        check: Callable[[bool], None] | None = None,
     ) -> Release | DryRun:
         """The one release path (see the module notes): ``releasable`` on the data of
         ``source`` found at ``fields``. Each public method is a typed wrapper of this one.
@@ -260,6 +262,9 @@ class Session:
             details: parameters a dry run reports (a value that is a function of no
                 arguments is called, by a dry run only).
             mechanism: the per-key mechanism whose reporting curve a dry run shows.
+            check: a check of the source against the release, from its schema, run once the
+                parameters are checked and before the budget is (given whether this is a dry
+                run, which opens no file); it raises to refuse the release.
         """
         fn = function
         self._open(fn)
@@ -277,6 +282,8 @@ class Session:
                     f"an engine that computes {request.describe()} (this release needs it)",
                     self.engine.name,
                 )
+        if check is not None:
+            check(dry_run)
         cost = releasable.guarantee()
         nb = releasable.neighbouring
         # the event the ledger judges and keeps (built only for a charged dataset)
@@ -1102,7 +1109,12 @@ class Session:
             metrics: ``{output column: metric}`` built by :mod:`privhist.metrics`
                 (``count()``, ``count_users()``, ``sum(column, lower, upper)``, ``mean``,
                 ``variance``, ``quantiles(column, levels, lower, upper)``); bounds may be
-                ``"auto"`` (a DP quantile of the values, inside the same spend).
+                ``"auto"`` (a DP quantile of the values, inside the same spend). A value column
+                must hold numbers: one of another type (a table's or a Parquet file's text,
+                booleans, dates) is refused before any record is read; in a CSV file each
+                cell is read on its own, and the records whose value is empty or not a number
+                are left out of that column's metrics and counted (``diagnostics``,
+                ``values_not_numbers``).
             epsilon, delta: the guarantee of the whole release (``delta`` > 0 unless the groups
                 are public: groups chosen privately need it).
             user: the user column for user-level privacy (None: every record is its own unit).
@@ -1174,6 +1186,17 @@ class Session:
             noise=noise,
             weights=weights,
         )
+
+        def check_columns(dry: bool) -> None:
+            # the columns named, against the source's schema (a dry run opens no file)
+            named = [*group, *([user] if user else [])]
+            named += [str(v.column) for v in metrics.values() if v.column is not None]
+            kinds = _aggregate_columns(
+                self.engine, source, fields.reading, fn, named, files=not dry
+            )
+            if kinds is not None:
+                build.check_aggregate_columns(*kinds, group, user, dict(metrics), fn)
+
         details = {
             "groups": "public partitions" if partitions is not None else "chosen privately",
             "metrics": {k: v.describe() for k, v in metrics.items()},
@@ -1189,6 +1212,7 @@ class Session:
             seed=seed,
             dry_run=dry_run,
             details=details,
+            check=check_columns,
         )
 
     def count(
@@ -1262,6 +1286,37 @@ class Session:
                 "format", f"{fn} with mechanism {releasable.name}", " or ".join(formats), fmt
             )
         return fmt
+
+
+def _aggregate_columns(
+    engine: Engine,
+    source: Any,
+    reading: Reading,
+    fn: str,
+    wanted: Sequence[str],
+    *,
+    files: bool,
+) -> tuple[dict[str, tuple[str, str]], str] | None:
+    """The columns of an aggregation's ``source`` with their kinds, and how to name it in
+    messages, from its schema alone (no record is read; the ``wanted`` columns of a pandas
+    table's objects are typed as Polars converts them): a Spark DataFrame's, a table's, or
+    with ``files`` and the local engine a file's (a Parquet schema, a CSV header); None when
+    they are not known so (another engine reads the file where it lives)."""
+    from privhist.engines.spark.aggregate import column_kinds as spark_kinds
+    from privhist.engines.spark.aggregate import is_spark_frame
+
+    if is_spark_frame(source):
+        return spark_kinds(source), "the data"
+    from privhist.engines.local import LocalEngine
+    from privhist.engines.local.aggregate import column_kinds
+
+    is_file = isinstance(source, str | os.PathLike)
+    if is_file and (not files or not isinstance(engine, LocalEngine)):
+        return None
+    kinds = column_kinds(source, reading, fn, wanted)
+    if kinds is None:
+        return None
+    return kinds, repr(os.fspath(source)) if is_file else "the table"
 
 
 def _int(value: Any, name: str, fn: str) -> int:

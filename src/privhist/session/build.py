@@ -683,6 +683,62 @@ def aggregate(
     )
 
 
+def check_aggregate_columns(
+    kinds: dict[str, tuple[str, str]],
+    where: str,
+    by: Sequence[str],
+    user: str | None,
+    metrics: dict[str, Any],
+    function: str,
+) -> None:
+    """The columns an aggregation names, against the source's columns and their kinds
+    (:func:`privhist.engines.local.aggregate.column_kinds`), before any record is read: each
+    error names the parameter that names the column (``by``, ``user``, ``metrics``).
+
+    Raises:
+        InputDataError: a named column is not in the source (``where`` describes it), or a group
+            or user column is not scalar.
+        ValidationError: a sum, mean, variance or quantiles metric reads a column whose type
+            is not a type of numbers (text, booleans, dates: words, booleans and dates are
+            left out of the metric, whose release would be noise alone; numbers written as
+            text are to be cast by the caller).
+    """
+    names = ", ".join(map(repr, kinds))
+    named = [("by", list(by), "")]
+    if user is not None:
+        named.append(("user", [user], ""))
+    for name, metric in metrics.items():
+        if metric.column is not None:
+            named.append(("metrics", [metric.column], f" (the column of metric {name!r})"))
+    for param, columns, what in named:
+        gone = [c for c in columns if c not in kinds]
+        if gone:
+            raise InputDataError(
+                f"parameter '{param}' of {function} must name columns of {where} ({names}); "
+                f"got {', '.join(map(repr, gone))}{what}"
+            )
+    for param, columns, _ in named[: 2 if user is not None else 1]:
+        for c in columns:
+            if kinds[c][0] == "nested":
+                raise InputDataError(
+                    f"parameter '{param}' of {function} must name columns of scalar values; "
+                    f"got {c!r} of type {kinds[c][1]}"
+                )
+    for name, metric in metrics.items():
+        if metric.column is None:
+            continue
+        kind, type_name = kinds[metric.column]
+        if kind in ("other", "nested"):
+            raise ValidationError(
+                "metrics",
+                function,
+                f"metrics of numeric columns (a {metric.kind} reads numbers, and "
+                f"{metric.column!r} is of type {type_name}; cast numbers written as text to "
+                "numbers first)",
+                name,
+            )
+
+
 def check_partitions(
     partitions: Any, by: Sequence[str], function: str
 ) -> tuple[tuple[Any, ...], ...]:

@@ -218,6 +218,11 @@ def run(args: argparse.Namespace) -> int:
         facts.append(f"{info['records_outside_groups']} records outside the public groups dropped")
     if info.get("null_groups"):
         facts.append(f"{info['null_groups']} records with a null group dropped")
+    for column, n in (info.get("values_not_numbers") or {}).items():
+        if n:
+            facts.append(
+                f"{n} records whose {column!r} is empty or not a number left out of its metrics"
+            )
     print(
         f"privhist: guarantee {release.metadata['guarantee']['statement']}; "
         + ("" if release.private else "seeded: reproducible and NOT private; ")

@@ -22,9 +22,11 @@ are those the key texts give.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -35,7 +37,14 @@ from privhist.core.data import Counts
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
-from privhist.core.requests import Fields, GroupAggregates, GroupTable, ValueRange, ValueSpec
+from privhist.core.requests import (
+    Fields,
+    GroupAggregates,
+    GroupTable,
+    Reading,
+    ValueRange,
+    ValueSpec,
+)
 from privhist.core.sparse import SparseCounts
 from privhist.engines.local.counting import count_user_codes
 from privhist.engines.priorities import (
@@ -45,6 +54,121 @@ from privhist.engines.priorities import (
     group_codes,
     record_codes,
 )
+
+#: how an aggregation reads a column, judged from its type alone (:func:`column_kinds`): values
+#: that are numbers; text cells parsed one by one (CSV, TSV and NDJSON files); a type that holds
+#: no values (all null); a column that is not scalar; any other scalar type (text, categories,
+#: booleans, dates), which is not a type of numbers
+KINDS: Final[tuple[str, ...]] = ("number", "cells", "empty", "nested", "other")
+
+
+def dtype_kind(dtype: pl.DataType) -> str:
+    """The kind (:data:`KINDS`) of a table's column of type ``dtype``: integers, floats and
+    decimals are numbers, ``Null`` holds no values, lists, structs, arrays and objects are not
+    scalar, and every other type is ``"other"``: :func:`parsed` reads none of a boolean's,
+    date's or duration's values as a number, and a text or category column is text, not
+    numbers, whatever its cells hold (the caller casts numbers written as text)."""
+    if dtype.is_numeric():
+        return "number"
+    if dtype == pl.Null:
+        return "empty"
+    if dtype.is_nested() or dtype == pl.Object:
+        return "nested"
+    return "other"
+
+
+def column_kinds(
+    source: Any, reading: Reading, function: str, wanted: Sequence[str] = ()
+) -> dict[str, tuple[str, str]] | None:
+    """Each column of ``source`` with its kind (:data:`KINDS`) and its type's name, as the local
+    engine reads it, from the schema alone: no record is read.
+
+    A Polars, pandas or pyarrow table: its types; a pandas column of Python objects (or of an
+    extension type) among ``wanted`` by the type Polars gives it, as the engine converts it
+    (such a column's type is in its values, which the conversion looks at in memory; the other
+    columns of objects are ``"cells"``). A file: a Parquet file's schema; the header (or the
+    given ``columns``) of a CSV or TSV file, and the fields of an NDJSON file's first records,
+    every one ``"cells"`` (text read one cell at a time). None when the columns cannot be
+    listed so (a text or FIMI file, a file Polars cannot open this way): the engine's read then
+    reports what is wrong.
+
+    Raises:
+        InputDataError: ``source`` is a path that does not exist, or a directory.
+    """
+    if isinstance(source, str | os.PathLike):
+        return _file_kinds(Path(source), reading, function)
+    if isinstance(source, pl.DataFrame | pl.LazyFrame):
+        try:
+            schema = source.lazy().collect_schema()
+        except pl.exceptions.PolarsError:
+            return None
+        return {c: (dtype_kind(d), str(d)) for c, d in schema.items()}
+    module = type(source).__module__
+    if module.startswith("pyarrow") and hasattr(source, "slice"):
+        try:  # the types Polars gives the table, from its schema (no row)
+            empty = pl.from_arrow(source.slice(0, 0))
+        except (TypeError, ValueError, pl.exceptions.PolarsError):
+            return None
+        assert isinstance(empty, pl.DataFrame)
+        return {c: (dtype_kind(d), str(d)) for c, d in empty.schema.items()}
+    if module.startswith("pandas") and type(source).__name__ == "DataFrame":
+        return {str(c): _pandas_kind(source[c], str(c) in wanted) for c in source.columns}
+    return None
+
+
+def _pandas_kind(series: Any, wanted: bool) -> tuple[str, str]:
+    """A pandas column's kind (:func:`column_kinds`): by its NumPy kind for numbers, booleans and
+    dates; a column of Python objects (or of an extension type) by the type Polars gives it when
+    ``wanted``, as the engine converts it (a column of objects by the values it holds; one of
+    nulls holds no values), else ``"cells"``."""
+    dtype = series.dtype
+    kind = getattr(dtype, "kind", "O")
+    if kind in "iuf":
+        return "number", str(dtype)
+    if kind in "bcmM":
+        return "other", str(dtype)
+    if not wanted:
+        return "cells", str(dtype)
+    try:
+        converted = pl.Series(pl.from_pandas(series))
+    except (TypeError, ValueError, ImportError, pl.exceptions.PolarsError):
+        return "cells", str(dtype)  # mixed values: the engine's conversion says what is wrong
+    if converted.null_count() == converted.len():
+        return "empty", str(dtype)
+    return dtype_kind(converted.dtype), f"{dtype} ({converted.dtype})"
+
+
+def _file_kinds(p: Path, reading: Reading, function: str) -> dict[str, tuple[str, str]] | None:
+    from privhist.io.readers import SCHEMA_ROWS, FileFormat, separator_of
+
+    spec = FileFormat(reading.format, reading.columns, reading.separator).resolve(p, function)
+    if not p.exists():
+        raise InputDataError(
+            f"parameter 'path' of {function} must be an existing file; got {str(p)!r}"
+        )
+    if p.is_dir():
+        raise InputDataError(
+            f"parameter 'path' of {function} must be a file; got directory {str(p)!r}"
+        )
+    try:
+        if spec.name == "parquet":
+            schema = pl.read_parquet_schema(p)
+            return {c: (dtype_kind(d), str(d)) for c, d in schema.items()}
+        if spec.name in ("csv", "tsv"):
+            if spec.columns is not None:
+                names = list(spec.columns)
+            else:
+                sep = separator_of(p, spec)
+                lf = pl.scan_csv(p, separator=sep, infer_schema=False)
+                names = lf.collect_schema().names()
+        elif spec.name == "ndjson":
+            lf = pl.scan_ndjson(p, infer_schema_length=SCHEMA_ROWS)
+            names = lf.collect_schema().names()
+        else:
+            return None
+    except (pl.exceptions.PolarsError, OSError, InputDataError):
+        return None  # the engine's read says what is wrong
+    return {c: ("cells", "text") for c in names}
 
 
 def group_frame(
@@ -450,7 +574,12 @@ def aggregates(
     for rows, found in results:
         parts.append(rows)
         for name, value in found.items():
-            facts[name] = facts.get(name, 0) + value
+            if isinstance(value, dict):  # a number per value column
+                into = facts.setdefault(name, {})
+                for column, n in value.items():
+                    into[column] = into.get(column, 0) + n
+            else:
+                facts[name] = facts.get(name, 0) + value
     if passes > 1:
         facts["passes"] = passes
     rows = parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical_relaxed")
@@ -465,12 +594,14 @@ def _one_pass(
     groups: npt.NDArray[Any] | None,
     prio: LazyPriorities,
     coder: GroupCoder | None,
-) -> tuple[pl.DataFrame, dict[str, int]]:
+) -> tuple[pl.DataFrame, dict[str, Any]]:
     """The long rows of one pass's records (:func:`aggregates`), and its facts (numbers of
-    records, all additive over passes)."""
+    records, all additive over passes; ``values_not_numbers``: per value column, the records
+    of the groups aggregated, before bounding, whose value is empty or not a finite number,
+    which :func:`partial_rows` leaves out of the column's aggregates)."""
     specs = request.values
     user_level = request.fields.user_level
-    facts: dict[str, int] = {"records": df.height, "null_groups": int(df["key"].null_count())}
+    facts: dict[str, Any] = {"records": df.height, "null_groups": int(df["key"].null_count())}
     keep = pl.col("key").is_not_null()
     if user_level:
         facts["null_users"] = int(df["user"].null_count())
@@ -490,6 +621,11 @@ def _one_pass(
         facts["records_outside_groups"] = int((~inside).sum())
         if facts["records_outside_groups"]:
             df = df.filter(inside)
+    # the units of each value column (the specs of one column agree on its nulls)
+    first: dict[str, int] = {}
+    for j, spec in enumerate(specs):
+        first.setdefault(spec.column, j)
+    facts["values_not_numbers"] = {c: int(df[f"s{j}"].null_count()) for c, j in first.items()}
     users = None
     if user_level:
         df, bounded, users = bound(df, request, len(specs), prio, coder)

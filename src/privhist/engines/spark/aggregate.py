@@ -24,6 +24,10 @@ from privhist.engines.priorities import PairPriorities
 #: the schema of the partitions' long rows (a null key carries the partition's facts)
 ROWS = "key {key}, name string, index long, value long"
 
+#: the fact of the records whose value is empty or not a number, per value column: a
+#: partition's row names it ``values_not_numbers:COLUMN``
+NOT_NUMBERS = "values_not_numbers"
+
 
 def group_columns(df: Any, by: Sequence[str], user: str | None, values: Sequence[str]) -> Any:
     """The records as ``key`` (one column as it is; several as one text key), ``user`` and the
@@ -56,6 +60,35 @@ def group_columns(df: Any, by: Sequence[str], user: str | None, values: Sequence
     return df.select(*exprs), types
 
 
+def is_spark_frame(source: Any) -> bool:
+    """Whether ``source`` is a Spark DataFrame (classic or Spark Connect), without importing
+    Spark."""
+    return type(source).__module__.startswith("pyspark") and type(source).__name__ == "DataFrame"
+
+
+def column_kinds(df: Any) -> dict[str, tuple[str, str]]:
+    """Each column of a Spark DataFrame with its kind
+    (:data:`privhist.engines.local.aggregate.KINDS`) and its type's name, from its schema
+    alone: numbers (integers, floats, decimals), a type of no values, arrays, maps and structs
+    (not scalar), and every other type (text, booleans, dates), which is not a type of
+    numbers."""
+    from pyspark.sql.types import ArrayType, MapType, NullType, NumericType, StructType
+
+    out: dict[str, tuple[str, str]] = {}
+    for f in df.schema.fields:
+        t = f.dataType
+        if isinstance(t, NumericType):
+            kind = "number"
+        elif isinstance(t, NullType):
+            kind = "empty"
+        elif isinstance(t, ArrayType | MapType | StructType):
+            kind = "nested"
+        else:
+            kind = "other"
+        out[f.name] = (kind, t.simpleString())
+    return out
+
+
 def parsed(column: Any) -> Any:
     """A value column's cells as doubles: each read as text and parsed on its own (null when
     empty, not a number, or not finite), as the local engine parses them."""
@@ -83,8 +116,11 @@ def aggregate_rows(
             return
         frame = pl.from_arrow(pa.Table.from_batches(parts))
         assert isinstance(frame, pl.DataFrame)
-        frame = with_units(frame, request.values, sorted({s.column for s in request.values}))
+        columns = sorted({s.column for s in request.values})
         facts = {"users_bounded": 0, "pairs_bounded": 0, "users": 0}
+        for i, column in enumerate(columns):  # parsed: null when empty or not a number
+            facts[f"{NOT_NUMBERS}:{column}"] = int(frame[f"x{i}"].null_count())
+        frame = with_units(frame, request.values, columns)
         users = None
         if request.fields.user_level and frame.height:
             frame, bounded, users = bound(
@@ -123,7 +159,12 @@ def collect_table(
     assert isinstance(frame, pl.DataFrame)
     fact_rows = frame.filter(pl.col("key").is_null())
     for name, value in zip(fact_rows["name"].to_list(), fact_rows["value"].to_list(), strict=True):
-        facts[name] = facts.get(name, 0) + int(value)
+        fact, _, column = name.partition(":")
+        if fact == NOT_NUMBERS:  # per value column, as the local engine's facts
+            into = facts.setdefault(NOT_NUMBERS, {})
+            into[column] = into.get(column, 0) + int(value)
+        else:
+            facts[name] = facts.get(name, 0) + int(value)
     data = frame.filter(pl.col("key").is_not_null())
     groups = None
     if request.groups is not None:

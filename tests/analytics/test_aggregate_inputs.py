@@ -379,3 +379,10 @@ def test_spark_refuses_a_text_value_column_and_counts_values_that_are_not_number
         )
         assert isinstance(r, Release) and r.diagnostics["engine"] == "spark"
         assert r.diagnostics["values_not_numbers"] == {"amount": bad}
+    # a file is read where it lives, so its columns are found missing by the engine's own step,
+    # and the error is restated for the method: its groups, not the count's key
+    for kwargs in ({"partitions": ["de", "fr"]}, {"delta": 1e-6}):
+        with pytest.raises(InputDataError, match=r"^parameter 'by' of aggregate must be one of"):
+            spark_session.aggregate(
+                str(path), by="cuntry", metrics={"n": m.count()}, epsilon=1.0, **kwargs
+            )

@@ -76,7 +76,7 @@ def test_a_weighted_selector_cap_is_named_by_its_flag(
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
-        (["plan", "aggregate", "--user", "u", "--epsilon", "1", "--metric", "count"], "--user"),
+        (["plan", "aggregate", "--pub", "--epsilon", "1", "--metric", "count"], "--pub"),
         (["histogram", "w.csv", "--key", "word", "--epsilon", "1", "--mech", "wgm"], "--mech"),
         (["histogram", "w.csv", "--key", "word", "--epsilon", "1", "--del", "1e-6"], "--del"),
     ],
@@ -84,7 +84,7 @@ def test_a_weighted_selector_cap_is_named_by_its_flag(
 def test_abbreviated_options_are_refused(
     capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
 ) -> None:
-    # argparse would read "--user" as "--user-level" and "--del" as "--delta"
+    # argparse would read "--pub" as "--public" and "--del" as "--delta"
     with pytest.raises(SystemExit) as exited:
         run(capsys, *argv)
     out, err = capsys.readouterr()
@@ -101,3 +101,17 @@ def test_a_negative_number_is_refused_by_its_option(
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "parameter 'delta' (--delta) of histogram must be a finite number in [0, 1)" in err
+
+
+def test_plan_aggregate_takes_the_user_column_as_aggregate_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the flag copied from privhist aggregate: a user column makes the plan user-level
+    argv = ["plan", "aggregate", "--epsilon", "1", "--delta", "1e-6", "--metric", "count", "--json"]
+    plans = {}
+    for extra in ([], ["--user", "uid"], ["--user-level"]):
+        code, out, err = run(capsys, *argv, *extra)
+        assert code == 0, err
+        plans[" ".join(extra)] = out
+    assert plans["--user uid"] == plans["--user-level"] != plans[""]
+    assert "user-level" in plans["--user uid"]

@@ -48,9 +48,10 @@ class MissingInputError(InputDataError):
         self.got = got
         super().__init__(f"parameter '{parameter}' of {function} must {must}; got {got}")
 
-    def for_function(self, function: str) -> MissingInputError:
-        """The same error, as ``function``'s."""
-        return MissingInputError(self.parameter, function, self.must, self.got)
+    def for_function(self, function: str, parameter: str | None = None) -> MissingInputError:
+        """The same error, as ``function``'s (and its ``parameter``'s, when it names the
+        same thing another way)."""
+        return MissingInputError(parameter or self.parameter, function, self.must, self.got)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.parameter, self.function, self.must, self.got))

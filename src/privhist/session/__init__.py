@@ -246,6 +246,7 @@ class Session:
         details: Mapping[str, Any] | None = None,
         mechanism: Mechanism | None = None,
         check: Callable[[bool], None] | None = None,
+        parameters: Mapping[str, str] | None = None,
     ) -> Release | DryRun:
         """The one release path (see the module notes): ``releasable`` on the data of
         ``source`` found at ``fields``. Each public method is a typed wrapper of this one.
@@ -265,6 +266,8 @@ class Session:
             check: a check of the source against the release, from its schema, run once the
                 parameters are checked and before the budget is (given whether this is a dry
                 run, which opens no file); it raises to refuse the release.
+            parameters: the method's names of the engine's parameters, for its messages (an
+                aggregation's groups are the ``key`` of its requests: ``{"key": "by"}``).
         """
         fn = function
         self._open(fn)
@@ -323,7 +326,8 @@ class Session:
         rng = default_source(seed)
         answered: dict[Request, Any] = {}
         try:
-            draw = self._prepare(releasable, source, requests, fields, answered, rng, fn)
+            named = (fn, dict(parameters or {}))
+            draw = self._prepare(releasable, source, requests, fields, answered, rng, named)
             return self._charged(
                 cost,
                 releasable.name,
@@ -347,13 +351,15 @@ class Session:
         fields: Fields,
         answered: dict[Request, Any],
         rng: Any,
-        function: str,
+        named: tuple[str, dict[str, str]],
     ) -> Callable[[], Release]:
         """Read the data (the engine answers the requests, before the spend) and return the
         draw (run inside it). A per-key mechanism draws where the data lives when the session's
         noise is on the executors and the engine can (:class:`KeyedDraw`). A parameter the
         engine refuses (a column not in the data, a file that does not exist) is named as the
-        method ``function`` names it, not as the engine's own step does."""
+        method names it (``named``: its name, and its names of the engine's parameters), not as
+        the engine's own step does."""
+        function, names = named
 
         def compute(request: Request) -> Any:
             try:
@@ -361,11 +367,12 @@ class Session:
             except ValidationError as exc:
                 if exc.function == function:
                     raise
-                raise ValidationError(exc.parameter, function, exc.expected, exc.got) from exc
+                parameter = names.get(exc.parameter, exc.parameter)
+                raise ValidationError(parameter, function, exc.expected, exc.got) from exc
             except MissingInputError as exc:
                 if exc.function == function:
                     raise
-                raise exc.for_function(function) from exc
+                raise exc.for_function(function, names.get(exc.parameter)) from exc
 
         if self.noise_on == "executors" and len(requests) == 1:
             (only,) = requests
@@ -1213,6 +1220,7 @@ class Session:
             dry_run=dry_run,
             details=details,
             check=check_columns,
+            parameters={"key": "by"},
         )
 
     def count(

@@ -12,7 +12,7 @@ from typing import Any
 
 import privhist.mechanisms.registry as registry
 from privhist.core.constraints import Constraint
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import InputDataError, MissingInputError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.validation import (
     MAX_EPSILON,
@@ -696,8 +696,8 @@ def check_aggregate_columns(
     error names the parameter that names the column (``by``, ``user``, ``metrics``).
 
     Raises:
-        InputDataError: a named column is not in the source (``where`` describes it), or a group
-            or user column is not scalar.
+        MissingInputError: a named column is not in the source (``where`` describes it), or a
+            group or user column is not scalar.
         ValidationError: a sum, mean, variance or quantiles metric reads a column whose type
             is not a type of numbers (text, booleans, dates: words, booleans and dates are
             left out of the metric, whose release would be noise alone; numbers written as
@@ -713,16 +713,17 @@ def check_aggregate_columns(
     for param, columns, what in named:
         gone = [c for c in columns if c not in kinds]
         if gone:
-            raise InputDataError(
-                f"parameter '{param}' of {function} must name columns of {where} ({names}); "
-                f"got {', '.join(map(repr, gone))}{what}"
+            raise MissingInputError(
+                param,
+                function,
+                f"name columns of {where} ({names})",
+                f"{', '.join(map(repr, gone))}{what}",
             )
     for param, columns, _ in named[: 2 if user is not None else 1]:
         for c in columns:
             if kinds[c][0] == "nested":
-                raise InputDataError(
-                    f"parameter '{param}' of {function} must name columns of scalar values; "
-                    f"got {c!r} of type {kinds[c][1]}"
+                raise MissingInputError(
+                    param, function, "name columns of scalar values", f"{c!r} of type {kinds[c][1]}"
                 )
     for name, metric in metrics.items():
         if metric.column is None:

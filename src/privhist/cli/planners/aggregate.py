@@ -21,6 +21,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_once(parser, "--by", default="group", help="[aggregate] group column(s), comma-separated")
     add_once(parser, "--user-level", action="store_true", help="[aggregate] user-level data")
+    add_once(
+        parser,
+        "--user",
+        metavar="COLUMN",
+        help="[aggregate] as privhist aggregate: a user column makes the plan user-level (the "
+        "name itself is not needed to plan)",
+    )
     add_once(parser, "--max-partitions", type=int, default=1, help="[aggregate] groups per user")
     add_once(
         parser, "--max-per-partition", type=int, default=1, help="[aggregate] records per group"
@@ -66,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         by,
         args.epsilon,
         args.delta,
-        args.user_level,
+        args.user_level or args.user is not None,
         args.max_partitions,
         args.max_per_partition,
         (("public",),) if args.public else None,

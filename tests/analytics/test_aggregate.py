@@ -1107,3 +1107,37 @@ def test_a_groups_weight_is_refused_with_public_groups() -> None:
             partitions=(("a",),),
             weights={"groups": 1},
         )
+
+
+def test_values_are_written_as_the_decimals_they_are() -> None:
+    """Sums, their intervals and quantiles are whole numbers of their resolution's units (here
+    0.002): written with at most three decimals, not as 130544.72200000001 or 47.480000000000004
+    (the products of the units and the resolution), and equal to those products to one unit in
+    the last place."""
+    from privhist.analytics.aggregate import in_values
+
+    g = np.random.default_rng(0)
+    n = 10_000
+    frame = pl.DataFrame(
+        {
+            "country": g.choice(["de", "fr", "it", "es"], n),
+            "amount": np.round(g.uniform(0, 100, n), 2),
+            "age": g.integers(18, 80, n),
+        }
+    )
+    metrics = {"s": m.sum("amount", 0, 100), "q": m.quantiles("age", [0.5], 18, 80)}
+    written = []
+    for seed in range(4):
+        r = Session().aggregate(
+            frame, by="country", metrics=metrics, epsilon=1, delta=1e-6, seed=seed
+        )
+        assert isinstance(r, Release)
+        table = r.to_polars()
+        for column in ("s", "s_lower", "s_upper", "q_0.5"):
+            written += table[column].to_list()
+    assert len(written) == 64
+    assert all(len(repr(v).partition(".")[2]) <= 3 for v in written), written
+    units = np.rint(np.asarray(written) / 0.002)
+    assert np.allclose(in_values(units, 0.002), units * 0.002, rtol=2**-52, atol=0)
+    # power: the plain products of these units are not all so written
+    assert any(len(repr(v).partition(".")[2]) > 3 for v in (units * 0.002).tolist())

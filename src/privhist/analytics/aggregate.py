@@ -210,6 +210,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -995,25 +996,25 @@ class Aggregation:
                 half = (1 + self.confidence) / 2
                 w = self._interval(p_s, half) + abs(spec.center) * self._interval(p_n, half)
                 r = spec.resolution
-                columns[name] = value * r
-                columns[f"{name}_lower"] = (value - w) * r
-                columns[f"{name}_upper"] = (value + w) * r
+                columns[name] = in_values(value, r)
+                columns[f"{name}_lower"] = in_values(value - w, r)
+                columns[f"{name}_upper"] = in_values(value + w, r)
             elif m.kind == "sum":
                 assert spec is not None
                 value, param = noisy[(name, "sum")]
                 w = self._interval(param)
                 r = spec.resolution
-                columns[name] = value * r
-                columns[f"{name}_lower"] = (value - w) * r
-                columns[f"{name}_upper"] = (value + w) * r
+                columns[name] = in_values(value, r)
+                columns[f"{name}_lower"] = in_values(value - w, r)
+                columns[f"{name}_upper"] = in_values(value + w, r)
             elif m.kind in ("mean", "variance"):
                 assert spec is not None
                 n = np.maximum(noisy[(name, "n")][0], 1).astype(np.float64)
                 s = noisy[(name, "sum")][0].astype(np.float64)
-                lo, hi = spec.low * spec.resolution, spec.high * spec.resolution
+                lo, hi = in_values(spec.low, spec.resolution), in_values(spec.high, spec.resolution)
                 mean_units = spec.center + s / n
                 if m.kind == "mean":
-                    columns[name] = np.clip(mean_units * spec.resolution, lo, hi)
+                    columns[name] = np.clip(in_values(mean_units, spec.resolution), lo, hi)
                 else:
                     q = noisy[(name, "squares")][0].astype(np.float64)
                     var_units = q / n - (s / n) ** 2
@@ -1271,7 +1272,7 @@ def _tree_quantiles(tree: _LazyTree, q: float, spec: ValueSpec) -> npt.NDArray[n
         index[live[keep]] = index[live[keep]] * b + j[keep]
         offset += b**level
     out = np.where(np.isnan(done), spec.low + (index + f) * leaf_width, done)
-    return np.asarray(out * spec.resolution, dtype=np.float64)
+    return in_values(out, spec.resolution)
 
 
 def _em_rank_sd(epsilon: Fraction, c: int, levels: Sequence[float]) -> float:
@@ -1378,7 +1379,27 @@ def _em_quantiles(
         out = (spec.low + picked).astype(np.float64)
     else:
         out = np.minimum(spec.low + (picked + 0.5) * width, spec.high)
-    return np.asarray(out * spec.resolution, dtype=np.float64)
+    return in_values(out, spec.resolution)
+
+
+def in_values(units: Any, resolution: float) -> npt.NDArray[np.float64]:
+    """``units * resolution`` written as the decimals they are: a resolution with a short
+    decimal form ``m / 10**k`` (0.01, 0.002) multiplies by the integer ``m`` and divides by
+    ``10**k``, both exact in doubles for whole units below ``2**53 / m``, so a whole number of
+    units is the double nearest its decimal (47.48, not 47.480000000000004, which ``47.48 / 0.01
+    * 0.01`` gives); any other resolution multiplies. Post-processing: the value differs from
+    the product by at most one unit in the last place.
+
+    >>> in_values([2374, 6527086], 0.02).tolist(), (np.array([2374, 6527086]) * 0.02).tolist()
+    ([47.48, 130541.72], [47.480000000000004, 130541.72])
+    """
+    x = np.asarray(units, dtype=np.float64)
+    _, digits, exponent = Decimal(repr(float(resolution))).normalize().as_tuple()
+    if isinstance(exponent, int) and -22 <= exponent < 0:
+        m = int("".join(map(str, digits)))
+        if m < 2**20:
+            return np.asarray(x * m / 10.0 ** (-exponent), dtype=np.float64)
+    return np.asarray(x * resolution, dtype=np.float64)
 
 
 def _split_text(shares: Mapping[str, Fraction], weights: Mapping[str, Fraction]) -> str:

@@ -34,7 +34,7 @@ import numpy.typing as npt
 import polars as pl
 
 from privhist.core.data import Counts
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import InputDataError, MissingInputError, ValidationError
 from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
 from privhist.core.requests import (
@@ -93,7 +93,7 @@ def column_kinds(
     reports what is wrong.
 
     Raises:
-        InputDataError: ``source`` is a path that does not exist, or a directory.
+        MissingInputError: ``source`` is a path that does not exist, or a directory.
     """
     if isinstance(source, str | os.PathLike):
         return _file_kinds(Path(source), reading, function)
@@ -143,13 +143,9 @@ def _file_kinds(p: Path, reading: Reading, function: str) -> dict[str, tuple[str
 
     spec = FileFormat(reading.format, reading.columns, reading.separator).resolve(p, function)
     if not p.exists():
-        raise InputDataError(
-            f"parameter 'path' of {function} must be an existing file; got {str(p)!r}"
-        )
+        raise MissingInputError("path", function, "be an existing file", repr(str(p)))
     if p.is_dir():
-        raise InputDataError(
-            f"parameter 'path' of {function} must be a file; got directory {str(p)!r}"
-        )
+        raise MissingInputError("path", function, "be a file", f"directory {str(p)!r}")
     try:
         if spec.name == "parquet":
             schema = pl.read_parquet_schema(p)

@@ -88,3 +88,14 @@ def test_former_calibration_spelling_is_accepted_on_the_command_line(capsys: Any
     assert json.loads(out_new)  # a plan was printed
     code_bad, _, err = _run(capsys, *base, "--calibration", "theorem2")
     assert code_bad != 0 and "calibration" in err
+
+
+def test_plan_help_lines_read_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each planner's line in privhist plan --help: no reST markup, no repeated command name,
+    and a line cut from a longer sentence says so."""
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and ":func:" not in out and "privhist plan" not in out.split("\n", 1)[1]
+    # "BasicHistogram ... a noisy count in [0, n] for every" goes on in its docstring
+    assert "for every ..." in " ".join(out.split())

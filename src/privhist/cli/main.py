@@ -132,6 +132,17 @@ def _one_line(text: str) -> str:
 # -- parser ----------------------------------------------------------------------------------
 
 
+def _help_line(doc: str) -> str:
+    """The first line of a docstring as a command's one-line help: without its reST markup
+    (``x``, :role:`~a.b`), without a leading ``privhist plan NAME``: (the command is already
+    named), and marked as cut when the sentence goes on."""
+    line = doc.strip().splitlines()[0] if doc.strip() else ""
+    line = re.sub(r":\w+:`~?(?:[\w.]+\.)?([^`]+)`", r"\1", line).replace("``", "")
+    line = re.sub(r"^privhist plan [\w-]+:\s*", "", line)
+    line = line.rstrip()
+    return line if line.endswith((".", ")", ":")) or not line else f"{line} ..."
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors, like every other privhist error, and no abbreviated
     options: ``plan aggregate --user u`` would otherwise be read as ``--user-level`` and fail
@@ -298,9 +309,7 @@ def _plan_parsers(sub: Any) -> None:
         cls = catalogue.MECHANISMS.get(name)
         p = psub.add_parser(
             name,
-            help="the planner's choice for the request"
-            if cls is None
-            else cls.help.replace("``", ""),
+            help="the planner's choice for the request" if cls is None else _help_line(cls.help),
         )
         _privacy_args(p, None if cls is None else [name])
         if cls is None or cls.needs_domain or cls.takes_domain:
@@ -315,7 +324,7 @@ def _plan_parsers(sub: Any) -> None:
         )
         p.set_defaults(run=_cmd_plan)
     for name, planner in sorted(planners.items()):
-        p = psub.add_parser(name, help=(planner.__doc__ or name).strip().splitlines()[0])
+        p = psub.add_parser(name, help=_help_line((planner.__doc__ or name).strip()))
         common = getattr(planner, "COMMON", ("epsilon", "delta", "max_count"))
         if "epsilon" in common:
             optional = bool(getattr(planner, "EPSILON_OPTIONAL", False))

@@ -151,3 +151,11 @@ def test_one_shot_refuses_trie_options(words, tmp_path, capsys, extra, flag) -> 
     argv = ["heavy-hitters", str(words), "--text", "--epsilon", "1", "--delta", "1e-8"]
     code, out, err = run(capsys, *argv, "--one-shot", *extra, "-o", str(out_file))
     assert code == 2 and out == "" and f"({flag}) of heavy-hitters" in err and not out_file.exists()
+
+
+def test_the_summary_states_the_guarantee_and_seeded_randomness(words, capsys) -> None:
+    code, _, err = run(capsys, *trie_argv(words), "--seed", "2")
+    assert code == 0
+    (line,) = err.strip().splitlines()
+    assert line.startswith("privhist: guarantee (") and "-DP under" in line
+    assert "reproducible and NOT private" in line and "clients" in line

@@ -326,3 +326,24 @@ def test_keys_only_clamps_to_the_public_bound(
     )
     assert code == 0 and "1 keys clamped" in err
     assert "big" in out
+
+
+def test_a_sample_on_stdout_is_the_file_and_says_it_is_seeded(
+    capsys: pytest.CaptureFixture[str], elements: Path, tmp_path: Path
+) -> None:
+    """Without --output the sample goes to stdout as its file would be written (sealed, so
+    privhist estimate reads it back; JSON with --json), and the summary on stderr states the
+    guarantee and that seeded randomness is not private."""
+    argv = ["sample", str(elements), "--key", "item", "--tau", "0.05", "--epsilon", "1"]
+    argv += ["--delta", "1e-3", "--max-frequency", "100", "--seed", "2"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "guarantee (1.0, 0.001)-DP" in err and "NOT private" in err
+    piped = tmp_path / "piped.csv"
+    piped.write_text(out)
+    written = tmp_path / "written.csv"
+    assert run(capsys, *argv, "--output", str(written))[0] == 0
+    assert piped.read_bytes() == written.read_bytes()
+    code, o, _ = run(capsys, "estimate", str(piped), "--json")
+    assert code == 0 and json.loads(o)["keys"] == pl.read_csv(written, comment_prefix="#").height
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0 and json.loads(out)["metadata"]["mechanism"] == "pws sample"

@@ -126,7 +126,7 @@ def test_bad_range_queries_and_inputs(capsys: pytest.CaptureFixture[str], tmp_pa
     empty = tmp_path / "e.csv"
     empty.write_text("x\n\n")
     code, out, err = run(capsys, "quantiles", str(empty), "--q", "0.5", *args)
-    assert code == 2 and "empty population" in err and out == ""
+    assert code == 2 and "the column holds no numbers" in err and out == ""
     text = tmp_path / "t.txt"
     text.write_text("1 2 3\n")
     code, out, err = run(capsys, "quantiles", str(text), "--q", "0.5", *args)
@@ -136,3 +136,15 @@ def test_bad_range_queries_and_inputs(capsys: pytest.CaptureFixture[str], tmp_pa
         "--epsilon", "1", "--delta", "1e-8",
     )  # fmt: skip
     assert code == 2 and "parameter 'hi'" in err
+
+
+@pytest.mark.parametrize("command", ["quantiles", "range"])
+def test_a_column_of_no_numbers_says_so(
+    capsys: pytest.CaptureFixture[str], latencies: tuple[Path, Any], command: str
+) -> None:
+    # "host" is text: the estimator would have called it an empty population
+    path, _ = latencies
+    what = ["--q", "0.5"] if command == "quantiles" else ["--query", "0", "10"]
+    code, out, err = run(capsys, command, str(path), "--column", "host", *what, *BASE)
+    assert code == 2 and out == ""
+    assert f"{command}: the column holds no numbers (100002 rows read, 100002 of them" in err

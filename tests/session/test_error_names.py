@@ -58,3 +58,19 @@ def test_the_restated_error_keeps_its_parts_and_crosses_processes() -> None:
     again = pickle.loads(pickle.dumps(restated))
     assert type(again) is MissingInputError and str(again) == str(restated)
     assert (again.parameter, again.function) == ("key", "histogram")
+
+
+def test_a_missing_column_is_named_by_the_methods_parameter(tmp_path: Path) -> None:
+    # quantiles and range read their values as the key of the engine's request
+    path = tmp_path / "v.csv"
+    FRAME.write_csv(path)
+    for call in (
+        lambda: Session().quantiles(
+            str(path), column="y", q=0.5, lower=0, upper=1, epsilon=1, delta=1e-6
+        ),
+        lambda: Session().range_counts(
+            str(path), column="y", queries=[(0, 1)], lower=0, upper=1, epsilon=1, delta=1e-6
+        ),
+    ):
+        with pytest.raises(MissingInputError, match=r"^parameter 'column' of (quantiles|range) "):
+            call()

@@ -365,12 +365,15 @@ class Session:
             try:
                 return self.engine.compute(source, request, rng, progress=self.progress)
             except ValidationError as exc:
-                if exc.function == function:
-                    raise
                 parameter = names.get(exc.parameter, exc.parameter)
+                if (exc.function, exc.parameter) == (function, parameter):
+                    raise
                 raise ValidationError(parameter, function, exc.expected, exc.got) from exc
             except MissingInputError as exc:
-                if exc.function == function:
+                if (exc.function, names.get(exc.parameter, exc.parameter)) == (
+                    function,
+                    exc.parameter,
+                ):
                     raise
                 raise exc.for_function(function, names.get(exc.parameter)) from exc
 
@@ -788,6 +791,7 @@ class Session:
             dry_run=dry_run,
             details=details,
             mechanism=mech,
+            parameters={"key": "column"},
         )
 
     @naming_the_method("range")
@@ -872,6 +876,7 @@ class Session:
             dry_run=dry_run,
             details=details,
             mechanism=mech,
+            parameters={"key": "column"},
         )
 
     @naming_the_method("sample")

@@ -185,7 +185,7 @@ class QuantilesRelease:
         return (ColumnValues(Fields(fields.key, None, fields.reading)),)
 
     def draw(self, answers: Answers, rng: RandomSource) -> Release:
-        values = answers.of(ColumnValues)
+        values = _numbers(answers.of(ColumnValues), "quantiles")
         result = answer_quantiles(self.estimator, values.values, self.levels, rng, clamp=self.clamp)
         a = result.answers
         meta = dict(result.metadata)
@@ -203,6 +203,19 @@ class QuantilesRelease:
             },
         )
         return release
+
+
+def _numbers(values: Any, function: str) -> Any:
+    """``values`` (the answer of :class:`ColumnValues`) when the column held a number; else the
+    error says so, with the exact facts of the read (a text column, or a file of only a header,
+    which the estimator would call an empty population)."""
+    if len(values.values) == 0:
+        rows, dropped = values.facts.get("rows", 0), values.facts.get("dropped", 0)
+        raise InputDataError(
+            f"{function}: the column holds no numbers ({rows} rows read, {dropped} of them empty "
+            "or not a number)"
+        )
+    return values
 
 
 @dataclass
@@ -228,7 +241,7 @@ class RangeCountsRelease:
         return (ColumnValues(Fields(fields.key, None, fields.reading)),)
 
     def draw(self, answers: Answers, rng: RandomSource) -> Release:
-        values = answers.of(ColumnValues)
+        values = _numbers(answers.of(ColumnValues), "range")
         hist = self.histogram.release(values.values, rng, clamp=self.clamp)
         found = [hist.range(a, b) for a, b in self.queries]
         meta = dict(hist.metadata)

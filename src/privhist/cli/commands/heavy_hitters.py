@@ -136,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
     # exact facts of the input go to stderr, marked, never beside the release on stdout
     info = release.diagnostics
     note(
-        f"input (exact, not private, not in the output): {info['clients']} clients, "
+        f"guarantee {release.metadata['guarantee']['statement']}; "
+        + ("" if release.private else "drawn from a seeded source: reproducible and NOT private; ")
+        + f"input (exact, not private, not in the output): {info['clients']} clients, "
         f"{info['dropped_for_alphabet']} dropped for the alphabet"
     )
     return 0

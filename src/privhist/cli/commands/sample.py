@@ -157,12 +157,14 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return print_dry_run(ws, args.json)
     if not args.output:
-        sys.stdout.write(ws.to_polars().write_csv())
+        # the bytes a file gets (sealed, so privhist estimate reads them back), as JSON with --json
+        sys.stdout.write(ws.encode("json" if args.json else "csv").decode("utf-8"))
     info = ws.diagnostics
     print(
         f"privhist: {len(ws)} keys released from a sample of {info['sample_size']} "
         f"(not private: sample size, {info['clamped']} keys clamped to --max-frequency); "
-        f"{ws.metadata['guarantee']}",
+        f"guarantee {ws.metadata['guarantee']}"
+        + ("" if ws.private else "; drawn from a seeded source: reproducible and NOT private"),
         file=sys.stderr,
     )
     return 0

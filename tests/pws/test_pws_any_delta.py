@@ -219,6 +219,8 @@ def test_sample_keys_only_accepts_tiny_delta(
         *["--max-frequency", "100000", "--seed", "3"],
     )
     assert code == 0, err
-    released = {line.split(",")[0] for line in out.strip().splitlines()[1:]}
+    rows = out.strip().splitlines()
+    assert rows[-1].startswith("# privhist integrity: rows=20 ")  # the file's bytes, sealed
+    released = {line.split(",")[0] for line in rows[1:-1]}
     assert released == {f"b{i}" for i in range(20)}
     assert "1e-100" in err

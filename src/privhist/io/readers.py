@@ -368,7 +368,7 @@ def scan(
     spec = spec.resolve(path, function)
     fmt = str(spec.name)
     kind = check_key_type(key_type, function, default=default_key_type(fmt))
-    p = _check_file(path, function)
+    p = check_file(path, function)
     if fmt in ("text", "fimi"):
         return _scan_lines_format(p, fmt, bool(user), kind)
     if isinstance(user, bool):
@@ -400,7 +400,7 @@ def scan_columns(
         raise ValidationError(
             "input_format", function, "a table format (csv, tsv, parquet, ndjson)", fmt
         )
-    p = _check_file(path, function)
+    p = check_file(path, function)
     wanted = list(dict.fromkeys(columns))
     try:
         if fmt == "ndjson":
@@ -558,7 +558,7 @@ def _select(
     return lf.select(exprs)
 
 
-def _check_file(path: str | os.PathLike[str], function: str) -> Path:
+def check_file(path: str | os.PathLike[str], function: str) -> Path:
     """Fail early and clearly on a missing, unreadable or empty file."""
     p = Path(path)
     if not p.exists():

@@ -364,18 +364,13 @@ class Session:
         def compute(request: Request) -> Any:
             try:
                 return self.engine.compute(source, request, rng, progress=self.progress)
-            except ValidationError as exc:
+            except (ValidationError, MissingInputError) as exc:
                 parameter = names.get(exc.parameter, exc.parameter)
                 if (exc.function, exc.parameter) == (function, parameter):
                     raise
+                if isinstance(exc, MissingInputError):
+                    raise exc.for_function(function, parameter) from exc
                 raise ValidationError(parameter, function, exc.expected, exc.got) from exc
-            except MissingInputError as exc:
-                if (exc.function, names.get(exc.parameter, exc.parameter)) == (
-                    function,
-                    exc.parameter,
-                ):
-                    raise
-                raise exc.for_function(function, names.get(exc.parameter)) from exc
 
         if self.noise_on == "executors" and len(requests) == 1:
             (only,) = requests

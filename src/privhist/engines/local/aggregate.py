@@ -34,7 +34,7 @@ import numpy.typing as npt
 import polars as pl
 
 from privhist.core.data import Counts
-from privhist.core.errors import InputDataError, MissingInputError, ValidationError
+from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.groups import SEPARATOR
 from privhist.core.random import RandomSource
 from privhist.core.requests import (
@@ -93,7 +93,8 @@ def column_kinds(
     reports what is wrong.
 
     Raises:
-        MissingInputError: ``source`` is a path that does not exist, or a directory.
+        InputDataError: ``source`` is a path that does not exist, a directory, or an empty or
+            unreadable file (:func:`privhist.io.readers.check_file`).
     """
     if isinstance(source, str | os.PathLike):
         return _file_kinds(Path(source), reading, function)
@@ -139,13 +140,10 @@ def _pandas_kind(series: Any, wanted: bool) -> tuple[str, str]:
 
 
 def _file_kinds(p: Path, reading: Reading, function: str) -> dict[str, tuple[str, str]] | None:
-    from privhist.io.readers import SCHEMA_ROWS, FileFormat, separator_of
+    from privhist.io.readers import SCHEMA_ROWS, FileFormat, check_file, separator_of
 
     spec = FileFormat(reading.format, reading.columns, reading.separator).resolve(p, function)
-    if not p.exists():
-        raise MissingInputError("path", function, "be an existing file", repr(str(p)))
-    if p.is_dir():
-        raise MissingInputError("path", function, "be a file", f"directory {str(p)!r}")
+    check_file(p, function)
     try:
         if spec.name == "parquet":
             schema = pl.read_parquet_schema(p)

@@ -78,6 +78,17 @@ def _distinct_pairs(records: pl.DataFrame) -> pl.DataFrame:
     return records.unique().sort("user", "key")
 
 
+def null_records(tallies: pl.DataFrame, n: str) -> dict[str, int]:
+    """From distinct (user, key) rows with their numbers of records in column ``n``, the
+    records with a null key and those with a null user (as the record-level count states
+    them: exact input facts, not private)."""
+    records = tallies[n].cast(pl.Int64)
+    return {
+        "null_keys": int(records.filter(tallies["key"].is_null()).sum()),
+        "null_users": int(records.filter(tallies["user"].is_null()).sum()),
+    }
+
+
 def vote_codes(
     pairs: pl.DataFrame,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]:
@@ -361,11 +372,7 @@ class LocalWeightedSource:
         else:
             grouped = _collect(lf.group_by("user", "key").len(), label)
         out = cls(grouped.select("user", "key"), rng)
-        lengths = grouped["len"].cast(pl.Int64)
-        out.null_records = {
-            "null_keys": int(lengths.filter(grouped["key"].is_null()).sum()),
-            "null_users": int(lengths.filter(grouped["user"].is_null()).sum()),
-        }
+        out.null_records = null_records(grouped, "len")
         # null users or keys are no one's records: left out, as __init__ leaves out their pairs
         held = grouped.drop_nulls(["user", "key"])
         most = held.group_by("user").agg(pl.col("len").max())

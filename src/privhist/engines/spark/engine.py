@@ -278,7 +278,7 @@ class SparkEngine(Engine):
         import polars as pl
         from pyspark.sql import functions as F
 
-        from privhist.engines.local.weighting import vote_codes
+        from privhist.engines.local.weighting import null_records, vote_codes
         from privhist.mechanisms.user_level.votes import cast_coded_votes, cast_votes
 
         fn = "histogram"
@@ -297,10 +297,7 @@ class SparkEngine(Engine):
             .toArrow()
         )
         assert isinstance(tallies, pl.DataFrame)
-        nulls = {
-            "null_keys": int(tallies.filter(pl.col("key").is_null())["n"].sum()),
-            "null_users": int(tallies.filter(pl.col("user").is_null())["n"].sum()),
-        }
+        nulls = null_records(tallies, "n")
         table = tallies.drop_nulls(["user", "key"]).select("user", "key")
         if all(t == pl.String or t.is_integer() for t in table.dtypes):
             # text and integers coded as the local engine codes them (arrow_keys's int64)

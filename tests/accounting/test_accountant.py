@@ -20,6 +20,7 @@ from privhist.accounting.events import (
     event_from_json,
     event_to_json,
 )
+from privhist.analytics.hierarchy import CERTIFIED_STEP
 from privhist.core.errors import UnsupportedError, ValidationError
 
 
@@ -150,21 +151,42 @@ def test_triehh_guarantee_is_unchanged_and_near_an_independent_pld() -> None:
     assert abs(comp.guarantee.epsilon - independent) < 2e-3
 
 
-def test_hierarchy_and_quantile_events_state_basic_composition() -> None:
+def test_hierarchy_and_quantile_events_state_their_composition() -> None:
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
     from privhist.analytics.quantiles import BinarySearchQuantiles
     from privhist.analytics.range_query import HierarchicalHistogram
 
-    hh = HierarchicalHistogram(1.0, 1e-6, levels=4)
+    # the paper's even split: basic composition spends the budget, and the certified PLD
+    # composition (the guarantee, the smaller) much less
+    hh = HierarchicalHistogram(1.0, 1e-6, levels=4, composition="basic")
     m = hh.level_mechanism
-    g = hh.guarantee()
-    assert Fraction(g.epsilon) == 4 * Fraction(m.epsilon)
-    assert g.delta == pytest.approx(4 * m.delta_exact, rel=1e-15) and g.delta <= 1e-6
+    comp = hh.composition()
+    b = comp.basic
+    assert Fraction(b.epsilon) == 4 * Fraction(m.epsilon)
+    assert b.delta == pytest.approx(4 * m.delta_exact, rel=1e-15) and b.delta <= 1e-6
     ev = hh.event()
     _roundtrip(ev)
-    comp = hh.composition()
-    assert comp.pld_certified is not None and comp.pld_certified.epsilon < g.epsilon
+    assert comp.pld_certified is not None and comp.pld_certified.epsilon < b.epsilon / 2
+    assert hh.guarantee() == comp.pld_certified
+    # the default split: the certified PLD composition is the guarantee, close to an
+    # independent float composition of the same pair and within the budget
+    hh = HierarchicalHistogram(1.0, 1e-6, levels=4)
+    g, e = hh.guarantee(), hh.event()
+    assert g == hh.composition().pld_certified and g.epsilon <= 1.0 and g.delta == 1e-6
+    assert isinstance(e, DominatingPairEvent) and e.count == 4
+    one = pld.from_two_probability_mass_functions(
+        {i: math.log(x) for i, x in enumerate(e.q) if x > 0},
+        {i: math.log(x) for i, x in enumerate(e.p) if x > 0},
+        value_discretization_interval=1e-5,
+    )
+    independent = float(one.self_compose(4).get_epsilon_for_delta(1e-6))
+    assert abs(g.epsilon - independent) < 2e-3
+    assert hh.level_mechanism.epsilon > 2 * m.epsilon
     bs = BinarySearchQuantiles(1.0, 1e-6, steps=4)
-    assert bs.guarantee() == bs.composition().basic
+    assert bs.guarantee() == bs.composition().pld_certified
+    bs = BinarySearchQuantiles(1.0, 1e-6, steps=4, composition="basic")
+    assert bs.composition().basic.epsilon == 1.0 and bs.guarantee().epsilon < 0.5
     _roundtrip(bs.event())
 
 
@@ -267,4 +289,6 @@ def test_the_ledger_stores_the_events_of_quantiles_and_samples() -> None:
         (spend,) = status.spends
         event = spend.privacy_event
         assert isinstance(event, DominatingPairEvent) and event.count == 4
-        assert guarantee_of(event) == spend.budget  # the charge is the event's guarantee
+        # the charge is the event's guarantee at the release's delta (certified PLD)
+        charged = guarantee_of(event, 1e-6, rules=("basic", "pld_certified"), step=CERTIFIED_STEP)
+        assert charged == spend.budget and charged.epsilon <= 1.0

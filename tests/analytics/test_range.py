@@ -186,7 +186,7 @@ def _kov_delta(eps: float, delta: float, k: int, eps_total: float) -> Any:
 
 @pytest.mark.parametrize("levels", [4, 20])
 def test_composition_numbers(levels: int) -> None:
-    hh = HierarchicalHistogram(1.0, 1e-8, levels=levels)
+    hh = HierarchicalHistogram(1.0, 1e-8, levels=levels, composition="basic")
     comp = hh.composition()
     m = hh.level_mechanism
     e_l, d_l = split_budget(1.0, 1e-8, levels)
@@ -202,6 +202,62 @@ def test_composition_numbers(levels: int) -> None:
     )
     if levels == 20:
         assert comp.tight.epsilon < 0.95  # many releases: the optimal bound gains
+
+
+@pytest.mark.parametrize("levels", [2, 4, 8, 20])
+def test_the_pld_split_spends_the_budget_the_basic_split_leaves(levels: int) -> None:
+    """By default each level takes the largest epsilon found whose certified PLD composition
+    over the levels is within the budget: several times epsilon / L, and the guarantee (what
+    is stated and charged) is that composition, within (1, 1e-8)."""
+    hh = HierarchicalHistogram(1.0, 1e-8, levels=levels)
+    m, comp = hh.level_mechanism, hh.composition()
+    assert m.epsilon >= 1.8 / levels * (2 if levels >= 8 else 1)
+    assert m.delta_exact <= split_budget(1.0, 1e-8, levels)[1]
+    g = hh.guarantee()
+    assert g == comp.pld_certified and comp.guarantee_rule == "pld_certified"
+    assert 0.9 < g.epsilon <= 1.0 and g.delta <= 1e-8
+    assert comp.basic.epsilon == pytest.approx(levels * m.epsilon)  # far above the budget
+    # the paper's split is kept on request, and with the release's parameters fixed
+    basic = HierarchicalHistogram(1.0, 1e-8, levels=levels, composition="basic")
+    assert basic.level_mechanism.epsilon == split_budget(1.0, 1e-8, levels)[0]
+    assert basic.level_mechanism.sampling_rate < m.sampling_rate
+    bm = basic.level_mechanism
+    fixed = HierarchicalHistogram(
+        1.0, 1e-8, levels=levels, sampling_rate=bm.sampling_rate, threshold=bm.threshold
+    )
+    assert fixed.level_mechanism.epsilon == split_budget(1.0, 1e-8, levels)[0]
+    assert fixed.guarantee().epsilon <= 1.0
+    assert hh.metadata()["guarantee"]["epsilon"] == g.epsilon
+    assert hh.metadata()["parameters"]["composition"] == "pld"
+    with pytest.raises(ValidationError, match="'composition' of HierarchicalHistogram"):
+        HierarchicalHistogram(1.0, 1e-8, levels=levels, composition="advanced")
+
+
+def _level_pair(counts: tuple[int, ...], p: Fraction, tau: int) -> tuple[Any, Any]:
+    """The exact outputs of the one bucket per level that holds a client, with it (counts)
+    and without it (counts - 1); the other buckets are the same on both sides and cancel."""
+    with_it = product_distribution(*(_key_dist(c, p, tau) for c in counts))
+    without = product_distribution(*(_key_dist(c - 1, p, tau) for c in counts))
+    return with_it, without
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(0.5, 1e-3), (1.0, 1e-3)])
+def test_exact_dp_of_the_pld_split_both_directions(epsilon: float, delta: float) -> None:
+    """The composed guarantee of the default split, checked by exact hockey-stick divergence
+    of two levels over every pair of counts (1..tau + 9) of the client's buckets, adding and
+    removing it; half the epsilon fails (the check has power)."""
+    hh = HierarchicalHistogram(epsilon, delta, branching=2, levels=2)
+    m, g = hh.level_mechanism, hh.guarantee()
+    p, tau = m.sampling_rate, m.threshold
+    assert m.epsilon > epsilon / 2 and g.epsilon <= epsilon and g.delta <= delta
+    worst = worst_half = Fraction(0)
+    for counts in itertools.product(range(1, tau + 10), repeat=2):
+        big, small = _level_pair(counts, p, tau)
+        for pa, qa in ((big, small), (small, big)):
+            worst = max(worst, hockey_stick(pa, qa, g.epsilon))
+            worst_half = max(worst_half, hockey_stick(pa, qa, g.epsilon / 2))
+    assert worst <= g.delta
+    assert worst_half > 2 * g.delta
 
 
 def test_compose_rejects_a_total_delta_below_basic() -> None:

@@ -54,6 +54,34 @@ def test_quantiles_binary_search_text(
     assert "binary-search" in err
 
 
+@pytest.mark.parametrize("command", ["quantiles", "range"])
+def test_composition_flag_chooses_the_split(
+    capsys: pytest.CaptureFixture[str], latencies: tuple[Path, Any], command: str
+) -> None:
+    """By default the levels share the budget by certified PLD composition (each takes more
+    than epsilon / levels); --composition basic keeps the paper's even split."""
+    path, _ = latencies
+    asked = ["--q", "0.5"] if command == "quantiles" else ["--query", "0", "500"]
+    docs = {}
+    for split in ("pld", "basic"):
+        code, out, err = run(
+            capsys, command, str(path), "--column", "latency", *asked, *BASE, "--levels", "6",
+            "--composition", split, "--json",
+        )  # fmt: skip
+        assert code == 0, err
+        docs[split] = json.loads(out)
+    for split, doc in docs.items():
+        per_level = doc["parameters"]["epsilon_per_level"]
+        assert doc["parameters"]["composition"] == split
+        assert (per_level > 2 / 6) if split == "pld" else (per_level == pytest.approx(1 / 6))
+        g = doc["guarantee"]
+        assert g["epsilon"] <= 1 and g["delta"] <= 1e-8
+        assert g["composition"]["guarantee"]["rule"] == "pld_certified"
+    with pytest.raises(SystemExit):
+        run(capsys, command, str(path), "--column", "latency", *asked, *BASE, "--composition", "x")
+    assert "--composition: invalid choice: 'x'" in capsys.readouterr().err
+
+
 def test_range_json(capsys: pytest.CaptureFixture[str], latencies: tuple[Path, Any]) -> None:
     path, values = latencies
     code, out, err = run(

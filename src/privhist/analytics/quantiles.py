@@ -22,10 +22,13 @@ Two methods, both releasing nothing but sample-and-threshold histograms of publi
   profile under substitution neighbours: :mod:`privhist.analytics.quantiles_cohort`.
 
 **Privacy.** Each client holds one value and adds one to exactly one bucket of every release,
-so with ``k`` releases each ``(epsilon / k, delta_k)``-DP (``delta_k`` certified) the whole run
-is ``(epsilon, k delta_k)``-DP by (adaptive) basic composition; the optimal composition of the
-exact per-release profile is reported too (:func:`.hierarchy.compose`). Binary-search split
-points depend only on earlier releases, which adaptive composition allows.
+so ``k`` releases, each ``(eps_k, delta_k)``-DP (``delta_k <= delta / k`` certified), compose
+(:func:`.hierarchy.compose`; adaptively: binary-search split points depend only on earlier
+releases). With ``composition="basic"``, ``eps_k = epsilon / k`` and the run is
+``(epsilon, k delta_k)``-DP by basic composition (the paper's Lemma 4.1); by default (``"pld"``)
+``eps_k`` is the largest per-release epsilon found whose certified PLD composition is within
+``(epsilon, delta)`` (:func:`.hierarchy.split_sample_and_threshold`), and the guarantee is the
+smaller of the two bounds.
 
 The rank errors reported with the answers are plug-in values (they use the released total in
 place of the unknown ``n``): ``pruning`` is the Lemma's worst case ``(L (beta - 1) + beta)(tau -
@@ -43,10 +46,10 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import PrivacyEvent
 from privhist.analytics.hierarchy import (
     BUDGET_CONSTRAINTS,
+    COMPOSITION,
     STEPS,
     Hierarchy,
     ReleasesComposition,
@@ -130,6 +133,8 @@ class BinarySearchQuantiles(Declared):
         confidence: for the plug-in sampling error.
         sampling_rate, threshold, alpha, calibration: passed to each round's
             :class:`~privhist.mechanisms.sampling.SampleAndThreshold`.
+        composition: ``"pld"`` (default) or ``"basic"``: how each round's epsilon is chosen
+            (:func:`.hierarchy.split_sample_and_threshold`).
 
     >>> from privhist import SeededRandom
     >>> bs = BinarySearchQuantiles(1.0, 1e-8, steps=6)
@@ -145,6 +150,7 @@ class BinarySearchQuantiles(Declared):
         "steps": STEPS,
         "quantiles": Constraint.integer(1),
         **step_constraints(),
+        "composition": COMPOSITION,
     }
 
     def __init__(
@@ -161,6 +167,7 @@ class BinarySearchQuantiles(Declared):
         threshold: int | None = None,
         alpha: float | Fraction | None = None,
         calibration: str | None = None,
+        composition: str | None = None,
     ) -> None:
         self.epsilon: float = self.check_parameter("epsilon", epsilon)
         self.delta: float = self.check_parameter("delta", delta)
@@ -173,6 +180,7 @@ class BinarySearchQuantiles(Declared):
             sampling_rate=sampling_rate, threshold=threshold, alpha=alpha, calibration=calibration
         )
         self.releases = self.steps * self.quantiles
+        self.composition_rule: str = self.check_parameter("composition", composition) or "pld"
         self.step_mechanism = split_sample_and_threshold(
             self.epsilon,
             self.delta,
@@ -182,6 +190,7 @@ class BinarySearchQuantiles(Declared):
             threshold=threshold,
             alpha=alpha,
             calibration=calibration,
+            composition=self.composition_rule,
         )
         self._composition: ReleasesComposition | None = None
 
@@ -196,8 +205,9 @@ class BinarySearchQuantiles(Declared):
         return self.composition().event()
 
     def guarantee(self) -> Budget:
-        """The accountant's guarantee of :meth:`event` (basic composition of the releases)."""
-        return guarantee_of(self.event())
+        """The smaller of the basic and certified PLD compositions of the releases
+        (:attr:`.hierarchy.ReleasesComposition.guarantee`)."""
+        return self.composition().guarantee
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:
         m = self.step_mechanism
@@ -210,6 +220,7 @@ class BinarySearchQuantiles(Declared):
             "threshold": m.threshold,
             "epsilon_per_release": m.epsilon,
             "delta_per_release": m.delta_exact,
+            "composition": self.composition_rule,
         }
         return composed_metadata("binary-search", parameters, self.composition(), rng)
 

@@ -5,13 +5,17 @@ Section 4.2, "Quantiles and range queries via hierarchical histograms").
 (range ``[lo, hi)``, branching ``beta``, ``L`` levels; see :mod:`.hierarchy`). Its
 :meth:`~HierarchicalHistogram.release` maps every client's value to its bucket on each level and
 releases, per level, a :class:`~privhist.mechanisms.sampling.SampleAndThreshold` histogram of the
-bucket ids with a fresh Poisson sample, each at ``(epsilon / L, delta / L)``.
+bucket ids with a fresh Poisson sample, each at ``(eps_L, delta / L)``.
 
 **Privacy.** One client added or removed moves one bucket count by one on every level, so each
-level is ``(epsilon / L, delta_L)``-DP for it (``delta_L <= delta / L`` its certified value) and the
-``L`` levels compose (:func:`.hierarchy.compose`): ``(epsilon, L delta_L)`` by basic composition
-(the paper's Lemma 4.1), and the optimal composition of the exact per-level profile is reported
-beside it. Which buckets were withheld is part of the release (post-processing may use it).
+level is ``(eps_L, delta_L)``-DP for it (``delta_L <= delta / L`` its certified value) and the
+``L`` levels compose (:func:`.hierarchy.compose`). With ``composition="basic"``,
+``eps_L = epsilon / L`` and the levels are ``(epsilon, L delta_L)``-DP by basic composition (the
+paper's Lemma 4.1). By default (``"pld"``) ``eps_L`` is the largest per-level epsilon found whose
+certified PLD composition over the ``L`` levels is within ``(epsilon, delta)``
+(:func:`.hierarchy.split_sample_and_threshold`): several times ``epsilon / L``, so a larger
+sampling rate and a smaller pruning error. The guarantee stated and charged is the smaller of
+the two bounds. Which buckets were withheld is part of the release (post-processing may use it).
 
 **Range answers** (:meth:`HierarchicalRelease.range`). A range is snapped to the nearest leaf
 boundaries, split into the fewest nodes (:func:`.hierarchy.decompose`) and answered with
@@ -42,10 +46,10 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from privhist.accounting.accountant import guarantee_of
 from privhist.accounting.composition import PrivacyEvent
 from privhist.analytics.hierarchy import (
     BUDGET_CONSTRAINTS,
+    COMPOSITION,
     Hierarchy,
     ReleasesComposition,
     compose_releases,
@@ -280,7 +284,7 @@ class HierarchicalHistogram(Declared):
     """``L`` sample-and-threshold histograms of bucket ids, one per level (Section 4.2).
 
     Args:
-        epsilon: total epsilon (each level gets ``epsilon / levels``).
+        epsilon: total epsilon (split over the levels by ``composition``).
         delta: total delta (each level gets ``delta / levels``).
         lo, hi: the public range ``[lo, hi)``.
         branching: beta >= 2.
@@ -289,11 +293,13 @@ class HierarchicalHistogram(Declared):
         sampling_rate, threshold, alpha, calibration: passed to every level's
             :class:`~privhist.mechanisms.sampling.SampleAndThreshold` (rate bound and
             calibration apply to the per-level epsilon).
+        composition: ``"pld"`` (default) or ``"basic"``: how the per-level epsilon is chosen
+            (:func:`.hierarchy.split_sample_and_threshold`).
 
     >>> from privhist import SeededRandom
     >>> hh = HierarchicalHistogram(1.0, 1e-8, branching=4, levels=3)
-    >>> hh.guarantee().epsilon
-    1.0
+    >>> hh.guarantee().epsilon <= 1.0, hh.level_mechanism.epsilon > 1 / 3
+    (True, True)
     >>> r = hh.release(np.linspace(0, 0.999, 100_000), SeededRandom(3))
     >>> ans = r.range(0.0, 0.5)
     >>> ans.lower <= 50_050 <= ans.upper, ans.nodes
@@ -304,6 +310,7 @@ class HierarchicalHistogram(Declared):
         **BUDGET_CONSTRAINTS,
         **Hierarchy.declared,
         **step_constraints(),
+        "composition": COMPOSITION,
     }
 
     def __init__(
@@ -320,6 +327,7 @@ class HierarchicalHistogram(Declared):
         threshold: int | None = None,
         alpha: float | Fraction | None = None,
         calibration: str | None = None,
+        composition: str | None = None,
     ) -> None:
         self.hierarchy = Hierarchy(lo, hi, branching, levels)
         self.epsilon: float = self.check_parameter("epsilon", epsilon)
@@ -329,6 +337,7 @@ class HierarchicalHistogram(Declared):
         self.check_parameters(
             sampling_rate=sampling_rate, threshold=threshold, alpha=alpha, calibration=calibration
         )
+        self.composition_rule: str = self.check_parameter("composition", composition) or "pld"
         self.level_mechanism = split_sample_and_threshold(
             self.epsilon,
             self.delta,
@@ -338,6 +347,7 @@ class HierarchicalHistogram(Declared):
             threshold=threshold,
             alpha=alpha,
             calibration=calibration,
+            composition=self.composition_rule,
         )
         self._composition: ReleasesComposition | None = None
 
@@ -350,7 +360,7 @@ class HierarchicalHistogram(Declared):
         return self.level_mechanism.threshold
 
     def composition(self) -> ReleasesComposition:
-        """Basic and tight composition over the levels (:func:`.hierarchy.compose`)."""
+        """The composition of the levels (:func:`.hierarchy.compose`)."""
         if self._composition is None:
             self._composition = compose_releases(
                 self.level_mechanism, self.hierarchy.levels, self.delta
@@ -362,9 +372,9 @@ class HierarchicalHistogram(Declared):
         return self.composition().event()
 
     def guarantee(self) -> Budget:
-        """The accountant's guarantee of :meth:`event`: basic composition over the levels
-        (certified per-level deltas)."""
-        return guarantee_of(self.event())
+        """The guarantee of the levels: the smaller of their basic and certified PLD
+        compositions (:attr:`.hierarchy.ReleasesComposition.guarantee`)."""
+        return self.composition().guarantee
 
     def parameters(self) -> dict[str, Any]:
         h = self.hierarchy
@@ -378,6 +388,7 @@ class HierarchicalHistogram(Declared):
             "threshold": m.threshold,
             "epsilon_per_level": m.epsilon,
             "delta_per_level": m.delta_exact,
+            "composition": self.composition_rule,
         }
 
     def metadata(self, rng: RandomSource | None = None) -> dict[str, Any]:

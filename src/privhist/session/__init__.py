@@ -703,6 +703,7 @@ class Session:
         sampling_rate: float | None = None,
         threshold: int | None = None,
         alpha: float | None = None,
+        composition: Literal["pld", "basic"] | None = None,
         cohort_size: int | None = None,
         clients: int | None = None,
         input_format: str | None = None,
@@ -733,6 +734,10 @@ class Session:
             clamp: move values outside the range to its ends (counted) instead of refusing.
             sampling_rate, threshold, alpha: the calibration of each sample-and-threshold
                 release (default: from epsilon and delta).
+            composition: how the budget is split over the releases (levels, or search
+                rounds): ``"pld"`` (the default) gives each the largest epsilon whose certified
+                PLD composition is within ``(epsilon, delta)``, several times ``epsilon`` over
+                their number; ``"basic"`` splits it evenly (the paper's Lemma 4.1).
             cohort_size, clients: binary search on fixed-size cohorts of ``cohort_size`` of
                 ``clients`` (the public number of values; substitution neighbours).
             input_format, columns, separator: how files are read (see :meth:`histogram`).
@@ -771,6 +776,7 @@ class Session:
                 "sampling_rate": sampling_rate,
                 "threshold": threshold,
                 "alpha": alpha,
+                "composition": composition,
                 "cohort_size": cohort_size,
                 "clients": clients,
             },
@@ -807,6 +813,7 @@ class Session:
         sampling_rate: float | None = None,
         threshold: int | None = None,
         alpha: float | None = None,
+        composition: Literal["pld", "basic"] | None = None,
         input_format: str | None = None,
         columns: Sequence[str] | None = None,
         separator: str | None = None,
@@ -826,8 +833,8 @@ class Session:
             queries: the ranges ``(A, B)``, each inside ``[lower, upper]``.
             lower, upper: the public range of the values.
             epsilon, delta: the guarantee of the release.
-            levels, branching, confidence, clamp, sampling_rate, threshold, alpha: as
-                :meth:`quantiles`.
+            levels, branching, confidence, clamp, sampling_rate, threshold, alpha, composition:
+                as :meth:`quantiles`.
             input_format, columns, separator: how files are read (see :meth:`histogram`).
             output, output_format, seed, dry_run: as :meth:`histogram`.
 
@@ -858,7 +865,12 @@ class Session:
             branching=_int(branching, "branching", fn),
             confidence=checks.number(confidence, "confidence", fn),
             clamp=clamp,
-            options={"sampling_rate": sampling_rate, "threshold": threshold, "alpha": alpha},
+            options={
+                "sampling_rate": sampling_rate,
+                "threshold": threshold,
+                "alpha": alpha,
+                "composition": composition,
+            },
         )
         return self.release(
             releasable,

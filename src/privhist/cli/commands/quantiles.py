@@ -56,6 +56,13 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampling-rate", type=float, help="Poisson sampling rate per release")
     p.add_argument("--threshold", type=int, help="threshold tau per release")
     p.add_argument("--alpha", type=float, help="rate p = alpha (1 - e^-eps) per release (1/6)")
+    p.add_argument(
+        "--composition",
+        choices=["pld", "basic"],
+        help="how the budget is split over the releases: pld (default) gives each the largest "
+        "epsilon whose certified PLD composition is within the budget; basic splits it evenly "
+        "(the paper's Lemma 4.1)",
+    )
     p.add_argument("--input-format", choices=list(TABULAR))
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -67,9 +74,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 
 def options(args: argparse.Namespace) -> dict[str, Any]:
-    """The per-release calibration flags given (sampling rate, threshold, alpha)."""
+    """The per-release calibration flags given (sampling rate, threshold, alpha, composition)."""
     out: dict[str, Any] = {}
-    for name in ("sampling_rate", "threshold", "alpha"):
+    for name in ("sampling_rate", "threshold", "alpha", "composition"):
         v = getattr(args, name)
         if v is not None:
             out[name] = v

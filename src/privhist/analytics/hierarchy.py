@@ -32,7 +32,10 @@ profile (:func:`privhist.accounting.pairs.dominating_pair`: the f-DP envelope of
 grid of ``eps'`` and the pure removal line ``ln(1/(1-p))``) ``k`` times with the certified PLD
 of :mod:`privhist.accounting.certified` (pessimistic discretisation, every rounding outwards: a
 proven upper bound; adaptive composition of dominating pairs: Zhu, Dong & Wang 2022,
-Theorem 10).
+Theorem 10). The guarantee a release states and a ledger is charged is the smaller of basic
+and certified PLD composition (:attr:`ReleasesComposition.guarantee`), and by default the
+budget is split so that the certified PLD composition spends it
+(:func:`split_sample_and_threshold`).
 """
 
 from __future__ import annotations
@@ -470,8 +473,9 @@ def split_sample_and_threshold(
       ``(eps, delta)`` point says (removing a client is pure ``ln(1/(1-p))`` and adding one
       moves the count of one key), so the releases compose to much less than the sum: at
       ``(1, 1e-8)`` over 8 releases the split ``(1/8, 1.25e-9)`` composes to ``epsilon``
-      0.19, and each release may take epsilon 0.69 instead of 0.125 (a sampling rate 0.081
-      against 0.0196 at the default ``alpha``).
+      0.19, and each release may take epsilon 0.67 instead of 0.125 (a sampling rate 0.081
+      against 0.0196 at the default ``alpha``). The search stays at most ``releases``
+      times ``epsilon``.
 
     With both ``sampling_rate`` and ``threshold`` given the per-release epsilon only names the
     point the release is certified at, and stays ``epsilon / releases``. The other options go to

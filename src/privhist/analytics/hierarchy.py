@@ -520,9 +520,11 @@ def pld_epsilon(
     ``epsilon`` over its composed epsilon (at most 8 steps; it stops within 0.5% below
     ``epsilon``), composing the pair of the float64 profile (an estimate) on the coarser grid
     :data:`SEARCH_STEP`; the certified composition (certified profile, :data:`CERTIFIED_STEP`)
-    then checks the result, which steps down by 1% until it meets ``epsilon`` at ``delta``.
+    then checks the result, stepping down by 1% twice and then bisecting (6 geometric steps)
+    towards ``epsilon / releases`` until it meets ``epsilon`` at ``delta``.
     ``epsilon / releases`` always does (its basic composition), so the result is never below
-    it. Public inputs only: the result is cached.
+    it. A point the release or its profile cannot be built at is not a candidate. Public inputs
+    only: the result is cached.
     """
     from privhist.mechanisms.sampling import SampleAndThreshold
     from privhist.mechanisms.sampling.pair import threshold_pair_event
@@ -539,7 +541,9 @@ def pld_epsilon(
             )
             step = CERTIFIED_STEP if certified else SEARCH_STEP
             got = account(event, delta, rules=("pld_certified",), step=step)
-        except (ValidationError, UnsupportedError):
+        except (ValidationError, UnsupportedError, ArithmeticError, ValueError):
+            # a point the release or its profile cannot be built at (e.g. an epsilon so large
+            # that the profile's arithmetic overflows): not a candidate
             return math.inf
         return got.budget.epsilon
 
@@ -559,10 +563,16 @@ def pld_epsilon(
         if step <= best:
             break
         e = step
-    e = best
-    while e > floor and composed(e, True) > epsilon:
-        e = max(floor, e * 0.99)
-    return e
+    for shrink in (1.0, 0.99, 0.98):  # the certified figure is a little above the estimate
+        if best * shrink <= floor:
+            return floor
+        if composed(best * shrink, True) <= epsilon:
+            return best * shrink
+    lo, hi = floor, best * 0.98  # far off (e.g. the certified profile fails there): bisect
+    for _ in range(6):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if composed(mid, True) <= epsilon else (lo, mid)
+    return lo
 
 
 def compose_releases(

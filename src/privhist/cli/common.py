@@ -50,10 +50,14 @@ def note(message: str) -> None:
     print(f"privhist: {message}", file=sys.stderr)
 
 
+#: ``--ledger`` of every command that reads or charges a ledger
+LEDGER_HELP = "budget ledger (SQLite) path; default: ledger.sqlite in the user data dir"
+
+
 def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     """``--dataset`` and ``--ledger``: charge the release to a dataset's budget."""
     parser.add_argument("--dataset", help="dataset id in the budget ledger; the release is charged")
-    parser.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
+    parser.add_argument("--ledger", help=LEDGER_HELP)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "records are read") -> None:

@@ -213,6 +213,7 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
 
 def _histogram_parser(sub: Any) -> None:
     from privhist.cli.common import (
+        LEDGER_HELP,
         add_dry_run_arguments,
         add_engine_arguments,
         add_layout_arguments,
@@ -261,7 +262,7 @@ def _histogram_parser(sub: Any) -> None:
         help="write keys to CSV as they are (by default a key starting with = + - @, tab or CR "
         "gets a leading ' so that spreadsheets do not run it as a formula)",
     )
-    h.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
+    h.add_argument("--ledger", help=LEDGER_HELP)
     h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     h.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -273,12 +274,16 @@ def _histogram_parser(sub: Any) -> None:
 
 def _demo_parser(sub: Any) -> None:
     d = sub.add_parser("demo", help="release a histogram of generated Zipf data and compare")
-    d.add_argument("--records", type=int, default=1_000_000)
+    d.add_argument(
+        "--records", type=int, default=1_000_000, help="number of generated records (1000000)"
+    )
     d.add_argument("--distinct", type=int, default=100_000, help="number of possible keys")
     d.add_argument("--exponent", type=float, default=1.1, help="Zipf exponent")
-    d.add_argument("--epsilon", type=float, default=1.0)
-    d.add_argument("--delta", type=float, default=1e-8)
-    d.add_argument("--top", type=int, default=15)
+    d.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the release (1)")
+    d.add_argument("--delta", type=float, default=1e-8, help="delta of the release (1e-8)")
+    d.add_argument(
+        "--top", type=int, default=15, help="most frequent keys compared with their release (15)"
+    )
     d.add_argument("--data-seed", type=int, default=2026, help="seed of the generated data")
     d.set_defaults(run=_cmd_demo)
 
@@ -332,10 +337,10 @@ def _plan_parsers(sub: Any) -> None:
                 "--epsilon",
                 type=float,
                 required=not optional,
-                help="target epsilon (optional: computed)" if optional else None,
+                help="target epsilon (optional: computed)" if optional else "target epsilon",
             )
         if "delta" in common:
-            p.add_argument("--delta", type=float, default=0.0)
+            p.add_argument("--delta", type=float, default=0.0, help="target delta (default 0)")
         if "max_count" in common:
             p.add_argument("--max-count", type=int, default=20, help="largest count to report")
         p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -371,8 +376,13 @@ def _plan_order(name: str) -> tuple[int, str]:
 
 
 def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = None) -> None:
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, default=0.0)
+    p.add_argument("--epsilon", type=float, required=True, help="epsilon of the release (> 0)")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=0.0,
+        help="delta of the release (default 0, pure DP; mechanisms that need delta > 0 say so)",
+    )
     p.add_argument(
         "--max-partitions",
         type=_int_or_auto,

@@ -105,7 +105,9 @@ def add_deployment_actions(fs: Any) -> None:
     r.add_argument("--invalid", type=int, default=0, help="how many clients send bad reports")
     r.add_argument("--length", type=int, default=10, help="histogram buckets")
     r.add_argument("--epsilon", type=float, default=1.0, help="each aggregator's epsilon")
-    r.add_argument("--delta", type=float, default=0.0)
+    r.add_argument(
+        "--delta", type=float, default=0.0, help="each aggregator's delta (> 0 for gaussian)"
+    )
     r.add_argument("--noise", choices=["laplace", "gaussian"], default="laplace")
     r.add_argument("--min-batch-size", type=int, default=10)
     r.add_argument("--threshold", help="as for vdaf-collect")

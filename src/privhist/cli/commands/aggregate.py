@@ -132,8 +132,14 @@ def register(sub: Any) -> None:
         "quantiles(C,Q1,...,LO,HI); bounds may be 'auto'; NAME=... names the column "
         "(repeatable)",
     )
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, default=0.0)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="total epsilon of the aggregation (split over its metrics and, unless the groups "
+        "are public, their selection)",
+    )
+    p.add_argument("--delta", type=float, default=0.0, help="total delta (default 0)")
     p.add_argument("--user", help="user (privacy unit) column: user-level privacy")
     p.add_argument("--max-partitions", type=int, default=1, help="groups per user (1)")
     p.add_argument("--max-per-partition", type=int, default=1, help="records per user and group")

@@ -89,8 +89,14 @@ def register(sub: Any) -> None:
 
 
 def _claim(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, default=0.0)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="the epsilon claimed (the mechanism is calibrated to it unless --threshold, "
+        "--scale or --sampling-rate set it by hand)",
+    )
+    p.add_argument("--delta", type=float, default=0.0, help="the delta claimed (default 0)")
     p.add_argument("--max-partitions", type=int, help="max keys per user (user-level)")
     p.add_argument("--max-per-partition", type=int, help="max records per user and key")
     p.add_argument("--threshold", type=int, help="run with this threshold (not recalibrated)")

@@ -83,8 +83,18 @@ def _task_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--clients", type=int, required=True, help="number of clients N")
     p.add_argument("--secure-sum", choices=["secagg", "secagg+"], default="secagg+")
-    p.add_argument("--epsilon", type=float, default=1.0)
-    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=1.0,
+        help="sample-threshold/tffe: the epsilon the release is calibrated to (1)",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=1e-6,
+        help="sample-threshold/tffe: the delta the release is calibrated to (1e-6)",
+    )
     p.add_argument("--sampling-rate", type=float, help="sample-threshold: Poisson rate p")
     p.add_argument("--threshold", type=int, help="sample-threshold: release counts >= this")
     p.add_argument("--support", type=int, default=16, help="sample-threshold: dictionary size")

@@ -76,10 +76,20 @@ def register(sub: Any) -> None:
         default=0.1,
         help="fraction of epsilon spent on the private total with --k (default 0.1)",
     )
-    p.add_argument("--scheme", choices=["ppswor", "priority"], default="ppswor")
+    p.add_argument(
+        "--scheme",
+        choices=["ppswor", "priority"],
+        default="ppswor",
+        help="threshold sampling scheme (default ppswor)",
+    )
     p.add_argument("--power", type=float, default=1.0, help="f(w) = w**power (default 1)")
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="epsilon of the release (with --k, a --k-budget share of it buys the private total)",
+    )
+    p.add_argument("--delta", type=float, required=True, help="delta of the release (> 0)")
     p.add_argument("--keys-only", action="store_true", help="release keys only (Algorithm 3)")
     p.add_argument(
         "--frequency-rule",

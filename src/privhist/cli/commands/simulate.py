@@ -37,8 +37,8 @@ def register(sub: Any) -> None:
     s.add_argument("--zipf", type=int, metavar="N", help="simulate N clients with Zipf items")
     s.add_argument("--support", type=int, default=2**14, help="Zipf: number of items (2^14)")
     s.add_argument("--exponent", type=float, default=1.1, help="Zipf exponent (1.1)")
-    s.add_argument("--epsilon", type=float, required=True)
-    s.add_argument("--delta", type=float, required=True)
+    s.add_argument("--epsilon", type=float, required=True, help="epsilon of the round's release")
+    s.add_argument("--delta", type=float, required=True, help="delta of the round's release")
     s.add_argument("--sampling-rate", type=float, help="Poisson rate p in (0, 1 - e^-eps]")
     s.add_argument("--threshold", type=int, help="release items sampled at least this often")
     s.add_argument(

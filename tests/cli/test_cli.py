@@ -665,7 +665,7 @@ def test_fimi_baskets_are_users_and_key_type(
         "2",
     )
     assert [ln.split(",")[0] for ln in out_int.splitlines()[1:]] == ["7"]
-    assert "1 records with a null key were dropped" in err
+    assert "1 record with a null key was dropped" in err
 
 
 def test_output_problems_are_found_before_reading(

@@ -324,7 +324,7 @@ def test_keys_only_clamps_to_the_public_bound(
         *["--scheme", "priority", "--epsilon", "1", "--delta", "1e-3", "--keys-only"],
         *["--seed", "3"],
     )
-    assert code == 0 and "1 keys clamped" in err
+    assert code == 0 and "1 key clamped" in err
     assert "big" in out
 
 

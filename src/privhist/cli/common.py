@@ -45,6 +45,14 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
             print(f"{key:<14} {value}")
 
 
+def counted(n: int, singular: str, plural: str | None = None, *, spec: str = "") -> str:
+    """``n`` and what it counts, in the singular for exactly one: ``counted(1, "key")`` is
+    ``'1 key'``, ``counted(0, "key")`` is ``'0 keys'``. ``plural`` is for words that do not take
+    an ``s`` and for phrases whose verb agrees (``counted(n, "record was dropped", "records were
+    dropped")``); ``spec`` formats the number (``","`` groups thousands)."""
+    return f"{n:{spec}} {singular if n == 1 else plural or singular + 's'}"
+
+
 def note(message: str) -> None:
     """One informational line on stderr, in the form every privhist message takes."""
     print(f"privhist: {message}", file=sys.stderr)

@@ -618,13 +618,15 @@ def _is_fimi(path: str) -> bool:
 def _summary(release: Any) -> None:
     """One line on stderr for the data holder: what was released, under which guarantee, and
     (marked as such) exact facts about the input, which are not part of the release."""
+    from privhist.cli.common import counted
+
     info = release.diagnostics
     g = release.metadata["guarantee"]
     compact = release.metadata.get("compact")
     parts = [
         f"released a degree-{compact['degree']} polynomial (query it with privhist compact-query)"
         if isinstance(compact, dict) and "degree" in compact
-        else f"released {len(release)} keys",
+        else f"released {counted(len(release), 'key')}",
         f"mechanism {release.metadata['mechanism']}",
         f"guarantee {g['statement']}",
     ]
@@ -636,19 +638,21 @@ def _summary(release: Any) -> None:
     facts = []
     before, kept = info.get("distinct_keys"), info.get("distinct_keys_counted")
     if before is not None:
-        facts.append(f"{before} distinct keys")
+        facts.append(counted(before, "distinct key"))
         if kept is not None and kept != before:
             facts.append(f"{kept} of them kept after bounding")
     elif kept is not None:
-        facts.append(f"{kept} distinct keys")
+        facts.append(counted(kept, "distinct key"))
     if "users" in info:
-        facts.append(f"{info['users']} users")
-    if info.get("null_keys"):
-        facts.append(f"{info['null_keys']} records with a null key were dropped")
-    if info.get("null_users"):
-        facts.append(f"{info['null_users']} records with a null user were dropped")
-    if info.get("keys_outside_domain"):
-        facts.append(f"{info['keys_outside_domain']} keys outside the domain were dropped")
+        facts.append(counted(info["users"], "user"))
+    dropped = (
+        ("null_keys", "record with a null key was", "records with a null key were"),
+        ("null_users", "record with a null user was", "records with a null user were"),
+        ("keys_outside_domain", "key outside the domain was", "keys outside the domain were"),
+    )
+    for fact, one, many in dropped:
+        if info.get(fact):
+            facts.append(counted(info[fact], f"{one} dropped", f"{many} dropped"))
     parts.append("input (exact, not private, not in the output): " + ", ".join(facts))
     print("privhist: " + "; ".join(parts), file=sys.stderr)
 

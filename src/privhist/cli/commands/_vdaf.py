@@ -35,6 +35,7 @@ def add_actions(fs: Any) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from privhist.cli.common import counted
     from privhist.federated.vdaf.vectors import check_file
 
     failed = 0
@@ -57,7 +58,7 @@ def _check(args: argparse.Namespace) -> int:
         else:
             print(res.line())
     if failed and not args.json:
-        print(f"{failed} of {len(args.files)} files failed", file=sys.stderr)
+        print(f"{failed} of {counted(len(args.files), 'file')} failed", file=sys.stderr)
     return 1 if failed else 0
 
 

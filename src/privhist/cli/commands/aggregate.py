@@ -26,6 +26,7 @@ from privhist.cli.common import (
     add_engine_arguments,
     add_layout_arguments,
     add_ledger_arguments,
+    counted,
     layout,
     print_dry_run,
     session_for,
@@ -219,15 +220,20 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(release.to_polars().write_csv())
     info = release.diagnostics
-    facts = [f"{info.get('records', 0)} records", f"{info.get('groups', 0)} groups released"]
+    facts = [
+        counted(info.get("records", 0), "record"),
+        counted(info.get("groups", 0), "group") + " released",
+    ]
     if info.get("records_outside_groups"):
-        facts.append(f"{info['records_outside_groups']} records outside the public groups dropped")
+        outside = counted(info["records_outside_groups"], "record")
+        facts.append(f"{outside} outside the public groups dropped")
     if info.get("null_groups"):
-        facts.append(f"{info['null_groups']} records with a null group dropped")
+        facts.append(f"{counted(info['null_groups'], 'record')} with a null group dropped")
     for column, n in (info.get("values_not_numbers") or {}).items():
         if n:
             facts.append(
-                f"{n} records whose {column!r} is empty or not a number left out of its metrics"
+                f"{counted(n, 'record')} whose {column!r} is empty or not a number left out of "
+                "its metrics"
             )
     print(
         f"privhist: guarantee {release.metadata['guarantee']['statement']}; "

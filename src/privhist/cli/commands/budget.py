@@ -156,21 +156,18 @@ def _row(st: LedgerStatus) -> dict[str, Any]:
     return row
 
 
-def _releases(n: int) -> str:
-    return f"{n} release" if n == 1 else f"{n} releases"
-
-
 def _line(st: LedgerStatus) -> str:
     from privhist.accounting.ledger_schema import show_amount
+    from privhist.cli.common import counted
 
     total = show_amount(st.total.epsilon, st.total.delta)
+    releases = counted(len(st.spends), "release")
     view = st.renyi_view()
     if view is None:
         return (
-            f"{st.dataset}: total {total}, spent {st.spent} in {_releases(len(st.spends))}, "
-            f"remaining {st.remaining}"
+            f"{st.dataset}: total {total}, spent {st.spent} in {releases}, remaining {st.remaining}"
         )
-    text = f"{st.dataset}: total {total}, Renyi filter, {_releases(len(st.spends))}: "
+    text = f"{st.dataset}: total {total}, Renyi filter, {releases}: "
     if view.budget <= 0:
         text += "no order of the filter has a positive Renyi budget at this total; "
     elif view.releases:

@@ -21,6 +21,7 @@ from typing import Any
 
 from privhist.cli import federated_client
 from privhist.cli.commands import _vdaf
+from privhist.cli.common import counted
 from privhist.core.errors import ValidationError
 
 FN = "privhist federated"
@@ -358,7 +359,8 @@ def _run(args: argparse.Namespace) -> int:
     ended = [c for c in res.clients.values() if c["returncode"] != 0]
     if not args.json:
         print(
-            f"clients        {len(res.clients)} processes, {len(drops)} injected dropouts, "
+            f"clients        {counted(len(res.clients), 'process', 'processes')}, "
+            f"{counted(len(drops), 'injected dropout')}, "
             f"{len(ended)} failed; {res.seconds:.1f} s"
         )
     return 0 if not ended else 1

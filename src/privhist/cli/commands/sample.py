@@ -41,6 +41,7 @@ from privhist.cli.common import (
     add_engine_arguments,
     add_layout_arguments,
     add_ledger_arguments,
+    counted,
     layout,
     print_dry_run,
     session_for,
@@ -171,8 +172,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(ws.encode("json" if args.json else "csv").decode("utf-8"))
     info = ws.diagnostics
     print(
-        f"privhist: {len(ws)} keys released from a sample of {info['sample_size']} "
-        f"(not private: sample size, {info['clamped']} keys clamped to --max-frequency); "
+        f"privhist: {counted(len(ws), 'key')} released from a sample of {info['sample_size']} "
+        f"(not private: sample size, {counted(info['clamped'], 'key')} clamped to "
+        "--max-frequency); "
         f"guarantee {ws.metadata['guarantee']}"
         + ("" if ws.private else "; drawn from a seeded source: reproducible and NOT private"),
         file=sys.stderr,

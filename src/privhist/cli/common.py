@@ -53,6 +53,21 @@ def counted(n: int, singular: str, plural: str | None = None, *, spec: str = "")
     return f"{n:{spec}} {singular if n == 1 else plural or singular + 's'}"
 
 
+#: the file formats ``--plot FILE`` writes (by its extension)
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def check_plot_path(path: str | None, function: str) -> None:
+    """``--plot FILE`` (when given) names a PNG, SVG or PDF file: checked before any work, so
+    that a name matplotlib cannot write fails in one line instead of after the plan."""
+    from pathlib import Path
+
+    from privhist.core.errors import ValidationError
+
+    if path is not None and Path(path).suffix.lower() not in PLOT_FORMATS:
+        raise ValidationError("--plot", function, "a .png, .svg or .pdf file", path)
+
+
 def note(message: str) -> None:
     """One informational line on stderr, in the form every privhist message takes."""
     print(f"privhist: {message}", file=sys.stderr)

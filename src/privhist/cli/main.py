@@ -494,8 +494,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     import numpy as np
 
     import privhist.mechanisms.registry as registry
+    from privhist.cli.common import check_plot_path
     from privhist.planning.plan import plan
 
+    check_plot_path(args.plot, f"plan {args.mechanism}")
     domain = _read_domain(getattr(args, "domain", None))
     nb = _neighbouring(args, False)
     if domain is None and registry.get_or_none(args.mechanism) is not None:

@@ -143,7 +143,9 @@ def _variant(args: argparse.Namespace, name: str) -> Any:
 
 def _exact(args: argparse.Namespace) -> int:
     from privhist.audit.exact import audit_exact, plot_exact
+    from privhist.cli.common import check_plot_path
 
+    check_plot_path(args.plot, f"audit exact {args.mechanism}")
     result = audit_exact(
         _variant(args, args.mechanism), max_count=args.max_count, pairs=_unit_pairs(args.pair)
     )

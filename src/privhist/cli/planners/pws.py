@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from privhist.cli.common import add_once, note, print_report
+from privhist.cli.common import add_once, check_plot_path, note, print_report
 from privhist.core.errors import ValidationError
 
 NAME = "pws"
@@ -145,6 +145,7 @@ def plot_plan(plan: dict[str, Any], path: str | Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_plot_path(args.plot, "plan pws")
     report = build_plan(
         args.epsilon,
         args.delta,

@@ -86,13 +86,28 @@ def _as_command(exc: BaseException, args: argparse.Namespace) -> BaseException:
     return ValidationError(exc.parameter, where, exc.expected, exc.got)
 
 
+#: Session parameters the command line gives through a flag of another name (named so where the
+#: command has that flag): the ends of quantiles' and range's ``--range LO HI``, range's
+#: ``--query A B`` (repeated), aggregate's ``--metric`` and ``--weight`` (repeated), and the
+#: ``--format`` of a written release
+SPELLED = {
+    "lower": "--range",
+    "upper": "--range",
+    "queries": "--query",
+    "metrics": "--metric",
+    "weights": "--weight",
+    "output_format": "--format",
+}
+
+
 def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
     """The error's text; a library error naming a Python parameter (``max_partitions``) that the
-    command line spells as a flag also names the flag (``'max_partitions' (--max-partitions)``)."""
+    command line spells as a flag also names the flag (``'max_partitions' (--max-partitions)``;
+    ``'upper' (--range)`` for the parameters of :data:`SPELLED`)."""
     text = str(exc) or type(exc).__name__
     if not isinstance(exc, ValidationError) or exc.parameter.startswith("-"):
         return text
-    flag = "--" + exc.parameter.replace("_", "-")
+    flag = SPELLED.get(exc.parameter, "--" + exc.parameter.replace("_", "-"))
     if flag not in _flags(parser):
         return text
     named = f"parameter '{exc.parameter}'"

@@ -76,11 +76,21 @@ def parse_metric(text: str) -> tuple[str, Any]:
             levels = [float(q) for q in args[1:-2]]
         except ValueError:
             raise ValidationError("--metric", FN, "levels that are numbers", text) from None
-        metric = m.quantiles(args[0], levels, bound(args[-2]), bound(args[-1]))
-    else:
-        if len(args) != 3:
-            raise ValidationError("--metric", FN, f"{kind}(COLUMN,LOWER,UPPER)", text)
-        metric = getattr(m, kind)(args[0], bound(args[1]), bound(args[2]))
+        if not all(0 <= q <= 1 for q in levels):
+            raise ValidationError("--metric", FN, "quantile levels Q in [0, 1]", text)
+    elif len(args) != 3:
+        raise ValidationError("--metric", FN, f"{kind}(COLUMN,LOWER,UPPER)", text)
+    lower, upper = bound(args[-2]), bound(args[-1])
+    try:
+        if kind == "quantiles":
+            metric = m.quantiles(args[0], levels, lower, upper)
+        else:
+            metric = getattr(m, kind)(args[0], lower, upper)
+    except ValidationError as exc:
+        # the metric's own check names its Python parameter ("'upper' of metrics.sum"): say it
+        # of the --metric the user wrote
+        expected = f"a {kind} metric whose {exc.parameter} is {exc.expected}"
+        raise ValidationError("--metric", FN, expected, text) from exc
     return match["name"] or f"{kind}_{args[0]}", metric
 
 

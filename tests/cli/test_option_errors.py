@@ -162,6 +162,21 @@ PUBLIC = ["--epsilon", "1", "--product", "v=5"]  # public groups: no delta neede
             "parameter 'weights' (--weight) of aggregate must be names among count, groups",
             "'weights' of aggregate",
         ),
+        (
+            ["sample", "--key", "v", "--weight", "x", "--tau", "1", *RANGE[2:]],
+            "parameter 'weight' (--weight) of sample must be one of the columns of",
+            "'key'",
+        ),
+        (
+            ["sample", "--key", "v", "--weight", "w", "--tau", "1", *RANGE[2:]],
+            "parameter 'weight' (--weight) of sample must be positive integer frequencies",
+            "'frequencies'",
+        ),
+        (
+            ["histogram", "--key", "v", "--user", "u", *RANGE[2:]],
+            "parameter 'user' (--user) of histogram must be one of the columns of",
+            "'user' of",
+        ),
     ],
 )
 def test_errors_name_the_flag_the_user_typed(
@@ -172,9 +187,10 @@ def test_errors_name_the_flag_the_user_typed(
     internal: str,
 ) -> None:
     # the library names its own parameters (the hierarchy's lo, hi and value, TrieHH's
-    # drop_unknown, a metric's check): the command line names the flag given
+    # drop_unknown, a metric's check, the sampler's frequencies, the weight column read as a
+    # key): the command line names the flag given
     data = tmp_path / "v.csv"
-    data.write_text("v\nab\naX\n5\n")
+    data.write_text("v,w\nab,1.5\naX,2\n5,1\n")
     code, out, err = run(capsys, argv[0], str(data), *argv[1:])
     assert code == 2 and out == "" and err.count("\n") == 1
     assert message in err, err

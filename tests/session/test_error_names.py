@@ -97,3 +97,15 @@ def test_a_range_is_named_by_the_methods_parameters(
         getattr(Session(), method)(FRAME, **args)
     err = info.value
     assert (err.parameter, err.function) == (parameter, f"Session.{method}"), str(err)
+
+
+def test_a_missing_or_bad_weight_column_is_named_weight() -> None:
+    # the local engine reads the weight column as a key column: its errors said 'key'
+    frame = FRAME.with_columns(w=pl.Series([1.5, 2.0, 1.0] * 20))
+    sample: dict[str, Any] = dict(key="page", tau=1.0, epsilon=1, delta=1e-6, aggregate=True)
+    with pytest.raises(MissingInputError) as missing:
+        Session().weighted_sample(frame, weight="wt", **sample)
+    assert missing.value.parameter == "weight" and "got 'wt'" in str(missing.value)
+    with pytest.raises(ValidationError) as fraction:
+        Session().weighted_sample(frame, weight="w", **sample)
+    assert fraction.value.parameter == "weight" and "positive integer" in str(fraction.value)

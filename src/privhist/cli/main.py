@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from privhist.cli import catalogue
-from privhist.core.errors import PrivhistError, ValidationError
+from privhist.core.errors import MissingInputError, PrivhistError, ValidationError
 
 if TYPE_CHECKING:
     from privhist.core.neighbouring import Neighbouring
@@ -105,7 +105,7 @@ def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
     command line spells as a flag also names the flag (``'max_partitions' (--max-partitions)``;
     ``'upper' (--range)`` for the parameters of :data:`SPELLED`)."""
     text = str(exc) or type(exc).__name__
-    if not isinstance(exc, ValidationError) or exc.parameter.startswith("-"):
+    if not isinstance(exc, ValidationError | MissingInputError) or exc.parameter.startswith("-"):
         return text
     flag = SPELLED.get(exc.parameter, "--" + exc.parameter.replace("_", "-"))
     if flag not in _flags(parser):
@@ -114,11 +114,12 @@ def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
     text = text.replace(named, f"{named} ({flag})", 1)
     # other parameters named in the expectation ("without domain_from_data") as flags too
     flags = _flags(parser)
-    expected = exc.expected
+    said = exc.expected if isinstance(exc, ValidationError) else exc.must
+    expected = said
     for word in set(re.findall(r"(?<![\w'-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", expected)):
         if "--" + word.replace("_", "-") in flags:
             expected = re.sub(rf"(?<![\w'-]){word}\b", "--" + word.replace("_", "-"), expected)
-    return text.replace(exc.expected, expected, 1)
+    return text.replace(said, expected, 1)
 
 
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

@@ -392,3 +392,24 @@ def test_a_sample_on_stdout_is_the_file_and_says_it_is_seeded(
     assert code == 0 and json.loads(o)["keys"] == pl.read_csv(written, comment_prefix="#").height
     code, out, _ = run(capsys, *argv, "--json")
     assert code == 0 and json.loads(out)["metadata"]["mechanism"] == "pws sample"
+
+
+def test_a_key_above_the_bound_is_released_as_a_key_at_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The bias (and estimate, variance) of a clamped key are those of its clamped frequency:
+    keys of weight 900 and keys of weight 500 (the bound) give the same rows for a seed, so no
+    column could say what clamping lost (900 - 500 here)."""
+    rows = {}
+    for w in (900, 500):
+        data = tmp_path / f"w{w}.csv"
+        data.write_text("key,w\n" + "".join(f"k{i},{w}\n" for i in range(200)))
+        argv = ["sample", str(data), "--key", "key", "--weight", "w", "--tau", "0.002"]
+        argv += ["--epsilon", "1", "--delta", "1e-6", "--max-frequency", "500", "--seed", "4"]
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert f"{200 if w == 900 else 0} keys clamped" in err
+        rows[w] = out
+    assert rows[900] == rows[500]
+    table = pl.read_csv(rows[500].encode(), comment_prefix="#")
+    assert 0 < table.height < 200 and table["bias"].is_not_null().all()

@@ -304,16 +304,20 @@ def test_columns_the_source_lacks_are_named_by_their_parameter(
     _frame().write_csv(path)
     argv = ["--epsilon", "1", "--delta", "1e-6"]
     cases = [
-        (["--by", "cuntry", "--metric", "count"], "parameter 'by' of aggregate", "'cuntry'"),
-        (["--by", "country,devce", "--metric", "count"], "parameter 'by' of aggregate", "'devce'"),
+        (["--by", "cuntry", "--metric", "count"], "parameter 'by' (--by) of aggregate", "'cuntry'"),
+        (
+            ["--by", "country,devce", "--metric", "count"],
+            "parameter 'by' (--by) of aggregate",
+            "'devce'",
+        ),
         (
             ["--by", "country", "--user", "usr", "--metric", "count"],
-            "parameter 'user' of aggregate",
+            "parameter 'user' (--user) of aggregate",
             "'usr'",
         ),
         (
             ["--by", "country", "--metric", "mean(amout,0,1)"],
-            "parameter 'metrics' of aggregate",
+            "parameter 'metrics' (--metric) of aggregate",
             "'amout'",
         ),
     ]

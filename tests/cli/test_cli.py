@@ -484,6 +484,25 @@ def test_plan_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "default", "--epsilon", "1", "--delta", "1e-8"],
+        ["plan", "pws", "--epsilon", "1", "--delta", "1e-8"],
+        ["audit", "exact", "stability", "--epsilon", "1", "--delta", "1e-6"],
+    ],
+)
+def test_plot_file_format_is_checked_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    # a name matplotlib cannot write was a traceback after the work; now one line, nothing written
+    out = tmp_path / "plan.xyz"
+    code, text, err = run(capsys, *argv, "--plot", str(out))
+    assert code == 2 and text == "" and err.count("\n") == 1
+    assert "parameter '--plot' of " in err and "must be a .png, .svg or .pdf file" in err
+    assert not out.exists()
+
+
 def test_release_is_charged_before_it_reaches_stdout(
     capsys: pytest.CaptureFixture[str],
     visits: Path,
@@ -665,7 +684,7 @@ def test_fimi_baskets_are_users_and_key_type(
         "2",
     )
     assert [ln.split(",")[0] for ln in out_int.splitlines()[1:]] == ["7"]
-    assert "1 records with a null key were dropped" in err
+    assert "1 record with a null key was dropped" in err
 
 
 def test_output_problems_are_found_before_reading(

@@ -159,3 +159,13 @@ def test_the_summary_states_the_guarantee_and_seeded_randomness(words, capsys) -
     (line,) = err.strip().splitlines()
     assert line.startswith("privhist: guarantee (") and "-DP under" in line
     assert "reproducible and NOT private" in line and "clients" in line
+
+
+def test_a_level_epsilon_above_the_budget_is_one_line(words, capsys) -> None:
+    # the profile at 32 times the level epsilon took the log of a negative interval: a traceback
+    argv = ["heavy-hitters", str(words), "--text", "--epsilon", "1", "--delta", "1e-6"]
+    code, out, err = run(capsys, *argv, "--level-epsilon", "5", "--seed", "1")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert (
+        "parameter 'level_epsilon' (--level-epsilon) of heavy-hitters must be small enough" in err
+    )

@@ -115,3 +115,83 @@ def test_plan_aggregate_takes_the_user_column_as_aggregate_does(
         plans[" ".join(extra)] = out
     assert plans["--user uid"] == plans["--user-level"] != plans[""]
     assert "user-level" in plans["--user uid"]
+
+
+RANGE = ["--column", "v", "--epsilon", "1", "--delta", "1e-6"]
+PUBLIC = ["--epsilon", "1", "--product", "v=5"]  # public groups: no delta needed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message", "internal"),
+    [
+        (
+            ["range", "--range", "0", "10", "--query", "0", "20", *RANGE],
+            "parameter 'queries' (--query) of range must be ranges (A, B) with 0 <= A <= B <= 10",
+            "'value'",
+        ),
+        (
+            ["range", "--range", "10", "0", "--query", "5", "2", *RANGE],
+            "parameter 'upper' (--range) of range must be greater than the lower end, 10",
+            "'hi'",
+        ),
+        (
+            ["quantiles", "--range", "5", "5", "--q", "0.5", *RANGE],
+            "parameter 'upper' (--range) of quantiles must be greater than the lower end, 5",
+            "'hi'",
+        ),
+        (
+            ["range", "--range", "nan", "10", "--query", "0", "2", *RANGE],
+            "parameter 'lower' (--range) of range must be a finite number",
+            "'lo'",
+        ),
+        (
+            ["heavy-hitters", "--key", "v", "--epsilon", "1", "--delta", "1e-6", "--seed", "1"],
+            "parameter 'alphabet' (--alphabet) of heavy-hitters must be a string holding every "
+            "character of the items ('X', in the item 'aX', is not in it), or given with "
+            "--drop-unknown to drop such items",
+            "drop_unknown",
+        ),
+        (
+            ["aggregate", "--by", "v", "--metric", "sum(v,10,0)", "--epsilon", "1"],
+            "parameter '--metric' of aggregate must be a sum metric whose upper is > lower (10.0); "
+            "got 'sum(v,10,0)'",
+            "metrics.sum",
+        ),
+        (
+            ["aggregate", "--by", "v", "--metric", "count", *PUBLIC, "--weight", "typo=2"],
+            "parameter 'weights' (--weight) of aggregate must be names among count, groups",
+            "'weights' of aggregate",
+        ),
+        (
+            ["sample", "--key", "v", "--weight", "x", "--tau", "1", *RANGE[2:]],
+            "parameter 'weight' (--weight) of sample must be one of the columns of",
+            "'key'",
+        ),
+        (
+            ["sample", "--key", "v", "--weight", "w", "--tau", "1", *RANGE[2:]],
+            "parameter 'weight' (--weight) of sample must be positive integer frequencies",
+            "'frequencies'",
+        ),
+        (
+            ["histogram", "--key", "v", "--user", "u", *RANGE[2:]],
+            "parameter 'user' (--user) of histogram must be one of the columns of",
+            "'user' of",
+        ),
+    ],
+)
+def test_errors_name_the_flag_the_user_typed(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    argv: list[str],
+    message: str,
+    internal: str,
+) -> None:
+    # the library names its own parameters (the hierarchy's lo, hi and value, TrieHH's
+    # drop_unknown, a metric's check, the sampler's frequencies, the weight column read as a
+    # key): the command line names the flag given
+    data = tmp_path / "v.csv"
+    data.write_text("v,w\nab,1.5\naX,2\n5,1\n")
+    code, out, err = run(capsys, argv[0], str(data), *argv[1:])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert message in err, err
+    assert internal not in err

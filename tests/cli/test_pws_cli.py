@@ -79,6 +79,51 @@ def test_plan_pws_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "delta" in err
 
 
+def test_plan_pws_plot_is_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # --plot is accepted by plan pws as by the other plans of Pr[released]
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "pws.png"
+    argv = ["plan", "pws", "--epsilon", "1", "--delta", "1e-6", "--max-count", "60"]
+    code, text, err = run(capsys, *argv, "--sampling", "ppswor", "--tau", "0.1", "--plot", str(out))
+    assert code == 0 and f"plot written to {out}" in err
+    assert text.startswith("mechanism      pws")  # the plan is printed as without --plot
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("sampling", [[], ["--sampling", "priority", "--tau", "0.05"]])
+def test_plan_pws_plot_draws_the_plans_curves(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sampling: list[str],
+) -> None:
+    import privhist.planning.plot as plot
+    from privhist.mechanisms.sampling.pws.mechanism import PWSHistogram
+
+    drawn: dict[str, list[float]] = {}
+
+    def record(curves: list[tuple[str, list[float]]], path: Path, **_: object) -> Path:
+        drawn.update((label, list(values)) for label, values in curves)
+        return Path(path)
+
+    monkeypatch.setattr(plot, "plot_curves", record)
+    argv = ["plan", "pws", "--epsilon", "1", "--delta", "1e-6", "--max-count", "50", "--json"]
+    code, out, _ = run(capsys, *argv, *sampling, "--plot", str(tmp_path / "p.svg"))
+    assert code == 0
+    plan = json.loads(out)
+    reported = [v for k, v in drawn.items() if k.startswith("Pr[reported]")]
+    assert reported == [plan["reporting_probability"]]
+    sampled = [v for k, v in drawn.items() if k.startswith("Pr[sampled]")]
+    if sampling:
+        assert sampled == [plan["inclusion_probability"]]
+        assert "priority, tau 0.05" in next(k for k in drawn if k.startswith("Pr[sampled]"))
+    else:
+        # no sampling: the one curve is the pws mechanism's own, as plan stability would draw it
+        assert sampled == []
+        want = PWSHistogram(1.0, 1e-6).reporting_probability(50)
+        np.testing.assert_allclose(reported[0], want, atol=1e-12)
+
+
 def test_histogram_mechanism_pws(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = tmp_path / "v.csv"
     data.write_text("page\n" + "home\n" * 500 + "rare\n")
@@ -324,7 +369,7 @@ def test_keys_only_clamps_to_the_public_bound(
         *["--scheme", "priority", "--epsilon", "1", "--delta", "1e-3", "--keys-only"],
         *["--seed", "3"],
     )
-    assert code == 0 and "1 keys clamped" in err
+    assert code == 0 and "1 key clamped" in err
     assert "big" in out
 
 
@@ -347,3 +392,24 @@ def test_a_sample_on_stdout_is_the_file_and_says_it_is_seeded(
     assert code == 0 and json.loads(o)["keys"] == pl.read_csv(written, comment_prefix="#").height
     code, out, _ = run(capsys, *argv, "--json")
     assert code == 0 and json.loads(out)["metadata"]["mechanism"] == "pws sample"
+
+
+def test_a_key_above_the_bound_is_released_as_a_key_at_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The bias (and estimate, variance) of a clamped key are those of its clamped frequency:
+    keys of weight 900 and keys of weight 500 (the bound) give the same rows for a seed, so no
+    column could say what clamping lost (900 - 500 here)."""
+    rows = {}
+    for w in (900, 500):
+        data = tmp_path / f"w{w}.csv"
+        data.write_text("key,w\n" + "".join(f"k{i},{w}\n" for i in range(200)))
+        argv = ["sample", str(data), "--key", "key", "--weight", "w", "--tau", "0.002"]
+        argv += ["--epsilon", "1", "--delta", "1e-6", "--max-frequency", "500", "--seed", "4"]
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert f"{200 if w == 900 else 0} keys clamped" in err
+        rows[w] = out
+    assert rows[900] == rows[500]
+    table = pl.read_csv(rows[500].encode(), comment_prefix="#")
+    assert 0 < table.height < 200 and table["bias"].is_not_null().all()

@@ -163,7 +163,7 @@ def test_bad_range_queries_and_inputs(capsys: pytest.CaptureFixture[str], tmp_pa
         capsys, "quantiles", str(path), "--q", "0.5", "--column", "x", "--range", "1", "0",
         "--epsilon", "1", "--delta", "1e-8",
     )  # fmt: skip
-    assert code == 2 and "parameter 'hi'" in err
+    assert code == 2 and "parameter 'upper' (--range) of quantiles must be greater than" in err
 
 
 @pytest.mark.parametrize("command", ["quantiles", "range"])

@@ -15,7 +15,7 @@ from scipy import stats
 from tests.stats import assert_fits, assert_rejects, chi2_cells
 
 from privhist.accounting.profile import NOT_RELEASED, check_dp
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import ValidationError
 from privhist.core.random import SeededRandom
 from privhist.federated.population import Population
 from privhist.federated.triehh import (
@@ -201,7 +201,7 @@ def test_one_shot_variant() -> None:
 
 def test_alphabet_errors_and_drop_unknown(small: TrieHH) -> None:
     pop = Population.from_counts(["ab", "aXb", "zz"], [50, 5, 5])
-    with pytest.raises(InputDataError, match="'X'"):
+    with pytest.raises(ValidationError, match=r"^parameter 'alphabet' of TrieHH.run .*'X'"):
         small.run(pop, SeededRandom(0))
     dropper = TrieHH(
         epsilon=3.0,

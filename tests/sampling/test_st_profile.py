@@ -243,3 +243,27 @@ def test_mechanism_per_key_budget_and_exact_check_at_it() -> None:
             assert res.holds
             worst = max(worst, float(res.worst))
     assert worst == pytest.approx(m.certificate.upper, rel=1e-12)
+
+
+@pytest.mark.parametrize("eps", [F(40), F(160)])
+def test_certified_tail_at_a_large_epsilon(eps: F) -> None:
+    # q_L is within 2**-192 of 1 here: the tail bound (Lemma C) was computed from 1 - q_L as an
+    # interval that reached below 0, and the log of it raised; now it is the Chernoff bound,
+    # checked against the same bound in 800-bit arithmetic
+    p, tau = F(1, 10), 5
+    cert = prof.certified_delta(p, tau, eps)
+    one_minus_q = (1 - p) / prof.exp_lower(eps)
+    with mpmath.workprec(800):
+        q, c = mpmath.mpf(1 - one_minus_q), mpmath.mpf(one_minus_q)
+        kl = q * mpmath.log(q / mpmath.mpf(p)) + c * mpmath.log(c / mpmath.mpf(1 - p))
+        tail = mpmath.exp(-(cert.limit + 1) * kl)
+        assert cert.tail >= F(str(tail)) * (1 - F(1, 10**9))
+        assert cert.tail <= F(str(tail)) * (1 + F(1, 10**9))
+    assert cert.value >= cert.tail
+
+
+def test_a_large_epsilon_has_a_guarantee() -> None:
+    # the release's privacy event takes the profile at up to 32 times epsilon: from epsilon
+    # about 4.2 on, that raised instead of stating the guarantee
+    g = SampleAndThreshold(8.0, 1e-6).guarantee()
+    assert (g.epsilon, g.delta) == (8.0, 1e-6)

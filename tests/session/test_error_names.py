@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from privhist import InputDataError, Session
-from privhist.core.errors import MissingInputError
+from privhist.core.errors import MissingInputError, ValidationError
 
 FRAME = pl.DataFrame({"user": [1, 2, 3] * 20, "page": ["a", "b", "c"] * 20, "x": [1.0] * 60})
 HISTOGRAM: dict[str, Any] = dict(epsilon=1, delta=1e-6, seed=1)
@@ -74,3 +74,38 @@ def test_a_missing_column_is_named_by_the_methods_parameter(tmp_path: Path) -> N
     ):
         with pytest.raises(MissingInputError, match=r"^parameter 'column' of (quantiles|range) "):
             call()
+
+
+@pytest.mark.parametrize(
+    ("method", "kwargs", "parameter"),
+    [
+        ("range_counts", dict(queries=[(0, 2)]), "queries"),  # beyond upper
+        ("range_counts", dict(queries=[(-1, 0.5)]), "queries"),  # below lower
+        ("range_counts", dict(queries=[(0.6, 0.2)]), "queries"),  # A > B
+        ("range_counts", dict(queries=[(0, 1)], upper=0), "upper"),
+        ("quantiles", dict(q=0.5, lower=1, upper=1), "upper"),
+        ("quantiles", dict(q=0.5, lower=float("nan")), "lower"),
+    ],
+)
+def test_a_range_is_named_by_the_methods_parameters(
+    method: str, kwargs: dict[str, Any], parameter: str
+) -> None:
+    # the hierarchy calls the ends of the range lo and hi and a query's ends value: a caller
+    # of the method gave lower, upper and queries
+    args: dict[str, Any] = dict(column="x", lower=0, upper=1, epsilon=1, delta=1e-6) | kwargs
+    with pytest.raises(ValidationError) as info:
+        getattr(Session(), method)(FRAME, **args)
+    err = info.value
+    assert (err.parameter, err.function) == (parameter, f"Session.{method}"), str(err)
+
+
+def test_a_missing_or_bad_weight_column_is_named_weight() -> None:
+    # the local engine reads the weight column as a key column: its errors said 'key'
+    frame = FRAME.with_columns(w=pl.Series([1.5, 2.0, 1.0] * 20))
+    sample: dict[str, Any] = dict(key="page", tau=1.0, epsilon=1, delta=1e-6, aggregate=True)
+    with pytest.raises(MissingInputError) as missing:
+        Session().weighted_sample(frame, weight="wt", **sample)
+    assert missing.value.parameter == "weight" and "got 'wt'" in str(missing.value)
+    with pytest.raises(ValidationError) as fraction:
+        Session().weighted_sample(frame, weight="w", **sample)
+    assert fraction.value.parameter == "weight" and "positive integer" in str(fraction.value)

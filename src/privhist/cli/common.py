@@ -45,15 +45,42 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
             print(f"{key:<14} {value}")
 
 
+def counted(n: int, singular: str, plural: str | None = None, *, spec: str = "") -> str:
+    """``n`` and what it counts, in the singular for exactly one: ``counted(1, "key")`` is
+    ``'1 key'``, ``counted(0, "key")`` is ``'0 keys'``. ``plural`` is for words that do not take
+    an ``s`` and for phrases whose verb agrees (``counted(n, "record was dropped", "records were
+    dropped")``); ``spec`` formats the number (``","`` groups thousands)."""
+    return f"{n:{spec}} {singular if n == 1 else plural or singular + 's'}"
+
+
+#: the file formats ``--plot FILE`` writes (by its extension)
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def check_plot_path(path: str | None, function: str) -> None:
+    """``--plot FILE`` (when given) names a PNG, SVG or PDF file: checked before any work, so
+    that a name matplotlib cannot write fails in one line instead of after the plan."""
+    from pathlib import Path
+
+    from privhist.core.errors import ValidationError
+
+    if path is not None and Path(path).suffix.lower() not in PLOT_FORMATS:
+        raise ValidationError("--plot", function, "a .png, .svg or .pdf file", path)
+
+
 def note(message: str) -> None:
     """One informational line on stderr, in the form every privhist message takes."""
     print(f"privhist: {message}", file=sys.stderr)
 
 
+#: ``--ledger`` of every command that reads or charges a ledger
+LEDGER_HELP = "budget ledger (SQLite) path; default: ledger.sqlite in the user data dir"
+
+
 def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     """``--dataset`` and ``--ledger``: charge the release to a dataset's budget."""
     parser.add_argument("--dataset", help="dataset id in the budget ledger; the release is charged")
-    parser.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
+    parser.add_argument("--ledger", help=LEDGER_HELP)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "records are read") -> None:

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import polars as pl
 
+from privhist.cli.common import counted
 from privhist.core.data import Counts
 from privhist.io.release import Release
 from privhist.session import Session
@@ -48,8 +49,9 @@ def run_demo(
     name = str(release.metadata["mechanism"])
 
     print(
-        f"Generated {records:,} records with Zipf({exponent}) keys over {distinct:,} ids "
-        f"({len(counts):,} distinct keys present)."
+        f"Generated {counted(records, 'record', spec=',')} with Zipf({exponent}) keys over "
+        f"{counted(distinct, 'id', spec=',')} ({counted(len(counts), 'distinct key', spec=',')} "
+        "present)."
     )
     print(f"Mechanism: {name} (the default for this request: `privhist plan {name} ...` shows why)")
     parameters = release.metadata.get("parameters", {})
@@ -79,7 +81,7 @@ def run_demo(
     released_true = counts.counts[np.isin(counts.keys, release.keys)]
     print()
     print(
-        f"Released {len(release):,} of {int(present.sum()):,} keys, covering "
+        f"Released {len(release):,} of {counted(int(present.sum()), 'key', spec=',')}, covering "
         f"{released_true.sum() / counts.counts.sum():.2%} of all records; "
         f"done in {elapsed:.2f} s."
     )

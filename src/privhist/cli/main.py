@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from privhist.cli import catalogue
-from privhist.core.errors import PrivhistError, ValidationError
+from privhist.core.errors import MissingInputError, PrivhistError, ValidationError
 
 if TYPE_CHECKING:
     from privhist.core.neighbouring import Neighbouring
@@ -86,24 +86,40 @@ def _as_command(exc: BaseException, args: argparse.Namespace) -> BaseException:
     return ValidationError(exc.parameter, where, exc.expected, exc.got)
 
 
+#: Session parameters the command line gives through a flag of another name (named so where the
+#: command has that flag): the ends of quantiles' and range's ``--range LO HI``, range's
+#: ``--query A B`` (repeated), aggregate's ``--metric`` and ``--weight`` (repeated), and the
+#: ``--format`` of a written release
+SPELLED = {
+    "lower": "--range",
+    "upper": "--range",
+    "queries": "--query",
+    "metrics": "--metric",
+    "weights": "--weight",
+    "output_format": "--format",
+}
+
+
 def _as_flag(exc: BaseException, parser: argparse.ArgumentParser) -> str:
     """The error's text; a library error naming a Python parameter (``max_partitions``) that the
-    command line spells as a flag also names the flag (``'max_partitions' (--max-partitions)``)."""
+    command line spells as a flag also names the flag (``'max_partitions' (--max-partitions)``;
+    ``'upper' (--range)`` for the parameters of :data:`SPELLED`)."""
     text = str(exc) or type(exc).__name__
-    if not isinstance(exc, ValidationError) or exc.parameter.startswith("-"):
+    if not isinstance(exc, ValidationError | MissingInputError) or exc.parameter.startswith("-"):
         return text
-    flag = "--" + exc.parameter.replace("_", "-")
+    flag = SPELLED.get(exc.parameter, "--" + exc.parameter.replace("_", "-"))
     if flag not in _flags(parser):
         return text
     named = f"parameter '{exc.parameter}'"
     text = text.replace(named, f"{named} ({flag})", 1)
     # other parameters named in the expectation ("without domain_from_data") as flags too
     flags = _flags(parser)
-    expected = exc.expected
+    said = exc.expected if isinstance(exc, ValidationError) else exc.must
+    expected = said
     for word in set(re.findall(r"(?<![\w'-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", expected)):
         if "--" + word.replace("_", "-") in flags:
             expected = re.sub(rf"(?<![\w'-]){word}\b", "--" + word.replace("_", "-"), expected)
-    return text.replace(exc.expected, expected, 1)
+    return text.replace(said, expected, 1)
 
 
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -213,6 +229,7 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
 
 def _histogram_parser(sub: Any) -> None:
     from privhist.cli.common import (
+        LEDGER_HELP,
         add_dry_run_arguments,
         add_engine_arguments,
         add_layout_arguments,
@@ -261,7 +278,7 @@ def _histogram_parser(sub: Any) -> None:
         help="write keys to CSV as they are (by default a key starting with = + - @, tab or CR "
         "gets a leading ' so that spreadsheets do not run it as a formula)",
     )
-    h.add_argument("--ledger", help="budget ledger (SQLite) path; default: user data dir")
+    h.add_argument("--ledger", help=LEDGER_HELP)
     h.add_argument("--dataset", help="dataset id in the ledger; the release is charged to it")
     h.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     h.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -273,12 +290,16 @@ def _histogram_parser(sub: Any) -> None:
 
 def _demo_parser(sub: Any) -> None:
     d = sub.add_parser("demo", help="release a histogram of generated Zipf data and compare")
-    d.add_argument("--records", type=int, default=1_000_000)
+    d.add_argument(
+        "--records", type=int, default=1_000_000, help="number of generated records (1000000)"
+    )
     d.add_argument("--distinct", type=int, default=100_000, help="number of possible keys")
     d.add_argument("--exponent", type=float, default=1.1, help="Zipf exponent")
-    d.add_argument("--epsilon", type=float, default=1.0)
-    d.add_argument("--delta", type=float, default=1e-8)
-    d.add_argument("--top", type=int, default=15)
+    d.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the release (1)")
+    d.add_argument("--delta", type=float, default=1e-8, help="delta of the release (1e-8)")
+    d.add_argument(
+        "--top", type=int, default=15, help="most frequent keys compared with their release (15)"
+    )
     d.add_argument("--data-seed", type=int, default=2026, help="seed of the generated data")
     d.set_defaults(run=_cmd_demo)
 
@@ -332,10 +353,10 @@ def _plan_parsers(sub: Any) -> None:
                 "--epsilon",
                 type=float,
                 required=not optional,
-                help="target epsilon (optional: computed)" if optional else None,
+                help="target epsilon (optional: computed)" if optional else "target epsilon",
             )
         if "delta" in common:
-            p.add_argument("--delta", type=float, default=0.0)
+            p.add_argument("--delta", type=float, default=0.0, help="target delta (default 0)")
         if "max_count" in common:
             p.add_argument("--max-count", type=int, default=20, help="largest count to report")
         p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -371,8 +392,13 @@ def _plan_order(name: str) -> tuple[int, str]:
 
 
 def _privacy_args(p: argparse.ArgumentParser, mechanisms: list[str] | None = None) -> None:
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, default=0.0)
+    p.add_argument("--epsilon", type=float, required=True, help="epsilon of the release (> 0)")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=0.0,
+        help="delta of the release (default 0, pure DP; mechanisms that need delta > 0 say so)",
+    )
     p.add_argument(
         "--max-partitions",
         type=_int_or_auto,
@@ -484,8 +510,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     import numpy as np
 
     import privhist.mechanisms.registry as registry
+    from privhist.cli.common import check_plot_path
     from privhist.planning.plan import plan
 
+    check_plot_path(args.plot, f"plan {args.mechanism}")
     domain = _read_domain(getattr(args, "domain", None))
     nb = _neighbouring(args, False)
     if domain is None and registry.get_or_none(args.mechanism) is not None:
@@ -608,13 +636,15 @@ def _is_fimi(path: str) -> bool:
 def _summary(release: Any) -> None:
     """One line on stderr for the data holder: what was released, under which guarantee, and
     (marked as such) exact facts about the input, which are not part of the release."""
+    from privhist.cli.common import counted
+
     info = release.diagnostics
     g = release.metadata["guarantee"]
     compact = release.metadata.get("compact")
     parts = [
         f"released a degree-{compact['degree']} polynomial (query it with privhist compact-query)"
         if isinstance(compact, dict) and "degree" in compact
-        else f"released {len(release)} keys",
+        else f"released {counted(len(release), 'key')}",
         f"mechanism {release.metadata['mechanism']}",
         f"guarantee {g['statement']}",
     ]
@@ -626,19 +656,21 @@ def _summary(release: Any) -> None:
     facts = []
     before, kept = info.get("distinct_keys"), info.get("distinct_keys_counted")
     if before is not None:
-        facts.append(f"{before} distinct keys")
+        facts.append(counted(before, "distinct key"))
         if kept is not None and kept != before:
             facts.append(f"{kept} of them kept after bounding")
     elif kept is not None:
-        facts.append(f"{kept} distinct keys")
+        facts.append(counted(kept, "distinct key"))
     if "users" in info:
-        facts.append(f"{info['users']} users")
-    if info.get("null_keys"):
-        facts.append(f"{info['null_keys']} records with a null key were dropped")
-    if info.get("null_users"):
-        facts.append(f"{info['null_users']} records with a null user were dropped")
-    if info.get("keys_outside_domain"):
-        facts.append(f"{info['keys_outside_domain']} keys outside the domain were dropped")
+        facts.append(counted(info["users"], "user"))
+    dropped = (
+        ("null_keys", "record with a null key was", "records with a null key were"),
+        ("null_users", "record with a null user was", "records with a null user were"),
+        ("keys_outside_domain", "key outside the domain was", "keys outside the domain were"),
+    )
+    for fact, one, many in dropped:
+        if info.get(fact):
+            facts.append(counted(info[fact], f"{one} dropped", f"{many} dropped"))
     parts.append("input (exact, not private, not in the output): " + ", ".join(facts))
     print("privhist: " + "; ".join(parts), file=sys.stderr)
 

@@ -42,7 +42,7 @@ def per_key_weights(
         raise ValidationError(
             "weight", function, "a column of positive integer frequencies", request.weight
         )
-    kk, f = aggregated(k, w, function, aggregate=request.aggregate)
+    kk, f = aggregated(k, w, function, aggregate=request.aggregate, name="weight")
     return Values(
         np.asarray(f, dtype=np.int64), keys=np.asarray(kk).astype(object), facts={"rows": rows}
     )

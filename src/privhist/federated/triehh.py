@@ -66,11 +66,11 @@ check that the pair lies below the exact envelope in 60-digit arithmetic).
 releases one sample-and-threshold histogram over whole items, ``(eps, delta)`` with no factor
 ``L``.
 
-**Alphabet.** Every character of every item must be in the alphabet: otherwise
-:class:`~privhist.core.errors.InputDataError` names the first uncovered character (items in
-sorted order), or, with ``drop_unknown=True``, clients whose item has an uncovered character are
-dropped (each client's inclusion depends only on its own item, so the guarantee is unchanged;
-the number dropped is a non-private diagnostic).
+**Alphabet.** Every character of every item must be in the alphabet: otherwise a
+:class:`~privhist.core.errors.ValidationError` of the parameter ``alphabet`` names the first
+uncovered character (items in sorted order), or, with ``drop_unknown=True``, clients whose item
+has an uncovered character are dropped (each client's inclusion depends only on its own item, so
+the guarantee is unchanged; the number dropped is a non-private diagnostic).
 """
 
 from __future__ import annotations
@@ -351,10 +351,16 @@ def check_alphabet(
             raise ValidationError("items", function, "strings", type(item).__name__)
         if not allowed.issuperset(item):
             if not drop_unknown:
+                # a parameter error (alphabet, with drop_unknown), which the command line
+                # restates with its flags
                 ch = next(c for c in item if c not in allowed)
-                raise InputDataError(
-                    f"the alphabet does not cover the character {ch!r} (in the item {item!r}); "
-                    "extend the alphabet or drop such items explicitly (drop_unknown)"
+                raise ValidationError(
+                    "alphabet",
+                    function,
+                    "a string holding every character of the items "
+                    f"({ch!r}, in the item {item!r}, is not in it), or given with drop_unknown "
+                    "to drop such items",
+                    alphabet,
                 )
             bad[i] = True
     if not bad.any():

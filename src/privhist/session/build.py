@@ -420,6 +420,7 @@ def quantiles(
     from privhist.analytics.quantiles import check_levels, quantile_method
 
     qs = check_levels(q, fn)
+    lower, upper = _public_range(lower, upper, fn)
     if method == "binary-search" and branching != 2:
         raise ValidationError("branching", fn, "2 with method binary-search", branching)
     estimator = quantile_method(
@@ -456,6 +457,7 @@ def range_counts(
     """Private range counts from one hierarchical release (Bharadwaj & Cormode 2022, 4.2)."""
     from privhist.analytics.range_query import HierarchicalHistogram
 
+    lower, upper = _public_range(lower, upper, fn)
     hh = HierarchicalHistogram(
         epsilon,
         delta,
@@ -473,13 +475,26 @@ def range_counts(
         if not isinstance(pair, list | tuple) or len(pair) != 2:
             raise ValidationError("queries", fn, "(A, B) pairs of numbers", pair)
         a, b = (Constraint.real().check(v, "queries", fn) for v in pair)
-        for v in (a, b):
-            hh.hierarchy.snap(v, fn)
-        if a > b:
-            raise ValidationError("query", fn, "A <= B", f"{a:g} {b:g}")
+        if not lower <= a <= b <= upper:
+            raise ValidationError(
+                "queries",
+                fn,
+                f"ranges (A, B) with {lower:g} <= A <= B <= {upper:g} (inside the public range)",
+                f"{a:g} {b:g}",
+            )
         checked.append((a, b))
     release = RangeCountsRelease(hh, checked, clamp)
     return release, None, {"levels": levels, "queries": len(checked)}
+
+
+def _public_range(lower: float, upper: float, fn: str) -> tuple[float, float]:
+    """``(lower, upper)``, finite with ``lower < upper``: checked here, by the method's names for
+    them, before the hierarchy checks them as its own ``lo`` and ``hi``."""
+    lo = float(Constraint.real().check(lower, "lower", fn))
+    hi = float(Constraint.real().check(upper, "upper", fn))
+    if not hi > lo:
+        raise ValidationError("upper", fn, f"greater than the lower end, {lo:g}", upper)
+    return lo, hi
 
 
 def weighted_sample(

@@ -35,6 +35,7 @@ def add_actions(fs: Any) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from privhist.cli.common import counted
     from privhist.federated.vdaf.vectors import check_file
 
     failed = 0
@@ -57,7 +58,7 @@ def _check(args: argparse.Namespace) -> int:
         else:
             print(res.line())
     if failed and not args.json:
-        print(f"{failed} of {len(args.files)} files failed", file=sys.stderr)
+        print(f"{failed} of {counted(len(args.files), 'file')} failed", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -105,7 +106,9 @@ def add_deployment_actions(fs: Any) -> None:
     r.add_argument("--invalid", type=int, default=0, help="how many clients send bad reports")
     r.add_argument("--length", type=int, default=10, help="histogram buckets")
     r.add_argument("--epsilon", type=float, default=1.0, help="each aggregator's epsilon")
-    r.add_argument("--delta", type=float, default=0.0)
+    r.add_argument(
+        "--delta", type=float, default=0.0, help="each aggregator's delta (> 0 for gaussian)"
+    )
     r.add_argument("--noise", choices=["laplace", "gaussian"], default="laplace")
     r.add_argument("--min-batch-size", type=int, default=10)
     r.add_argument("--threshold", help="as for vdaf-collect")

@@ -26,6 +26,7 @@ from privhist.cli.common import (
     add_engine_arguments,
     add_layout_arguments,
     add_ledger_arguments,
+    counted,
     layout,
     print_dry_run,
     session_for,
@@ -75,11 +76,21 @@ def parse_metric(text: str) -> tuple[str, Any]:
             levels = [float(q) for q in args[1:-2]]
         except ValueError:
             raise ValidationError("--metric", FN, "levels that are numbers", text) from None
-        metric = m.quantiles(args[0], levels, bound(args[-2]), bound(args[-1]))
-    else:
-        if len(args) != 3:
-            raise ValidationError("--metric", FN, f"{kind}(COLUMN,LOWER,UPPER)", text)
-        metric = getattr(m, kind)(args[0], bound(args[1]), bound(args[2]))
+        if not all(0 <= q <= 1 for q in levels):
+            raise ValidationError("--metric", FN, "quantile levels Q in [0, 1]", text)
+    elif len(args) != 3:
+        raise ValidationError("--metric", FN, f"{kind}(COLUMN,LOWER,UPPER)", text)
+    lower, upper = bound(args[-2]), bound(args[-1])
+    try:
+        if kind == "quantiles":
+            metric = m.quantiles(args[0], levels, lower, upper)
+        else:
+            metric = getattr(m, kind)(args[0], lower, upper)
+    except ValidationError as exc:
+        # the metric's own check names its Python parameter ("'upper' of metrics.sum"): say it
+        # of the --metric the user wrote
+        expected = f"a {kind} metric whose {exc.parameter} is {exc.expected}"
+        raise ValidationError("--metric", FN, expected, text) from exc
     return match["name"] or f"{kind}_{args[0]}", metric
 
 
@@ -132,8 +143,14 @@ def register(sub: Any) -> None:
         "quantiles(C,Q1,...,LO,HI); bounds may be 'auto'; NAME=... names the column "
         "(repeatable)",
     )
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, default=0.0)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="total epsilon of the aggregation (split over its metrics and, unless the groups "
+        "are public, their selection)",
+    )
+    p.add_argument("--delta", type=float, default=0.0, help="total delta (default 0)")
     p.add_argument("--user", help="user (privacy unit) column: user-level privacy")
     p.add_argument("--max-partitions", type=int, default=1, help="groups per user (1)")
     p.add_argument("--max-per-partition", type=int, default=1, help="records per user and group")
@@ -213,15 +230,20 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(release.to_polars().write_csv())
     info = release.diagnostics
-    facts = [f"{info.get('records', 0)} records", f"{info.get('groups', 0)} groups released"]
+    facts = [
+        counted(info.get("records", 0), "record"),
+        counted(info.get("groups", 0), "group") + " released",
+    ]
     if info.get("records_outside_groups"):
-        facts.append(f"{info['records_outside_groups']} records outside the public groups dropped")
+        outside = counted(info["records_outside_groups"], "record")
+        facts.append(f"{outside} outside the public groups dropped")
     if info.get("null_groups"):
-        facts.append(f"{info['null_groups']} records with a null group dropped")
+        facts.append(f"{counted(info['null_groups'], 'record')} with a null group dropped")
     for column, n in (info.get("values_not_numbers") or {}).items():
         if n:
             facts.append(
-                f"{n} records whose {column!r} is empty or not a number left out of its metrics"
+                f"{counted(n, 'record')} whose {column!r} is empty or not a number left out of "
+                "its metrics"
             )
     print(
         f"privhist: guarantee {release.metadata['guarantee']['statement']}; "

@@ -89,8 +89,14 @@ def register(sub: Any) -> None:
 
 
 def _claim(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, default=0.0)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="the epsilon claimed (the mechanism is calibrated to it unless --threshold, "
+        "--scale or --sampling-rate set it by hand)",
+    )
+    p.add_argument("--delta", type=float, default=0.0, help="the delta claimed (default 0)")
     p.add_argument("--max-partitions", type=int, help="max keys per user (user-level)")
     p.add_argument("--max-per-partition", type=int, help="max records per user and key")
     p.add_argument("--threshold", type=int, help="run with this threshold (not recalibrated)")
@@ -137,7 +143,9 @@ def _variant(args: argparse.Namespace, name: str) -> Any:
 
 def _exact(args: argparse.Namespace) -> int:
     from privhist.audit.exact import audit_exact, plot_exact
+    from privhist.cli.common import check_plot_path
 
+    check_plot_path(args.plot, f"audit exact {args.mechanism}")
     result = audit_exact(
         _variant(args, args.mechanism), max_count=args.max_count, pairs=_unit_pairs(args.pair)
     )

@@ -26,12 +26,25 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
+    from privhist.cli.common import LEDGER_HELP
+
     b = sub.add_parser("budget", help="the budget ledger")
     bsub = b.add_subparsers(dest="budget_command", metavar="ACTION", required=True)
     bi = bsub.add_parser("init", help="register a dataset with its total budget")
-    bi.add_argument("--dataset", required=True)
-    bi.add_argument("--epsilon", type=float, required=True)
-    bi.add_argument("--delta", type=float, default=0.0)
+    bi.add_argument(
+        "--dataset",
+        required=True,
+        help="id of the dataset to register (releases charge it with --dataset ID)",
+    )
+    bi.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="total epsilon of the dataset: all its releases together may spend no more",
+    )
+    bi.add_argument(
+        "--delta", type=float, default=0.0, help="total delta of the dataset (default 0)"
+    )
     bi.add_argument(
         "--unit",
         choices=["record", "user"],
@@ -47,19 +60,21 @@ def register(sub: Any) -> None:
         "(releases with Renyi curves, e.g. Gaussian noise, composed by a Renyi filter); fixed "
         "before the first release",
     )
-    bi.add_argument("--ledger")
+    bi.add_argument("--ledger", help=f"{LEDGER_HELP}; created if missing")
     bi.set_defaults(run=_init)
     bs = bsub.add_parser("show", help="total, spent and remaining budget")
     bs.add_argument("--dataset", help="one dataset (default: all)")
-    bs.add_argument("--ledger")
-    bs.add_argument("--json", action="store_true")
+    bs.add_argument("--ledger", help=LEDGER_HELP)
+    bs.add_argument(
+        "--json", action="store_true", help="print one JSON list, one object per dataset"
+    )
     bs.set_defaults(run=_show)
     bu = bsub.add_parser(
         "upgrade",
         help="upgrade a ledger written by an older privhist (checks it, then hash-chains its "
         "spends as they stand)",
     )
-    bu.add_argument("--ledger")
+    bu.add_argument("--ledger", help=f"{LEDGER_HELP}; upgraded in place")
     bu.set_defaults(run=_upgrade)
 
 
@@ -141,21 +156,18 @@ def _row(st: LedgerStatus) -> dict[str, Any]:
     return row
 
 
-def _releases(n: int) -> str:
-    return f"{n} release" if n == 1 else f"{n} releases"
-
-
 def _line(st: LedgerStatus) -> str:
     from privhist.accounting.ledger_schema import show_amount
+    from privhist.cli.common import counted
 
     total = show_amount(st.total.epsilon, st.total.delta)
+    releases = counted(len(st.spends), "release")
     view = st.renyi_view()
     if view is None:
         return (
-            f"{st.dataset}: total {total}, spent {st.spent} in {_releases(len(st.spends))}, "
-            f"remaining {st.remaining}"
+            f"{st.dataset}: total {total}, spent {st.spent} in {releases}, remaining {st.remaining}"
         )
-    text = f"{st.dataset}: total {total}, Renyi filter, {_releases(len(st.spends))}: "
+    text = f"{st.dataset}: total {total}, Renyi filter, {releases}: "
     if view.budget <= 0:
         text += "no order of the filter has a positive Renyi budget at this total; "
     elif view.releases:

@@ -11,6 +11,7 @@
 
 The estimate is ``sum of estimate`` over the selected rows (equation 8); the printed bias and
 standard deviation add the per-row exact bias and variance (keys are sanitised independently).
+All three are of the frequencies as sampled, clamped to the sample's ``--max-frequency``.
 Estimation is post-processing and costs no privacy. A sample whose integrity check fails (a cut
 or edited file: :mod:`privhist.io.integrity`), or that holds a non-finite estimate or a negative
 variance, is refused.

@@ -21,6 +21,7 @@ from typing import Any
 
 from privhist.cli import federated_client
 from privhist.cli.commands import _vdaf
+from privhist.cli.common import counted
 from privhist.core.errors import ValidationError
 
 FN = "privhist federated"
@@ -83,8 +84,18 @@ def _task_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--clients", type=int, required=True, help="number of clients N")
     p.add_argument("--secure-sum", choices=["secagg", "secagg+"], default="secagg+")
-    p.add_argument("--epsilon", type=float, default=1.0)
-    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=1.0,
+        help="sample-threshold/tffe: the epsilon the release is calibrated to (1)",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=1e-6,
+        help="sample-threshold/tffe: the delta the release is calibrated to (1e-6)",
+    )
     p.add_argument("--sampling-rate", type=float, help="sample-threshold: Poisson rate p")
     p.add_argument("--threshold", type=int, help="sample-threshold: release counts >= this")
     p.add_argument("--support", type=int, default=16, help="sample-threshold: dictionary size")
@@ -348,7 +359,8 @@ def _run(args: argparse.Namespace) -> int:
     ended = [c for c in res.clients.values() if c["returncode"] != 0]
     if not args.json:
         print(
-            f"clients        {len(res.clients)} processes, {len(drops)} injected dropouts, "
+            f"clients        {counted(len(res.clients), 'process', 'processes')}, "
+            f"{counted(len(drops), 'injected dropout')}, "
             f"{len(ended)} failed; {res.seconds:.1f} s"
         )
     return 0 if not ended else 1

@@ -31,7 +31,7 @@ import json
 import sys
 from typing import Any
 
-from privhist.cli.common import add_dry_run_arguments
+from privhist.cli.common import add_dry_run_arguments, counted
 
 
 def register(sub: Any) -> None:
@@ -166,8 +166,9 @@ def run(args: argparse.Namespace) -> int:
     for k, v in zip(keys, estimates, strict=True):
         print(f"{k:<{width}}  {v:.6g}")
     print(
-        f"# protocol {meta['protocol']}: {n} users, d = {d}, D = {meta['frame_dimension']}, "
-        f"m = {meta['m']}, m' = {meta['m_quantile']}, theta = {meta['theta']}"
+        f"# protocol {meta['protocol']}: {counted(n, 'user')}, d = {d}, "
+        f"D = {meta['frame_dimension']}, m = {meta['m']}, m' = {meta['m_quantile']}, "
+        f"theta = {meta['theta']}"
     )
     clips = ", ".join(f"{c:.4g}" for c in meta["clips"][:10])
     print(

@@ -17,6 +17,7 @@ from privhist.cli.common import (
     add_engine_arguments,
     add_layout_arguments,
     add_ledger_arguments,
+    counted,
     layout,
     note,
     print_dry_run,
@@ -138,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
     note(
         f"guarantee {release.metadata['guarantee']['statement']}; "
         + ("" if release.private else "drawn from a seeded source: reproducible and NOT private; ")
-        + f"input (exact, not private, not in the output): {info['clients']} clients, "
+        + "input (exact, not private, not in the output): "
+        f"{counted(info['clients'], 'client')}, "
         f"{info['dropped_for_alphabet']} dropped for the alphabet"
     )
     return 0

@@ -8,16 +8,20 @@ Without ``--weight`` every row is one element and a key's frequency is its numbe
 ``--weight`` the input is aggregated ``(key, frequency)`` pairs — frequencies must be positive
 integers (the guarantee is for element-level neighbours) and a repeated key is an error unless
 ``--aggregate``. Frequencies above the public ``--max-frequency`` are clamped to it before
-sampling (``w -> min(w, M)`` keeps neighbours neighbours), so estimates of keys above it are at
-most about ``M``. The sample is a threshold sample (ppswor or priority with ``f(w) = w**power``)
+sampling (``w -> min(w, M)`` keeps neighbours neighbours): a key above it is sampled, sanitised
+and estimated exactly as a key of frequency ``M``, so its ``estimate``, ``bias`` and
+``variance`` are those of ``min(w, M)`` (the estimate's expectation is about ``M`` whatever
+``w``; one estimate may exceed ``M``). What clamping loses, ``w - M``, is in no column: no release
+could state it, since a key of frequency ``M`` and one of ``M + 1`` are neighbours and get the
+same release. The sample is a threshold sample (ppswor or priority with ``f(w) = w**power``)
 with exact inclusion probabilities, sanitised with the certified keys-and-frequencies sanitiser
 (or the keys sanitiser with ``--keys-only``; ``--frequency-rule max-separation`` for Algorithm 5's
 maximum-separation rows, certified the same way, which add a ``sanitized_value`` column); each
-row is ``key, token, estimate, bias, variance`` (the MLE of the frequency and its exact bias and
-variance at the frequency the MLE attributes to the token). Output goes to ``--output`` (CSV, or
-JSON with metadata), written atomically, or to stdout. A file carries a row count and checksum
-(CSV: a last line ``# privhist integrity: ...``; JSON: ``metadata.integrity``; see
-:mod:`privhist.io.integrity`), which ``privhist estimate`` checks.
+row is ``key, token, estimate, bias, variance`` (the MLE of the clamped frequency and its exact
+bias and variance at the frequency the MLE attributes to the token). Output goes to
+``--output`` (CSV, or JSON with metadata), written atomically, or to stdout. A file carries a row
+count and checksum (CSV: a last line ``# privhist integrity: ...``; JSON:
+``metadata.integrity``; see :mod:`privhist.io.integrity`), which ``privhist estimate`` checks.
 
 Sample size instead of a threshold (``--k K``). A bottom-k sample's threshold is the
 ``(k+1)``-th smallest rank, a function of the data, which the sanitisers' guarantee does not
@@ -41,6 +45,7 @@ from privhist.cli.common import (
     add_engine_arguments,
     add_layout_arguments,
     add_ledger_arguments,
+    counted,
     layout,
     print_dry_run,
     session_for,
@@ -76,10 +81,20 @@ def register(sub: Any) -> None:
         default=0.1,
         help="fraction of epsilon spent on the private total with --k (default 0.1)",
     )
-    p.add_argument("--scheme", choices=["ppswor", "priority"], default="ppswor")
+    p.add_argument(
+        "--scheme",
+        choices=["ppswor", "priority"],
+        default="ppswor",
+        help="threshold sampling scheme (default ppswor)",
+    )
     p.add_argument("--power", type=float, default=1.0, help="f(w) = w**power (default 1)")
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="epsilon of the release (with --k, a --k-budget share of it buys the private total)",
+    )
+    p.add_argument("--delta", type=float, required=True, help="delta of the release (> 0)")
     p.add_argument("--keys-only", action="store_true", help="release keys only (Algorithm 3)")
     p.add_argument(
         "--frequency-rule",
@@ -94,8 +109,9 @@ def register(sub: Any) -> None:
         "--max-frequency",
         type=int,
         default=2000,
-        help="public bound: larger frequencies are clamped to it before sampling (default 2000; "
-        "at most 5000, or 2000 below delta 2**-42, unless --keys-only)",
+        help="public bound: larger frequencies are clamped to it before sampling, and estimated "
+        "as the bound (default 2000; at most 5000, or 2000 below delta 2**-42, unless "
+        "--keys-only)",
     )
     p.add_argument("--output", "-o", help="output file (.csv or .json); default stdout")
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
@@ -161,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(ws.encode("json" if args.json else "csv").decode("utf-8"))
     info = ws.diagnostics
     print(
-        f"privhist: {len(ws)} keys released from a sample of {info['sample_size']} "
-        f"(not private: sample size, {info['clamped']} keys clamped to --max-frequency); "
+        f"privhist: {counted(len(ws), 'key')} released from a sample of {info['sample_size']} "
+        f"(not private: sample size, {counted(info['clamped'], 'key')} clamped to "
+        "--max-frequency); "
         f"guarantee {ws.metadata['guarantee']}"
         + ("" if ws.private else "; drawn from a seeded source: reproducible and NOT private"),
         file=sys.stderr,

@@ -19,6 +19,7 @@ import argparse
 from fractions import Fraction
 from typing import Any
 
+from privhist.cli.common import counted
 from privhist.core.errors import ValidationError
 
 FN = "simulate sample-and-threshold"
@@ -37,8 +38,8 @@ def register(sub: Any) -> None:
     s.add_argument("--zipf", type=int, metavar="N", help="simulate N clients with Zipf items")
     s.add_argument("--support", type=int, default=2**14, help="Zipf: number of items (2^14)")
     s.add_argument("--exponent", type=float, default=1.1, help="Zipf exponent (1.1)")
-    s.add_argument("--epsilon", type=float, required=True)
-    s.add_argument("--delta", type=float, required=True)
+    s.add_argument("--epsilon", type=float, required=True, help="epsilon of the round's release")
+    s.add_argument("--delta", type=float, required=True, help="delta of the round's release")
     s.add_argument("--sampling-rate", type=float, help="Poisson rate p in (0, 1 - e^-eps]")
     s.add_argument("--threshold", type=int, help="release items sampled at least this often")
     s.add_argument(
@@ -153,8 +154,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"sampling_rate  {float(mech.sampling_rate):.6g}")
     print(f"threshold      {mech.threshold}")
     if cohort is not None:
-        print(f"cohort         {cohort.cohort_size} clients contacted, {d.dummies} dummies")
-    print(f"released       {len(r)} items")
+        contacted = counted(cohort.cohort_size, "client")
+        print(f"cohort         {contacted} contacted, {counted(d.dummies, 'dummy', 'dummies')}")
+    print(f"released       {counted(len(r), 'item')}")
     if r.values is not None and r.estimates is not None and args.top:
         order = np.lexsort((np.arange(len(r)), -r.values))[: args.top].tolist()
         print(f"{'item':<24} {'sampled':>10} {'estimate':>14} {'true':>14}")

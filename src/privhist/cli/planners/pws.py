@@ -5,14 +5,20 @@ release draws from, at any delta) and its estimator table.
 Without ``--sampling`` there is no sampling (``q = 1``, the ``pws`` histogram); with
 ``--sampling ppswor|priority --tau T [--power P]`` the sample is a threshold sample with
 ``q_i = Pr[u < tau i**P]`` (Cohen, Geri, Sarlos & Stemmer, equation 1).
+
+``--plot FILE`` draws the plan as the other planners draw theirs: Pr[reported] by the key's
+frequency, end to end (sampled, then kept by the sanitiser) and, with ``--sampling``, the
+sampling probability ``q_i`` it starts from, so the gap between the two curves is what privacy
+costs at each frequency.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from privhist.cli.common import add_once, print_report
+from privhist.cli.common import add_once, check_plot_path, note, print_report
 from privhist.core.errors import ValidationError
 
 NAME = "pws"
@@ -32,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--frequencies",
         action="store_true",
         help="[pws] also print the frequency matrix pi_(i,j) and the estimator table",
+    )
+    add_once(
+        parser,
+        "--plot",
+        metavar="FILE",
+        help="[pws] also draw Pr[reported] by frequency, and with --sampling the sampling "
+        "probability q_i (PNG/SVG/PDF)",
     )
 
 
@@ -106,7 +119,33 @@ def build_plan(
     return out
 
 
+def plot_plan(plan: dict[str, Any], path: str | Path) -> Path:
+    """Draw a plan of :func:`build_plan`: its end-to-end reporting probability by frequency and,
+    when it samples, the inclusion probability ``q_i`` of the sample."""
+    from privhist.planning.plot import plot_curves
+
+    sampled = plan["sampling"] != "none"
+    reported = "Pr[reported]: " + ("sampled, then sanitised" if sampled else "sanitised")
+    curves: list[tuple[str, Any]] = [(reported, plan["reporting_probability"])]
+    if sampled:
+        scheme = f"{plan['sampling']}, tau {plan['tau']:g}, power {plan['power']:g}"
+        curves.append((f"Pr[sampled]: q_i ({scheme})", plan["inclusion_probability"]))
+    title = (
+        "Probability that a key is reported, by its frequency (pws)\n"
+        f"({plan['epsilon']:g}, {plan['delta']:g})-DP, element-level neighbours"
+    )
+    return plot_curves(
+        curves,
+        path,
+        title=title,
+        xlabel="frequency of the key",
+        ylabel="probability",
+        highlight=reported,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    check_plot_path(args.plot, "plan pws")
     report = build_plan(
         args.epsilon,
         args.delta,
@@ -116,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
         power=args.power,
         frequencies=args.frequencies,
     )
+    if args.plot:
+        note(f"plot written to {plot_plan(report, args.plot)}")
     if not args.json:
         rp = report["reporting_probability"]
         half = next((i for i, p in enumerate(rp) if p >= 0.5), None)

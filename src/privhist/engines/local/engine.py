@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from privhist.core.data import Counts
-from privhist.core.errors import InputDataError, ValidationError
+from privhist.core.errors import InputDataError, MissingInputError, ValidationError
 from privhist.core.random import RandomSource
 from privhist.core.requests import (
     ColumnValues,
@@ -394,13 +394,22 @@ class LocalEngine(Engine):
         fields = request.fields
         lf = records(source, fields, "sample", key_type="str", tabular=True)
         if request.weight is not None:
-            extra = records(
-                source,
-                Fields(key=request.weight, reading=fields.reading),
-                "sample",
-                key_type="str",
-                tabular=True,
-            ).select(pl.col("key").str.strip_chars().cast(pl.Float64, strict=False).alias("w"))
+            try:
+                extra = records(
+                    source,
+                    Fields(key=request.weight, reading=fields.reading),
+                    "sample",
+                    key_type="str",
+                    tabular=True,
+                )
+            except MissingInputError as exc:
+                # the weight column is read as a key: named as the weight it is (as on Spark)
+                if exc.parameter != "key":
+                    raise
+                raise exc.for_function(exc.function, "weight") from exc
+            extra = extra.select(
+                pl.col("key").str.strip_chars().cast(pl.Float64, strict=False).alias("w")
+            )
             lf = pl.concat([lf, extra], how="horizontal")
         frame = collect(lf, self.describe(source), progress)
         weights = None

@@ -385,7 +385,10 @@ def certified_delta(
             m = m_next
     # Lemma C beyond the limit, with q_L (its Chernoff bound holds for every q' in (p, q])
     qi = _iv_frac(q_l)
-    kl = qi * _IV.log(qi / pr) + (1 - qi) * _IV.log((1 - qi) / pr_c)
+    # 1 - q_L from its exact rational (1 - p) / L: at a large epsilon q_L is within 2**-192 of
+    # 1, and the interval 1 - qi would reach below 0 (the log of a negative number)
+    qi_c = _iv_frac((1 - p) / ell)
+    kl = qi * _IV.log(qi / pr) + qi_c * _IV.log(qi_c / pr_c)
     kl_low = _IV.mpf(mpmath.mp.make_mpf(kl._mpi_[0]))  # lower end: a smaller D, a larger bound
     tail = _upper_fraction(_IV.exp(-(limit + 1) * kl_low))
     num, den = libmp.to_rational(best)

@@ -250,12 +250,18 @@ class WeightedSample:
 
 
 def aggregated(
-    keys: npt.ArrayLike, freqs: npt.ArrayLike, function: str, *, aggregate: bool = False
+    keys: npt.ArrayLike,
+    freqs: npt.ArrayLike,
+    function: str,
+    *,
+    aggregate: bool = False,
+    name: str = "frequencies",
 ) -> tuple[npt.NDArray[Any], I64]:
     """Validate aggregated ``(key, frequency)`` data: repeated keys are an error unless
-    ``aggregate`` (then their frequencies are summed)."""
+    ``aggregate`` (then their frequencies are summed); ``name`` is the frequencies' parameter in
+    an error (the weight column of a release)."""
     k = np.asarray(keys)
-    f = check_frequencies(freqs, function)
+    f = check_frequencies(freqs, function, name)
     if k.ndim != 1 or k.shape[0] != f.shape[0]:
         raise ValidationError(
             "keys", function, f"a 1-d array as long as frequencies ({f.shape[0]})", k.shape

@@ -17,6 +17,7 @@ import pytest
 
 from privhist import ValidationError
 from privhist.accounting.profile import NOT_RELEASED, check_dp, hockey_stick
+from privhist.core.budget import Budget
 from privhist.mechanisms.sampling import SampleAndThreshold
 from privhist.mechanisms.sampling import profile as prof
 
@@ -267,3 +268,17 @@ def test_a_large_epsilon_has_a_guarantee() -> None:
     # about 4.2 on, that raised instead of stating the guarantee
     g = SampleAndThreshold(8.0, 1e-6).guarantee()
     assert (g.epsilon, g.delta) == (8.0, 1e-6)
+
+
+@pytest.mark.parametrize("epsilon", [22.0, 30.0, 100.0])
+def test_an_epsilon_whose_grid_overflows_has_a_guarantee(epsilon: float) -> None:
+    # above epsilon about 22 the grid's largest points (32 times epsilon) overflow e^eps; they
+    # are left out of the pair (a looser envelope of valid points), so the release states its
+    # guarantee instead of raising OverflowError
+    from privhist.mechanisms.sampling.pair import MAX_PROFILE_EPSILON, profile_points
+
+    m = SampleAndThreshold(epsilon, 1e-6)
+    assert m.guarantee() == Budget(epsilon, 1e-6)
+    points = profile_points(m.sampling_rate, m.threshold, epsilon)
+    assert points and max(e for e, _ in points) <= MAX_PROFILE_EPSILON
+    assert any(e == epsilon for e, _ in points)

@@ -28,6 +28,9 @@ __all__ = ["PROFILE_GRID", "profile_points", "threshold_pair_event"]
 
 #: the profile grid: ``eps * 2**(j/4)`` for ``j`` in this range
 PROFILE_GRID = range(-12, 21)
+#: grid points above this epsilon are left out (``e^eps`` would overflow a float): a pair built
+#: from fewer valid points of the profile is a looser envelope, still a dominating pair
+MAX_PROFILE_EPSILON = 500.0
 
 
 @functools.lru_cache(maxsize=64)
@@ -36,10 +39,13 @@ def profile_points(
 ) -> tuple[tuple[float, float], ...]:
     """``(eps_j, delta_j)`` on :data:`PROFILE_GRID`; ``certified=False`` (for calibration
     searches only, never for a reported guarantee) takes float64 deltas times 1.01. The rounding
-    margin is added by :func:`~privhist.accounting.pairs.dominating_pair`."""
+    margin is added by :func:`~privhist.accounting.pairs.dominating_pair`. Points above
+    :data:`MAX_PROFILE_EPSILON` are left out."""
     out = []
     for j in PROFILE_GRID:
         eps = epsilon * 2.0 ** (j / 4)
+        if eps > MAX_PROFILE_EPSILON:
+            break
         if certified:
             d = certified_delta(sampling_rate, threshold, Fraction(eps)).upper
         else:

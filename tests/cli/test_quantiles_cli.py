@@ -176,3 +176,16 @@ def test_a_column_of_no_numbers_says_so(
     code, out, err = run(capsys, command, str(path), "--column", "host", *what, *BASE)
     assert code == 2 and out == ""
     assert f"{command}: the column holds no numbers (100002 rows read, 100002 of them" in err
+
+
+def test_counts_of_one_read_in_the_singular(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "one.csv"
+    path.write_text("x\n" + "".join(f"{i % 90}\n" for i in range(2000)) + "oops\n5000\n")
+    code, _, err = run(
+        capsys, "quantiles", str(path), "--column", "x", "--q", "0.5", *BASE, "--clamp"
+    )
+    assert code == 0, err
+    assert "1 missing or non-numeric value dropped" in err
+    assert "1 value outside the range clamped" in err

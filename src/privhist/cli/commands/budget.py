@@ -116,6 +116,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _upgrade(args: argparse.Namespace) -> int:
     from privhist.accounting.ledger import SCHEMA_VERSION, Ledger, default_ledger_path
+    from privhist.cli.common import counted
 
     ledger, found = Ledger.upgrade(args.ledger or default_ledger_path())
     if found == SCHEMA_VERSION:
@@ -124,7 +125,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         spends = sum(len(ledger.show(ds).spends) for ds in ledger.datasets())
         print(
             f"ledger {ledger.path} upgraded from schema version {found} to {SCHEMA_VERSION}: "
-            f"integrity checked, {spends} spend(s) hash-chained as they stood",
+            f"integrity checked, {counted(spends, 'spend')} hash-chained as they stood",
             file=sys.stderr,
         )
     return 0

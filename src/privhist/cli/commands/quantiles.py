@@ -23,6 +23,7 @@ from privhist.cli.common import (
     add_engine_arguments,
     add_layout_arguments,
     add_ledger_arguments,
+    counted,
     layout,
     print_dry_run,
     session_for,
@@ -63,7 +64,11 @@ def add_common(p: argparse.ArgumentParser) -> None:
         "epsilon whose certified PLD composition is within the budget; basic splits it evenly "
         "(the paper's Lemma 4.1)",
     )
-    p.add_argument("--input-format", choices=list(TABULAR))
+    p.add_argument(
+        "--input-format",
+        choices=list(TABULAR),
+        help="the file's format when its name does not tell (default: from the extension)",
+    )
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -123,10 +128,10 @@ def print_note(metadata: dict[str, Any], facts: dict[str, Any], clamp: bool) -> 
 
 
 def input_note(facts: dict[str, Any], clamp: bool) -> str:
-    parts = [f"{facts.get('rows', 0)} rows read"]
-    parts.append(f"{facts.get('dropped', 0)} missing or non-numeric values dropped")
+    parts = [counted(facts.get("rows", 0), "row") + " read"]
+    parts.append(counted(facts.get("dropped", 0), "missing or non-numeric value") + " dropped")
     if clamp:
-        parts.append(f"{facts.get('clamped', 0)} values outside the range clamped")
+        parts.append(counted(facts.get("clamped", 0), "value") + " outside the range clamped")
     return "input (exact, not private, not in the output): " + ", ".join(parts)
 
 

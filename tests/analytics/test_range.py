@@ -281,7 +281,9 @@ def test_compose_rejects_a_total_delta_below_basic() -> None:
 def test_values_outside_the_range_fail_unless_clamped() -> None:
     hh = HierarchicalHistogram(1.0, 1e-8, lo=0, hi=1, levels=3)
     bad = np.array([0.2, 1.0, -3.0, 0.5])
-    with pytest.raises(InputDataError, match=r"2 value\(s\).*outside.*\[0, 1\).*first is 1"):
+    with pytest.raises(
+        InputDataError, match=r"^2 values lie outside the public range \[0, 1\).*first is 1"
+    ):
         hh.release(bad, SeededRandom(0))
     rel = hh.release(bad, SeededRandom(0), clamp=True)
     assert rel.diagnostics["clamped"] == 2 and rel.diagnostics["values"] == 4

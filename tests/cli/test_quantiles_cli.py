@@ -107,7 +107,7 @@ def test_out_of_range_fails_and_clamp_reports(
     args = ["--column", "x", "--range", "0", "10", "--epsilon", "1", "--delta", "1e-8"]
     code, out, err = run(capsys, "quantiles", str(path), "--q", "0.5", *args, "--seed", "1")
     assert code == 2 and out == ""
-    assert err.startswith("privhist: error: 2 value(s)") and "--clamp" in err
+    assert err.startswith("privhist: error: 2 values lie outside") and "--clamp" in err
     assert len(err.strip().splitlines()) == 1
     code, out, err = run(capsys, "range", str(path), "--query", "0", "5", *args, "--seed", "1")
     assert code == 2 and out == ""

@@ -216,10 +216,10 @@ class Hierarchy(Declared):
         n_out = int(outside.sum())
         if n_out and not clamp:
             first = float(x[np.argmax(outside)])
+            values = "1 value lies" if n_out == 1 else f"{n_out} values lie"
             raise InputDataError(
-                f"{n_out} value(s) of {function} lie outside the public range "
-                f"[{self.lo:g}, {self.hi:g}) (the first is {first:g}); widen the range or ask "
-                "for clamping (clamp=True, --clamp)"
+                f"{values} outside the public range [{self.lo:g}, {self.hi:g}) (the first is "
+                f"{first:g}); widen the range or ask for clamping (clamp=True, --clamp)"
             )
         pos = np.floor((x - self.lo) / (self.hi - self.lo) * self.leaves)
         pos = np.clip(np.nan_to_num(pos, nan=0.0, posinf=self.leaves, neginf=0.0), 0, None)

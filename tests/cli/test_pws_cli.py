@@ -199,6 +199,10 @@ def test_sample_then_estimate(
     assert rep["keys"] == sel.height
     assert rep["estimate"] == pytest.approx(sel["estimate"].sum())
     assert rep["std"] == pytest.approx(math.sqrt(sel["variance"].sum()))
+    assert rep["bias"] == pytest.approx(sel["bias"].sum())
+    assert rep["bias_covers"] == "the released rows selected"
+    code, o, _ = run(capsys, "estimate", str(out), "--where", "prefix=k0")
+    assert code == 0 and "bias: of the released rows selected; selected keys the sample" in o
     code, o, _ = run(capsys, "estimate", str(out), "--where", "regex=^k00[0-4]$", "--json")
     assert json.loads(o)["keys"] == df.filter(pl.col("key").str.contains("^k00[0-4]$")).height
     code, o, _ = run(capsys, "estimate", str(out), "--where", "key=k001,zzz", "--json")

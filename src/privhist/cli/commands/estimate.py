@@ -11,7 +11,10 @@
 
 The estimate is ``sum of estimate`` over the selected rows (equation 8); the printed bias and
 standard deviation add the per-row exact bias and variance (keys are sanitised independently).
-All three are of the frequencies as sampled, clamped to the sample's ``--max-frequency``.
+All three are of the frequencies as sampled, clamped to the sample's ``--max-frequency``. The
+bias covers the released rows only: a selected key the sample left out has estimate 0 and a
+bias of its own (negative), which no release can state, since which keys were left out is
+exactly what the sample hides; the output says so (``bias_covers``).
 Estimation is post-processing and costs no privacy. A sample whose integrity check fails (a cut
 or edited file: :mod:`privhist.io.integrity`), or that holds a non-finite estimate or a negative
 variance, is refused.
@@ -76,10 +79,18 @@ def run(args: argparse.Namespace) -> int:
         "estimate": est,
         "bias": bias,
         "std": math.sqrt(var),
+        "bias_covers": BIAS_COVERS,
     }
     if args.json:
         print(json.dumps(out))
     else:
         for k, v in out.items():
-            print(f"{k:<9} {v}")
+            if k != "bias_covers":
+                print(f"{k:<9} {v}")
+        print(f"bias: of {BIAS_COVERS}; {BIAS_NOTE}")
     return 0
+
+
+#: what the printed bias adds up
+BIAS_COVERS = "the released rows selected"
+BIAS_NOTE = "selected keys the sample left out add a negative bias no release can state"

@@ -308,8 +308,8 @@ def private_quantiles(
     >>> from privhist import SeededRandom
     >>> res = private_quantiles(np.linspace(0, 0.999, 50_000), [0.5], 1.0, 1e-8, levels=5,
     ...                         rng=SeededRandom(1))
-    >>> abs(res.answers[0].value - 0.5) <= 2 / 32, res.metadata["guarantee"]["epsilon"]
-    (True, 1.0)
+    >>> abs(res.answers[0].value - 0.5) <= 2 / 32, res.metadata["guarantee"]["epsilon"] <= 1.0
+    (True, True)
     """
     fn = "private_quantiles"
     qlist = check_levels(qs, fn)

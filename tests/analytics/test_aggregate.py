@@ -1141,3 +1141,42 @@ def test_values_are_written_as_the_decimals_they_are() -> None:
     assert np.allclose(in_values(units, 0.002), units * 0.002, rtol=2**-52, atol=0)
     # power: the plain products of these units are not all so written
     assert any(len(repr(v).partition(".")[2]) > 3 for v in (units * 0.002).tolist())
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+@pytest.mark.parametrize("user_level", [False, True])
+def test_centred_sensitivities_are_half_the_range_away_from_zero(
+    noise: str, user_level: bool
+) -> None:
+    """Values in ``[10, 20]`` at resolution 1 are units 10..20 with centre 15: one record moves
+    a centred sum by at most 5 and a centred sum of squares by at most 25, so with ``c`` records
+    per group the components' sensitivities are ``c``, ``5 c`` and ``25 c`` (and the sum of
+    ``[0, 20]``, not centred, ``20 c``). A range far from zero pays for its width, not for its
+    offset."""
+    metrics = {
+        "a": m.mean("x", 10, 20, resolution=1),
+        "v": m.variance("y", 10, 20, resolution=1),
+        "s": m.sum("z", 0, 20, resolution=1),
+    }
+    c = 3 if user_level else 1
+    agg = Aggregation(
+        metrics,
+        ("g",),
+        1.0,
+        1e-6 if noise == "gaussian" else 0.0,
+        user_level,
+        max_partitions=2,
+        max_per_partition=3,
+        partitions=(("g1",), ("g2",)),
+        noise=noise,
+    )
+    got = {(comp.metric, comp.what): (comp.l1, comp.l2) for comp in agg.components()}
+    want = {
+        ("a", "n"): c,
+        ("a", "sum"): 5 * c,
+        ("v", "n"): c,
+        ("v", "sum"): 5 * c,
+        ("v", "squares"): 25 * c,
+        ("s", "sum"): 20 * c,
+    }
+    assert got == {key: (Fraction(x), Fraction(x)) for key, x in want.items()}

@@ -1180,3 +1180,36 @@ def test_centred_sensitivities_are_half_the_range_away_from_zero(
         ("s", "sum"): 20 * c,
     }
     assert got == {key: (Fraction(x), Fraction(x)) for key, x in want.items()}
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_selection_quantiles_answer_a_leafs_middle_when_leaves_hold_several_units(
+    noise: str,
+) -> None:
+    """A range of ``4 x 16**4`` units (``[0, 262143]`` at resolution 1) gives each of the
+    ``16**4`` leaves 4 units: leaf ``j`` spans ``[4 j, 4 j + 4)`` and a draw of it answers its
+    middle ``4 j + 2`` (the tree's coordinates: an empty node answers its middle too). 300
+    records at one value make their leaf the only one scoring 0 (every other block scores
+    ``2 x 300``): the draw is another block with probability under ``10**-49`` (``gamma`` is
+    0.5 with Laplace noise, 0.21 with Gaussian, over ``16**4`` leaves). 1003 is in
+    leaf 250 (answer 1002), 20000 in leaf 5000 (answer 20002), 262143 in the last leaf (answer
+    262142)."""
+    frame = pl.DataFrame(
+        {
+            "g": ["a"] * 300 + ["b"] * 300 + ["c"] * 300,
+            "x": [1003] * 300 + [20000] * 300 + [262143] * 300,
+        }
+    )
+    metric = m.quantiles("x", [0.5], 0, 262143, resolution=1, method="exponential")
+    rel = Session().aggregate(
+        frame,
+        by="g",
+        metrics={"q": metric},
+        partitions=["a", "b", "c"],
+        epsilon=2.0,
+        delta=1e-6 if noise == "gaussian" else 0.0,
+        noise=noise,
+        seed=5,
+    )
+    got = rel.to_pandas().set_index("g")["q_0.5"].to_dict()
+    assert got == {"a": 1002.0, "b": 20002.0, "c": 262142.0}

@@ -1213,3 +1213,21 @@ def test_selection_quantiles_answer_a_leafs_middle_when_leaves_hold_several_unit
     )
     got = rel.to_pandas().set_index("g")["q_0.5"].to_dict()
     assert got == {"a": 1002.0, "b": 20002.0, "c": 262142.0}
+
+
+def test_values_become_units_rounded_half_up_and_clamped() -> None:
+    """The local engine's units are ``floor(x / resolution + 1/2)`` clamped to ``[low, high]``,
+    an empty cell staying empty (:class:`~privhist.core.requests.ValueSpec`). By hand, at
+    resolution 0.5 in ``[-4, 10]``: 1.2 -> 2.9 -> 2, 1.25 -> 3.0 -> 3 (a half goes up), -1.25 ->
+    -2.0 -> -2, 0 -> 0, 0.74 -> 1.98 -> 1, 100 -> 10, -100 -> -4; at resolution 1 in
+    ``[-50, 50]``: 1, 1, -1, 0, 1, 50, -50."""
+    from privhist.core.requests import ValueSpec
+    from privhist.engines.local.aggregate import with_units
+
+    x = [1.2, 1.25, -1.25, 0.0, 0.74, 100.0, -100.0, None]
+    df = pl.DataFrame({"key": list("abcdefgh"), "x0": pl.Series(x, dtype=pl.Float64)})
+    specs = [ValueSpec("h", "x", -4, 10, 0.5, 3), ValueSpec("w", "x", -50, 50, 1.0, 0)]
+    out = with_units(df, specs, ["x"])
+    assert out.columns == ["key", "s0", "s1"]
+    assert out["s0"].to_list() == [2, 3, -2, 0, 1, 10, -4, None]
+    assert out["s1"].to_list() == [1, 1, -1, 0, 1, 50, -50, None]

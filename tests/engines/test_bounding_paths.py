@@ -430,6 +430,45 @@ def test_user_partitions_count_every_user_once(partitions: int) -> None:
     assert out.info["users"] == 37 and out.info["records"] == 400
 
 
+@pytest.mark.parametrize(
+    ("user_span", "codes"),
+    [(4, True), (1 << 22, False)],
+    ids=["keys spanning 2**40", "codes spanning 2**62"],
+)
+def test_integer_codes_reach_their_limits_and_no_further(
+    monkeypatch: pytest.MonkeyPatch, user_span: int, codes: bool
+) -> None:
+    """Integer ids are counted by codes ``(user - u0) * R + (key - k0)`` for keys spanning up to
+    ``R = 2**40``, in passes of at most ``_CODE_ROWS_PER_PASS`` records (``user_partitions``
+    says how many); a user span times ``R`` of ``2**62`` or more goes to the general path, which
+    reads a table in one pass. Keys 0 and ``2**40 - 1`` (``R = 2**40``): with 4 users (span 4)
+    the codes path counts in 4 passes; with users 0 and ``2**22 - 1`` the codes span exactly
+    ``2**62`` and the general path counts. Either way each user holds both keys with 3
+    records, and ``k = 1, c = 2`` keep one key and 2 of its records per user."""
+    users = [0, 1, 2, user_span - 1]
+    top = (1 << 40) - 1
+    frame = pl.DataFrame(
+        {"user": [u for u in users for _ in range(6)], "key": [0, top] * 3 * len(users)},
+        schema={"user": pl.Int64, "key": pl.Int64},
+    )
+    monkeypatch.setattr(counting, "_CODE_ROWS_PER_PASS", frame.height // 4)
+    out = count(
+        frame,
+        key="key",
+        user="user",
+        max_partitions_contributed=1,
+        max_contributions_per_partition=2,
+        rng=SeededRandom(5),
+        progress=False,
+    )
+    assert out.units is not None
+    assert set(out.keys.tolist()) <= {0, top}
+    assert int(out.units.sum()) == 4 and int(out.counts.sum()) == 8
+    assert out.counts.tolist() == [2 * u for u in out.units.tolist()]
+    assert out.info["users"] == 4 and out.info["users_bounded"] == 4
+    assert out.info.get("user_partitions") == (4 if codes else None)
+
+
 def test_spark_integer_bounding_imports_no_pandas(tmp_path: Path) -> None:
     """The integer path reads and writes Arrow buffers directly: PyArrow's NumPy conversions
     import pandas on first use (about 0.5 CPU s in every new Python worker), so a fresh

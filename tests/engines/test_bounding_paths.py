@@ -442,16 +442,18 @@ def test_integer_codes_reach_their_limits_and_no_further(
     ``R = 2**40``, in passes of at most ``_CODE_ROWS_PER_PASS`` records (``user_partitions``
     says how many); a user span times ``R`` of ``2**62`` or more goes to the general path, which
     reads a table in one pass. Keys 0 and ``2**40 - 1`` (``R = 2**40``): with 4 users (span 4)
-    the codes path counts in 4 passes; with users 0 and ``2**22 - 1`` the codes span exactly
-    ``2**62`` and the general path counts. Either way each user holds both keys with 3
-    records, and ``k = 1, c = 2`` keep one key and 2 of its records per user."""
+    the codes path counts in ``ceil(24 / 7) = 4`` passes of at most 7 records (a floor would
+    give 3); with users 0 and ``2**22 - 1`` the codes span exactly ``2**62`` and the general
+    path counts. Either way each user holds both keys with 3 records, and ``k = 1, c = 2``
+    keep one key and 2 of its records per user."""
     users = [0, 1, 2, user_span - 1]
     top = (1 << 40) - 1
     frame = pl.DataFrame(
         {"user": [u for u in users for _ in range(6)], "key": [0, top] * 3 * len(users)},
         schema={"user": pl.Int64, "key": pl.Int64},
     )
-    monkeypatch.setattr(counting, "_CODE_ROWS_PER_PASS", frame.height // 4)
+    # 24 records in passes of at most 7: ceil(24 / 7) = 4 passes (users 0..3, one each)
+    monkeypatch.setattr(counting, "_CODE_ROWS_PER_PASS", 7)
     out = count(
         frame,
         key="key",

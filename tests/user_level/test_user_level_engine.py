@@ -112,6 +112,14 @@ def test_keys_of_another_type_are_read_as_the_pairs_keys() -> None:
     assert c.counts.tolist() == [2, 1, 0]
 
 
+def test_unit_counts_refuse_keys_that_are_not_a_list() -> None:
+    """The keys of a unit count are one-dimensional: a table of keys is refused, not
+    flattened."""
+    pairs = pl.DataFrame({"user": [1, 1, 2], "key": [1, 2, 1]})
+    with pytest.raises(ValidationError, match="one-dimensional"):
+        unit_counts(pairs, np.array([[1, 2], [3, 4]]), 2, SeededRandom(0))
+
+
 def test_local_source_reads_files_and_implements_the_protocol(
     tmp_path: pytest.TempPathFactory,
 ) -> None:

@@ -260,6 +260,13 @@ SPARK_PATHS = [
     ("text ids", dict(int_users=False, int_keys=False), False, 1),
     ("text users, integer keys", dict(int_users=False, int_keys=True), True, 1),
     ("integer codes overflow", dict(int_users=True, int_keys=True, user_stride=1 << 52), True, 1),
+    # the same from a negative smallest user: the span of users, not the largest, must decide
+    (
+        "integer codes overflow, negative users",
+        dict(int_users=True, int_keys=True, user_stride=1 << 52, user_base=-(1 << 62)),
+        True,
+        1,
+    ),
     (
         "integer ids, sparse keys",
         dict(int_users=True, int_keys=True, key_stride=1 << 18, key_base=NEG),

@@ -310,6 +310,26 @@ def test_spark_integer_codes_step_aside_for_keys_spanning_int64() -> None:
     assert facts["users"] == 1 and facts["users_bounded"] == 0
 
 
+def test_spark_integer_codes_choose_what_the_general_path_chooses() -> None:
+    """The packed integer path keeps, for the same secret, the pairs the Polars path keeps: the
+    priorities take the (user, key) ids themselves, both offsets undone (users from 1000, keys
+    from a negative base)."""
+    from privhist.engines.spark.bounding import _count_int_pairs, _count_pairs
+
+    frame = _records(int_users=True, int_keys=True, user_base=1000, key_base=NEG)
+    f = PairPriorities(bytes(range(32)))
+    user, key = frame["user"].to_numpy(), frame["key"].to_numpy()
+    packed = _count_int_pairs(user, key, f, 3, C)
+    assert packed is not None
+    general = _count_pairs(frame.to_arrow(), f, 3, C)
+    rows = [
+        sorted(zip(np.asarray(out[0]).tolist(), out[1].tolist(), out[2].tolist(), strict=True))
+        for out in (packed, general)
+    ]
+    assert rows[0] == rows[1]
+    assert packed[3:] == general[3:] == (USERS, HEAVY)
+
+
 def test_spark_keep_mask_ties_fall_back_to_key_order() -> None:
     from privhist.engines.spark.bounding import keep_mask
 

@@ -1141,3 +1141,93 @@ def test_values_are_written_as_the_decimals_they_are() -> None:
     assert np.allclose(in_values(units, 0.002), units * 0.002, rtol=2**-52, atol=0)
     # power: the plain products of these units are not all so written
     assert any(len(repr(v).partition(".")[2]) > 3 for v in (units * 0.002).tolist())
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+@pytest.mark.parametrize("user_level", [False, True])
+def test_centred_sensitivities_are_half_the_range_away_from_zero(
+    noise: str, user_level: bool
+) -> None:
+    """Values in ``[10, 20]`` at resolution 1 are units 10..20 with centre 15: one record moves
+    a centred sum by at most 5 and a centred sum of squares by at most 25, so with ``c`` records
+    per group the components' sensitivities are ``c``, ``5 c`` and ``25 c`` (and the sum of
+    ``[0, 20]``, not centred, ``20 c``). A range far from zero pays for its width, not for its
+    offset."""
+    metrics = {
+        "a": m.mean("x", 10, 20, resolution=1),
+        "v": m.variance("y", 10, 20, resolution=1),
+        "s": m.sum("z", 0, 20, resolution=1),
+    }
+    c = 3 if user_level else 1
+    agg = Aggregation(
+        metrics,
+        ("g",),
+        1.0,
+        1e-6 if noise == "gaussian" else 0.0,
+        user_level,
+        max_partitions=2,
+        max_per_partition=3,
+        partitions=(("g1",), ("g2",)),
+        noise=noise,
+    )
+    got = {(comp.metric, comp.what): (comp.l1, comp.l2) for comp in agg.components()}
+    want = {
+        ("a", "n"): c,
+        ("a", "sum"): 5 * c,
+        ("v", "n"): c,
+        ("v", "sum"): 5 * c,
+        ("v", "squares"): 25 * c,
+        ("s", "sum"): 20 * c,
+    }
+    assert got == {key: (Fraction(x), Fraction(x)) for key, x in want.items()}
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_selection_quantiles_answer_a_leafs_middle_when_leaves_hold_several_units(
+    noise: str,
+) -> None:
+    """A range of ``4 x 16**4`` units (``[0, 262143]`` at resolution 1) gives each of the
+    ``16**4`` leaves 4 units: leaf ``j`` spans ``[4 j, 4 j + 4)`` and a draw of it answers its
+    middle ``4 j + 2`` (the tree's coordinates: an empty node answers its middle too). 300
+    records at one value make their leaf the only one scoring 0 (every other block scores
+    ``2 x 300``): the draw is another block with probability under ``10**-49`` (``gamma`` is
+    0.5 with Laplace noise, 0.21 with Gaussian, over ``16**4`` leaves). 1003 is in
+    leaf 250 (answer 1002), 20000 in leaf 5000 (answer 20002), 262143 in the last leaf (answer
+    262142)."""
+    frame = pl.DataFrame(
+        {
+            "g": ["a"] * 300 + ["b"] * 300 + ["c"] * 300,
+            "x": [1003] * 300 + [20000] * 300 + [262143] * 300,
+        }
+    )
+    metric = m.quantiles("x", [0.5], 0, 262143, resolution=1, method="exponential")
+    rel = Session().aggregate(
+        frame,
+        by="g",
+        metrics={"q": metric},
+        partitions=["a", "b", "c"],
+        epsilon=2.0,
+        delta=1e-6 if noise == "gaussian" else 0.0,
+        noise=noise,
+        seed=5,
+    )
+    got = rel.to_pandas().set_index("g")["q_0.5"].to_dict()
+    assert got == {"a": 1002.0, "b": 20002.0, "c": 262142.0}
+
+
+def test_values_become_units_rounded_half_up_and_clamped() -> None:
+    """The local engine's units are ``floor(x / resolution + 1/2)`` clamped to ``[low, high]``,
+    an empty cell staying empty (:class:`~privhist.core.requests.ValueSpec`). By hand, at
+    resolution 0.5 in ``[-4, 10]``: 1.2 -> 2.9 -> 2, 1.25 -> 3.0 -> 3 (a half goes up), -1.25 ->
+    -2.0 -> -2, 0 -> 0, 0.74 -> 1.98 -> 1, 100 -> 10, -100 -> -4; at resolution 1 in
+    ``[-50, 50]``: 1, 1, -1, 0, 1, 50, -50."""
+    from privhist.core.requests import ValueSpec
+    from privhist.engines.local.aggregate import with_units
+
+    x = [1.2, 1.25, -1.25, 0.0, 0.74, 100.0, -100.0, None]
+    df = pl.DataFrame({"key": list("abcdefgh"), "x0": pl.Series(x, dtype=pl.Float64)})
+    specs = [ValueSpec("h", "x", -4, 10, 0.5, 3), ValueSpec("w", "x", -50, 50, 1.0, 0)]
+    out = with_units(df, specs, ["x"])
+    assert out.columns == ["key", "s0", "s1"]
+    assert out["s0"].to_list() == [2, 3, -2, 0, 1, 10, -4, None]
+    assert out["s1"].to_list() == [1, 1, -1, 0, 1, 50, -50, None]

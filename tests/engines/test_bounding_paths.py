@@ -260,6 +260,13 @@ SPARK_PATHS = [
     ("text ids", dict(int_users=False, int_keys=False), False, 1),
     ("text users, integer keys", dict(int_users=False, int_keys=True), True, 1),
     ("integer codes overflow", dict(int_users=True, int_keys=True, user_stride=1 << 52), True, 1),
+    # the same from a negative smallest user: the span of users, not the largest, must decide
+    (
+        "integer codes overflow, negative users",
+        dict(int_users=True, int_keys=True, user_stride=1 << 52, user_base=-(1 << 62)),
+        True,
+        1,
+    ),
     (
         "integer ids, sparse keys",
         dict(int_users=True, int_keys=True, key_stride=1 << 18, key_base=NEG),
@@ -301,6 +308,26 @@ def test_spark_integer_codes_step_aside_for_keys_spanning_int64() -> None:
     keys, counts, units, facts = _spark_rows(bound_table(table, f, 2, 1, True))
     assert sorted(keys) == sorted(key.tolist()) and list(counts) == [1, 1] == list(units)
     assert facts["users"] == 1 and facts["users_bounded"] == 0
+
+
+def test_spark_integer_codes_choose_what_the_general_path_chooses() -> None:
+    """The packed integer path keeps, for the same secret, the pairs the Polars path keeps: the
+    priorities take the (user, key) ids themselves, both offsets undone (users from 1000, keys
+    from a negative base)."""
+    from privhist.engines.spark.bounding import _count_int_pairs, _count_pairs
+
+    frame = _records(int_users=True, int_keys=True, user_base=1000, key_base=NEG)
+    f = PairPriorities(bytes(range(32)))
+    user, key = frame["user"].to_numpy(), frame["key"].to_numpy()
+    packed = _count_int_pairs(user, key, f, 3, C)
+    assert packed is not None
+    general = _count_pairs(frame.to_arrow(), f, 3, C)
+    rows = [
+        sorted(zip(np.asarray(out[0]).tolist(), out[1].tolist(), out[2].tolist(), strict=True))
+        for out in (packed, general)
+    ]
+    assert rows[0] == rows[1]
+    assert packed[3:] == general[3:] == (USERS, HEAVY)
 
 
 def test_spark_keep_mask_ties_fall_back_to_key_order() -> None:
@@ -428,6 +455,47 @@ def test_user_partitions_count_every_user_once(partitions: int) -> None:
     assert got == expect_counts
     assert units == {key: len(us) for key, us in expect_units.items()}
     assert out.info["users"] == 37 and out.info["records"] == 400
+
+
+@pytest.mark.parametrize(
+    ("user_span", "codes"),
+    [(4, True), (1 << 22, False)],
+    ids=["keys spanning 2**40", "codes spanning 2**62"],
+)
+def test_integer_codes_reach_their_limits_and_no_further(
+    monkeypatch: pytest.MonkeyPatch, user_span: int, codes: bool
+) -> None:
+    """Integer ids are counted by codes ``(user - u0) * R + (key - k0)`` for keys spanning up to
+    ``R = 2**40``, in passes of at most ``_CODE_ROWS_PER_PASS`` records (``user_partitions``
+    says how many); a user span times ``R`` of ``2**62`` or more goes to the general path, which
+    reads a table in one pass. Keys 0 and ``2**40 - 1`` (``R = 2**40``): with 4 users (span 4)
+    the codes path counts in ``ceil(24 / 7) = 4`` passes of at most 7 records (a floor would
+    give 3); with users 0 and ``2**22 - 1`` the codes span exactly ``2**62`` and the general
+    path counts. Either way each user holds both keys with 3 records, and ``k = 1, c = 2``
+    keep one key and 2 of its records per user."""
+    users = [0, 1, 2, user_span - 1]
+    top = (1 << 40) - 1
+    frame = pl.DataFrame(
+        {"user": [u for u in users for _ in range(6)], "key": [0, top] * 3 * len(users)},
+        schema={"user": pl.Int64, "key": pl.Int64},
+    )
+    # 24 records in passes of at most 7: ceil(24 / 7) = 4 passes (users 0..3, one each)
+    monkeypatch.setattr(counting, "_CODE_ROWS_PER_PASS", 7)
+    out = count(
+        frame,
+        key="key",
+        user="user",
+        max_partitions_contributed=1,
+        max_contributions_per_partition=2,
+        rng=SeededRandom(5),
+        progress=False,
+    )
+    assert out.units is not None
+    assert set(out.keys.tolist()) <= {0, top}
+    assert int(out.units.sum()) == 4 and int(out.counts.sum()) == 8
+    assert out.counts.tolist() == [2 * u for u in out.units.tolist()]
+    assert out.info["users"] == 4 and out.info["users_bounded"] == 4
+    assert out.info.get("user_partitions") == (4 if codes else None)
 
 
 def test_spark_integer_bounding_imports_no_pandas(tmp_path: Path) -> None:

@@ -97,6 +97,29 @@ def test_unit_counts_counts_users_on_the_given_keys_only() -> None:
     assert int(one.counts.sum()) == 2  # user 1 is counted on one of its three keys
 
 
+def test_keys_of_another_type_are_read_as_the_pairs_keys() -> None:
+    """Excluded keys and the keys of a unit count are cast to the pairs' key type before they
+    are compared (Polars refuses to look floats up among integers, or integers among texts):
+    float 2.0 excludes the integer key 2, integer 2 the text key "2", and floats count integer
+    keys."""
+    ints = pl.DataFrame({"user": [1, 1, 2, 3], "key": [1, 2, 1, 3]})
+    w = weighted_sums(ints, 1, 16, SeededRandom(1), exclude=np.array([2.0]))
+    assert w.keys.tolist() == [1, 3] and w.weights.tolist() == [32, 16]
+    texts = ints.with_columns(pl.col("key").cast(pl.String))
+    w = weighted_sums(texts, 1, 16, SeededRandom(1), exclude=np.array([2]))
+    assert w.keys.tolist() == ["1", "3"] and w.weights.tolist() == [32, 16]
+    c = unit_counts(ints, np.array([1.0, 2.0, 5.0]), 2, SeededRandom(0))
+    assert c.counts.tolist() == [2, 1, 0]
+
+
+def test_unit_counts_refuse_keys_that_are_not_a_list() -> None:
+    """The keys of a unit count are one-dimensional: a table of keys is refused, not
+    flattened."""
+    pairs = pl.DataFrame({"user": [1, 1, 2], "key": [1, 2, 1]})
+    with pytest.raises(ValidationError, match="one-dimensional"):
+        unit_counts(pairs, np.array([[1, 2], [3, 4]]), 2, SeededRandom(0))
+
+
 def test_local_source_reads_files_and_implements_the_protocol(
     tmp_path: pytest.TempPathFactory,
 ) -> None:

@@ -62,3 +62,24 @@ def test_aggregate_summary_of_one_group_and_one_empty_value(
     code, _, err = run(capsys, *argv, "--epsilon", "1", "--seed", "1")
     assert code == 0
     assert "2 records, 1 group released, 1 record whose 'v' is empty" in err
+
+
+def test_library_messages_word_a_count_of_one_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from privhist.federated.triehh import TrieHH
+
+    for nulls, said in ((1, "1 row with a null key"), (2, "2 rows with a null key")):
+        keys = tmp_path / f"nulls{nulls}.csv"
+        keys.write_text("k\na\n" + "\n" * nulls + "b\n")
+        argv = ["sample", str(keys), "--key", "k", "--epsilon", "1", "--delta", "1e-6"]
+        code, _, err = run(capsys, *argv, "--tau", "0.5", "--seed", "1")
+        assert code == 2 and err.strip().endswith(f"sample: {said}")
+    one = TrieHH(1.0, 1e-8, levels=1).metadata()["guarantee"]["statement"]
+    assert one.endswith("composition of 1 level)")
+    assert TrieHH(1.0, 1e-8, levels=2).metadata()["guarantee"]["statement"].endswith("2 levels)")
+    words = tmp_path / "w.csv"
+    words.write_text("x\nabc\n")
+    argv = ["quantiles", str(words), "--column", "x", "--range", "0", "1", "--q", "0.5"]
+    code, _, err = run(capsys, *argv, "--epsilon", "1", "--delta", "1e-8", "--seed", "1")
+    assert code == 2 and "(1 row read, 1 of them empty or not a number)" in err

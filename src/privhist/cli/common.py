@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any
 
+from privhist.core.text import counted as counted  # the commands word their counts with it
+
 
 def add_once(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
     """Add ``flag`` to ``parser`` unless another planner already added it.
@@ -43,14 +45,6 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
                 print(f"  {k:<24} {v}")
         else:
             print(f"{key:<14} {value}")
-
-
-def counted(n: int, singular: str, plural: str | None = None, *, spec: str = "") -> str:
-    """``n`` and what it counts, in the singular for exactly one: ``counted(1, "key")`` is
-    ``'1 key'``, ``counted(0, "key")`` is ``'0 keys'``. ``plural`` is for words that do not take
-    an ``s`` and for phrases whose verb agrees (``counted(n, "record was dropped", "records were
-    dropped")``); ``spec`` formats the number (``","`` groups thousands)."""
-    return f"{n:{spec}} {singular if n == 1 else plural or singular + 's'}"
 
 
 #: the file formats ``--plot FILE`` writes (by its extension)

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.requests import KeyWeights, Values
+from privhist.core.text import counted
 from privhist.mechanisms.sampling.pws.schemes import aggregated
 
 
@@ -32,7 +33,7 @@ def per_key_weights(
     k = np.asarray(keys, dtype=object)
     nulls = int(sum(v is None for v in k.tolist())) if rows else 0
     if nulls:
-        raise InputDataError(f"{function}: {nulls} rows with a null key")
+        raise InputDataError(f"{function}: {counted(nulls, 'row')} with a null key")
     k = k.astype(str)
     if weights is None:
         uniq, cnt = np.unique(k, return_counts=True)

@@ -90,6 +90,7 @@ from privhist.core.budget import Budget
 from privhist.core.constraints import Constraint, Declared
 from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.random import RandomSource, SecureRandom
+from privhist.core.text import counted
 from privhist.core.validation import (
     check_delta,
     check_epsilon,
@@ -524,7 +525,8 @@ class TrieHH(Declared):
                 "neighbouring": "add or remove one client",
                 "statement": (
                     f"({g.epsilon:.6g}, {g.delta:.3g})-DP under add or remove one client "
-                    f"neighbours ({self.composition.method} composition of {self.levels} levels)"
+                    f"neighbours ({self.composition.method} composition of "
+                    f"{counted(self.levels, 'level')})"
                 ),
             },
         }

@@ -29,6 +29,7 @@ from privhist.core.errors import InputDataError, ValidationError
 from privhist.core.neighbouring import Neighbouring
 from privhist.core.random import RandomSource
 from privhist.core.requests import ColumnValues, Fields, KeyCounts, KeyWeights, Request, UserItems
+from privhist.core.text import counted
 from privhist.core.version import LIBRARY
 from privhist.federated.population import Population
 from privhist.federated.triehh import TrieHH, check_alphabet
@@ -212,8 +213,8 @@ def _numbers(values: Any, function: str) -> Any:
     if len(values.values) == 0:
         rows, dropped = values.facts.get("rows", 0), values.facts.get("dropped", 0)
         raise InputDataError(
-            f"{function}: the column holds no numbers ({rows} rows read, {dropped} of them empty "
-            "or not a number)"
+            f"{function}: the column holds no numbers ({counted(rows, 'row')} read, {dropped} of "
+            "them empty or not a number)"
         )
     return values
 

@@ -112,6 +112,18 @@ def test_keys_of_another_type_are_read_as_the_pairs_keys() -> None:
     assert c.counts.tolist() == [2, 1, 0]
 
 
+def test_unit_counts_of_integer_keys_among_texts_land_on_their_keys() -> None:
+    """Integer keys asked of text pairs are counted at their own positions, though "10" sorts
+    before "9" as text; a float that is no integer counts nobody (Polars casts 1.5 to 1)."""
+    texts = pl.DataFrame({"user": [1, 1, 2, 3, 4, 5], "key": ["1", "2", "1", "10", "9", "10"]})
+    c = unit_counts(texts, np.array([10, 1, 9, 2, 5]), 2, SeededRandom(0))
+    assert c.keys.tolist() == [1, 2, 5, 9, 10]
+    assert c.counts.tolist() == [2, 1, 0, 1, 2]
+    ints = pl.DataFrame({"user": [1, 1, 2, 3], "key": [1, 2, 1, 3]})
+    c = unit_counts(ints, np.array([1.0, 1.5, 2.0]), 2, SeededRandom(0))
+    assert c.counts.tolist() == [2, 0, 1]
+
+
 def test_unit_counts_refuse_keys_that_are_not_a_list() -> None:
     """The keys of a unit count are one-dimensional: a table of keys is refused, not
     flattened."""

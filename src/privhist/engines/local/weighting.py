@@ -257,15 +257,24 @@ def unit_counts(
             wanted, np.zeros(0, dtype=np.int64), neighbouring=Neighbouring.user(k, 1)
         )
     series = pl.Series("x", wanted.tolist() if wanted.dtype == object else wanted)
-    if pairs.schema["key"] != series.dtype:
-        series = series.cast(pairs.schema["key"], strict=False)
+    cast = pairs.schema["key"] != series.dtype
+    if cast:
+        # a key of another type is the pairs' key it casts to and back from unchanged (integer
+        # 2 is the text "2"; 1.5 is no integer key, though Polars casts it to 1)
+        as_key = series.cast(pairs.schema["key"], strict=False)
+        same = (as_key.cast(series.dtype, strict=False) == series).fill_null(False)
+        series = pl.select(pl.when(same).then(as_key)).to_series()
     inside = pairs.select("user", "key").filter(pl.col("key").is_in(series.implode()))
     kept, _, _ = _bound(inside.with_columns(n=pl.lit(1)), k, 1, LazyPriorities(rng))
     agg = kept.group_by("key").agg(pl.len().alias("units"))
-    held_keys = _keys(agg["key"])
     held = _int64(agg["units"])
     counts = np.zeros(wanted.shape[0], dtype=np.int64)
-    if held_keys.size:
+    if cast:
+        # the cast keys need not sort as the keys asked for: look each one up
+        where = {key: i for i, key in enumerate(series.to_list()) if key is not None}
+        counts[[where[key] for key in agg["key"].to_list()]] = held
+    elif agg.height:
+        held_keys = _keys(agg["key"])
         order = np.argsort(held_keys, kind="stable")
         pos = np.searchsorted(wanted, held_keys[order])
         counts[pos] = held[order]

@@ -392,14 +392,13 @@ def compose(
     >>> c.event().count
     4
     """
-    from privhist.mechanisms.sampling.pair import threshold_pair_event
     from privhist.mechanisms.sampling.profile import certified_delta, exp_lower
 
     fn = "compose"
     k = check_positive_int(releases, fn, "releases")
     per = Budget(epsilon, delta)
     p = Fraction(sampling_rate)
-    event = threshold_pair_event(p, threshold, epsilon, delta, k)
+    event = _pair_event(p, threshold, epsilon, delta, k)
     basic = guarantee_of(event)
     target = basic.delta if total_delta is None else float(total_delta)
     if target < basic.delta:
@@ -419,13 +418,39 @@ def compose(
             d = min(d, delta)
         points.append((e, d))
     tight, best_from = optimal_over_profile(points, k, target, (basic.epsilon, per))
-    try:
-        certified: Budget | None = account(
-            event, target, rules=("pld_certified",), step=CERTIFIED_STEP
-        ).budget
-    except UnsupportedError:  # no epsilon reaches the target
-        certified = None
+    certified = certified_composition(p, threshold, epsilon, delta, k, target)
     return ReleasesComposition(k, per, basic, tight, best_from, certified, event)
+
+
+@functools.lru_cache(maxsize=64)
+def _pair_event(
+    p: Fraction, threshold: int, epsilon: float, delta: float | None, releases: int
+) -> PrivacyEvent:
+    """:func:`~privhist.mechanisms.sampling.pair.threshold_pair_event` with the certified
+    profile, kept for its public inputs (the event is immutable)."""
+    from privhist.mechanisms.sampling.pair import threshold_pair_event
+
+    return threshold_pair_event(p, threshold, epsilon, delta, releases)
+
+
+@functools.lru_cache(maxsize=64)
+def certified_composition(
+    p: Fraction, threshold: int, epsilon: float, delta: float, releases: int, total_delta: float
+) -> Budget | None:
+    """The certified PLD composition (:data:`CERTIFIED_STEP`) of ``releases``
+    sample-and-threshold releases at rate ``p``, ``threshold`` and per-release ``(epsilon,
+    delta)``, at ``total_delta``; None when no epsilon reaches it. Public inputs only: kept, so
+    the check of :func:`pld_epsilon`'s answer and :func:`compose` of the release it calibrates
+    compute it once.
+
+    >>> certified_composition(Fraction(1, 20), 14, 0.25, 2e-9, 4, 1e-8).epsilon < 1.0
+    True
+    """
+    event = _pair_event(Fraction(p), threshold, epsilon, delta, releases)
+    try:
+        return account(event, total_delta, rules=("pld_certified",), step=CERTIFIED_STEP).budget
+    except UnsupportedError:  # no epsilon reaches the target
+        return None
 
 
 #: what the budget and confidence of a composed release accept (its constructor's declarations)
@@ -536,16 +561,17 @@ def pld_epsilon(
         try:
             m = SampleAndThreshold(e, delta_r, **kwargs)
             p, tau = m.sampling_rate, m.threshold
+            if certified:
+                got = certified_composition(p, tau, m.epsilon, m.delta_exact, releases, delta)
+                return math.inf if got is None else got.epsilon
             event = threshold_pair_event(
-                p, tau, m.epsilon, m.delta_exact, releases, certified=certified
+                p, tau, m.epsilon, m.delta_exact, releases, certified=False
             )
-            step = CERTIFIED_STEP if certified else SEARCH_STEP
-            got = account(event, delta, rules=("pld_certified",), step=step)
+            return account(event, delta, rules=("pld_certified",), step=SEARCH_STEP).budget.epsilon
         except (ValidationError, UnsupportedError, ArithmeticError, ValueError):
             # a point the release or its profile cannot be built at (e.g. an epsilon so large
             # that the profile's arithmetic overflows): not a candidate
             return math.inf
-        return got.budget.epsilon
 
     cap = releases * float(epsilon)
     best, e = floor, floor

@@ -80,6 +80,9 @@ SECURE_SUM_HELP = (
     "%(default)s"
 )
 
+#: ``--host`` of every command that serves (a federated server, a Prio3 aggregator)
+LISTEN_HELP = "the address to listen on (default %(default)s)"
+
 
 def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     """``--dataset`` and ``--ledger``: charge the release to a dataset's budget."""

@@ -70,6 +70,19 @@ def note(message: str) -> None:
 #: ``--ledger`` of every command that reads or charges a ledger
 LEDGER_HELP = "budget ledger (SQLite) path; default: ledger.sqlite in the user data dir"
 
+#: ``--input-format`` (simulate's ``--format``) of every command that reads a data file
+INPUT_FORMAT_HELP = "the file's format when its name does not tell (default: from the extension)"
+
+#: ``--secure-sum`` of the commands that simulate a federated protocol in this process
+SECURE_SUM_HELP = (
+    "how the clients' vectors are summed: ideal (the sum itself), or the secagg or secagg+ "
+    "protocol run among simulated clients (slower; the release is the same); default "
+    "%(default)s"
+)
+
+#: ``--host`` of every command that serves (a federated server, a Prio3 aggregator)
+LISTEN_HELP = "the address to listen on (default %(default)s)"
+
 
 def add_ledger_arguments(parser: argparse.ArgumentParser) -> None:
     """``--dataset`` and ``--ledger``: charge the release to a dataset's budget."""

@@ -229,6 +229,7 @@ def _parser(selected: str | None = "*") -> argparse.ArgumentParser:
 
 def _histogram_parser(sub: Any) -> None:
     from privhist.cli.common import (
+        INPUT_FORMAT_HELP,
         LEDGER_HELP,
         add_dry_run_arguments,
         add_engine_arguments,
@@ -253,7 +254,11 @@ def _histogram_parser(sub: Any) -> None:
         "FIMI: int); a value that is not an integer under int counts as a null key",
     )
     h.add_argument("--text", action="store_true", help="input is plain text: count words")
-    h.add_argument("--input-format", choices=["csv", "parquet", "ndjson", "text", "fimi"])
+    h.add_argument(
+        "--input-format",
+        choices=["csv", "parquet", "ndjson", "text", "fimi"],
+        help=INPUT_FORMAT_HELP,
+    )
     h.add_argument(
         "--mechanism",
         choices=["default", *catalogue.names(), *catalogue.WEIGHTED, *catalogue.VOTES],

@@ -57,6 +57,10 @@ def derived_seed(seed: int, *parts: object) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+#: ``--output-dir`` of every experiment
+OUTPUT_DIR_HELP = "where the CSV, PNG and markdown files go (default %(default)s)"
+
+
 def check_output_dir(path: str | os.PathLike[str], function: str) -> Path:
     """The output directory: it may exist (as a directory) or be creatable under an existing
     ancestor. Nothing is created here."""

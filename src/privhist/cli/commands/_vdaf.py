@@ -20,7 +20,13 @@ import json
 import sys
 from typing import Any
 
+from privhist.cli.common import LISTEN_HELP
+
 FN = "privhist federated"
+#: ``--task`` of every party of a deployment
+TASK_HELP = "the task JSON file (public parameters, the same for every party)"
+#: ``--pki`` of every party of a deployment
+PKI_HELP = "the folder vdaf-pki wrote: ca.pem and this party's certificate and key"
 
 
 def add_actions(fs: Any) -> None:
@@ -71,10 +77,10 @@ def add_deployment_actions(fs: Any) -> None:
     k.set_defaults(run=_pki)
     for role in ("leader", "helper"):
         a = fs.add_parser(f"vdaf-{role}", help=f"run the {role} aggregator of a Prio3 task")
-        a.add_argument("--task", required=True, help="the task JSON (public parameters)")
-        a.add_argument("--pki", required=True, help="folder with ca.pem and this party's key")
+        a.add_argument("--task", required=True, help=TASK_HELP)
+        a.add_argument("--pki", required=True, help=PKI_HELP)
         a.add_argument("--verify-key", required=True, help="file with the 32-byte key, in hex")
-        a.add_argument("--host", default="127.0.0.1")
+        a.add_argument("--host", default="127.0.0.1", help=LISTEN_HELP)
         a.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
         a.add_argument("--port-file", help="write the bound port here")
         a.add_argument("--seconds", type=float, help="stop after this long (default: on signal)")
@@ -83,16 +89,21 @@ def add_deployment_actions(fs: Any) -> None:
             a.add_argument("--helper", required=True, help="HOST:PORT of the helper")
         a.set_defaults(run=_aggregator, role=role)
     c = fs.add_parser("vdaf-client", help="upload one Prio3Histogram report")
-    c.add_argument("--task", required=True)
-    c.add_argument("--pki", required=True)
+    c.add_argument("--task", required=True, help=TASK_HELP)
+    c.add_argument("--pki", required=True, help=PKI_HELP)
     c.add_argument("--id", type=int, required=True, help="this client's number (client-ID)")
     c.add_argument("--leader", required=True, help="HOST:PORT")
     c.add_argument("--helper", required=True, help="HOST:PORT")
-    c.add_argument("--bucket", type=int, required=True)
+    c.add_argument(
+        "--bucket",
+        type=int,
+        required=True,
+        help="the bucket this client counts, in [0, the task's length)",
+    )
     c.set_defaults(run=_client)
     o = fs.add_parser("vdaf-collect", help="collect the noisy histogram from both aggregators")
-    o.add_argument("--task", required=True)
-    o.add_argument("--pki", required=True)
+    o.add_argument("--task", required=True, help=TASK_HELP)
+    o.add_argument("--pki", required=True, help=PKI_HELP)
     o.add_argument("--leader", required=True, help="HOST:PORT")
     o.add_argument("--helper", required=True, help="HOST:PORT")
     o.add_argument(
@@ -102,15 +113,33 @@ def add_deployment_actions(fs: Any) -> None:
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.set_defaults(run=_collect)
     r = fs.add_parser("vdaf-run", help="leader, helper, collector and N clients on this machine")
-    r.add_argument("--clients", type=int, default=100)
+    r.add_argument(
+        "--clients",
+        type=int,
+        default=100,
+        help="clients, one report each (client i counts bucket i mod --length); default "
+        "%(default)s",
+    )
     r.add_argument("--invalid", type=int, default=0, help="how many clients send bad reports")
     r.add_argument("--length", type=int, default=10, help="histogram buckets")
     r.add_argument("--epsilon", type=float, default=1.0, help="each aggregator's epsilon")
     r.add_argument(
         "--delta", type=float, default=0.0, help="each aggregator's delta (> 0 for gaussian)"
     )
-    r.add_argument("--noise", choices=["laplace", "gaussian"], default="laplace")
-    r.add_argument("--min-batch-size", type=int, default=10)
+    r.add_argument(
+        "--noise",
+        choices=["laplace", "gaussian"],
+        default="laplace",
+        help="each aggregator's noise: laplace (discrete Laplace, pure DP) or gaussian "
+        "(discrete Gaussian, needs --delta > 0); default %(default)s",
+    )
+    r.add_argument(
+        "--min-batch-size",
+        type=int,
+        default=10,
+        help="fewest accepted reports the aggregators release their shares for (default "
+        "%(default)s)",
+    )
     r.add_argument("--threshold", help="as for vdaf-collect")
     r.add_argument("--seed", type=int, help="reproducible, NOT private randomness")
     r.add_argument("--json", action="store_true", help="print one JSON object")

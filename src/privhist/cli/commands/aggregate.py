@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from privhist.cli.common import (
+    INPUT_FORMAT_HELP,
     add_dry_run_arguments,
     add_engine_arguments,
     add_layout_arguments,
@@ -175,7 +176,9 @@ def register(sub: Any) -> None:
         help="a metric's weight in the budget split (default 1 each), or groups=W: the "
         "selection's weight against the metrics' total (repeatable)",
     )
-    p.add_argument("--input-format", choices=["csv", "tsv", "parquet", "ndjson"])
+    p.add_argument(
+        "--input-format", choices=["csv", "tsv", "parquet", "ndjson"], help=INPUT_FORMAT_HELP
+    )
     p.add_argument(
         "--output", "-o", help="output file (CSV, JSON, Parquet; default: CSV on stdout)"
     )

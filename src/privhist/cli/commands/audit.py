@@ -52,7 +52,12 @@ def register(sub: Any) -> None:
 
     s = asub.add_parser("sample", help="statistical (black-box) audit from N draws per side")
     what = s.add_mutually_exclusive_group(required=True)
-    what.add_argument("--mechanism", choices=catalogue.names())
+    what.add_argument(
+        "--mechanism",
+        choices=catalogue.names(),
+        help="a privhist mechanism, set by the claim and its [NAME] options; its neighbouring "
+        "pairs are searched unless --pair gives them",
+    )
     what.add_argument(
         "--function",
         metavar="MODULE:FUNCTION",
@@ -73,7 +78,12 @@ def register(sub: Any) -> None:
         help="neighbouring datasets 'key=count,.../key=count,...' (repeat: candidates)",
     )
     s.add_argument("--pilot", type=int, help="draws per side per candidate pair in the search")
-    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="probability that the reported lower bounds all hold (default %(default)s)",
+    )
     s.add_argument("--seed", type=int, help="reproducible draws (privhist mechanisms only)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -84,7 +94,7 @@ def register(sub: Any) -> None:
     )
     r.add_argument("--samples", type=int, default=50_000, help="N per side (default 5e4)")
     r.add_argument("--output", default="audit-peers", help="report directory")
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(run=_peers)
 
 

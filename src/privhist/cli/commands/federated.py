@@ -21,7 +21,7 @@ from typing import Any
 
 from privhist.cli import federated_client
 from privhist.cli.commands import _vdaf
-from privhist.cli.common import counted
+from privhist.cli.common import LISTEN_HELP, counted
 from privhist.core.errors import ValidationError
 
 FN = "privhist federated"
@@ -80,10 +80,23 @@ def check_numbers(args: argparse.Namespace, command: str) -> None:
 
 def _task_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--task", choices=["sample-threshold", "tffe", "sum"], default="sample-threshold"
+        "--task",
+        choices=["sample-threshold", "tffe", "sum"],
+        default="sample-threshold",
+        help="what the clients send and the server releases, on synthetic client data: "
+        "sample-threshold (the items sampled at least --threshold times), tffe (the "
+        "frequencies of --dimension items, in two rounds) or sum (random vectors mod "
+        "--modulus; tests); default %(default)s",
     )
     p.add_argument("--clients", type=int, required=True, help="number of clients N")
-    p.add_argument("--secure-sum", choices=["secagg", "secagg+"], default="secagg+")
+    p.add_argument(
+        "--secure-sum",
+        choices=["secagg", "secagg+"],
+        default="secagg+",
+        help="the secure-aggregation protocol: secagg (every pair of clients shares masks) or "
+        "secagg+ (only neighbours in a random graph of degree --neighbours do); default "
+        "%(default)s",
+    )
     p.add_argument(
         "--epsilon",
         type=float,
@@ -134,7 +147,9 @@ def register(sub: Any) -> None:
     k.set_defaults(run=_credentials)
     s = fs.add_parser("serve", help="run the server of a federated task")
     _task_arguments(s)
-    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument(
+        "--host", default="127.0.0.1", help=f"{LISTEN_HELP}; a loopback address with --insecure"
+    )
     s.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
     s.add_argument(
         "--ca", help="the deployment CA's certificate: clients must present one it signed"

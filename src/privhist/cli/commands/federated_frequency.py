@@ -31,7 +31,12 @@ import json
 import sys
 from typing import Any
 
-from privhist.cli.common import add_dry_run_arguments, counted
+from privhist.cli.common import (
+    INPUT_FORMAT_HELP,
+    SECURE_SUM_HELP,
+    add_dry_run_arguments,
+    counted,
+)
 
 
 def register(sub: Any) -> None:
@@ -44,7 +49,14 @@ def register(sub: Any) -> None:
     p.add_argument("--key", default="key", help="the item column")
     p.add_argument("--epsilon", type=float, required=True, help="total epsilon")
     p.add_argument("--delta", type=float, required=True, help="total delta")
-    p.add_argument("--protocol", choices=["tffe", "mffe"], default="tffe")
+    p.add_argument(
+        "--protocol",
+        choices=["tffe", "mffe"],
+        default="tffe",
+        help="tffe (two phases: a private clipping threshold, then the estimate) or mffe "
+        "(--rounds rounds over disjoint users, the threshold updated with learning rate --eta); "
+        "default %(default)s",
+    )
     p.add_argument("--domain", help="file with the public item domain, one key per line")
     p.add_argument(
         "--domain-from-data",
@@ -70,7 +82,7 @@ def register(sub: Any) -> None:
         default="auto",
         help="tight frame: orthogonal D = 2d (d <= 128) or randomised Hadamard D = 2**k >= 2d",
     )
-    p.add_argument("--input-format", help="file format (inferred from the name by default)")
+    p.add_argument("--input-format", help=INPUT_FORMAT_HELP)
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -78,7 +90,7 @@ def register(sub: Any) -> None:
         "--secure-sum",
         choices=["ideal", "secagg", "secagg+"],
         default="ideal",
-        help="the secure sum: the ideal functionality or the SecAgg(+) protocol",
+        help=SECURE_SUM_HELP,
     )
     add_dry_run_arguments(p)
     p.set_defaults(run=run)

@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from privhist.cli.common import (
+    INPUT_FORMAT_HELP,
     add_dry_run_arguments,
     add_engine_arguments,
     add_layout_arguments,
@@ -35,7 +36,7 @@ def register(sub: Any) -> None:
     p.add_argument("input", help="file of client items (one client per record)")
     p.add_argument("--key", help="the column holding each client's item")
     p.add_argument("--text", action="store_true", help="plain text: one client per word")
-    p.add_argument("--input-format", help="input format when the file name does not tell")
+    p.add_argument("--input-format", help=INPUT_FORMAT_HELP)
     p.add_argument("--epsilon", type=float, required=True, help="total epsilon of the run")
     p.add_argument("--delta", type=float, required=True, help="total delta of the run")
     p.add_argument("--levels", type=int, help="trie levels L (10)")

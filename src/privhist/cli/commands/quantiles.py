@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from privhist.cli.common import (
+    INPUT_FORMAT_HELP,
     add_dry_run_arguments,
     add_engine_arguments,
     add_layout_arguments,
@@ -67,7 +68,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--input-format",
         choices=list(TABULAR),
-        help="the file's format when its name does not tell (default: from the extension)",
+        help=INPUT_FORMAT_HELP,
     )
     p.add_argument("--seed", type=int, help="reproducible, NOT private randomness (tests only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

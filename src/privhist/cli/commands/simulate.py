@@ -19,7 +19,7 @@ import argparse
 from fractions import Fraction
 from typing import Any
 
-from privhist.cli.common import counted
+from privhist.cli.common import INPUT_FORMAT_HELP, SECURE_SUM_HELP, counted
 from privhist.core.errors import ValidationError
 
 FN = "simulate sample-and-threshold"
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     s.add_argument("input", nargs="?", help="file of client items (one client per record)")
     s.add_argument("--key", help="the column holding each client's item")
     s.add_argument("--text", action="store_true", help="plain text: one client per word")
-    s.add_argument("--format", help="input format when the file name does not tell")
+    s.add_argument("--format", help=INPUT_FORMAT_HELP)
     s.add_argument("--zipf", type=int, metavar="N", help="simulate N clients with Zipf items")
     s.add_argument("--support", type=int, default=2**14, help="Zipf: number of items (2^14)")
     s.add_argument("--exponent", type=float, default=1.1, help="Zipf exponent (1.1)")
@@ -59,7 +59,12 @@ def register(sub: Any) -> None:
     s.add_argument("--top", type=int, default=10, help="rows of the summary (10)")
     s.add_argument("--seed", type=int, help="reproducible, NOT private randomness")
     s.add_argument("--no-progress", action="store_true", help="no progress display")
-    s.add_argument("--secure-sum", choices=["ideal", "secagg", "secagg+"], default="ideal")
+    s.add_argument(
+        "--secure-sum",
+        choices=["ideal", "secagg", "secagg+"],
+        default="ideal",
+        help=SECURE_SUM_HELP,
+    )
     s.set_defaults(run=run)
 
 

@@ -52,9 +52,19 @@ def write_outputs(res: Results, output_dir: Path) -> list[Path]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``privhist experiment federated-frequency`` (the command line registers
     them)."""
-    parser.add_argument("--output-dir", default="experiment-output/federated-frequency")
+    parser.add_argument(
+        "--output-dir",
+        default="experiment-output/federated-frequency",
+        help=_common.OUTPUT_DIR_HELP,
+    )
     parser.add_argument("--quick", action="store_true", help="reduced sizes (for tests)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the run: each table cell draws from a stream derived from it (default "
+        "%(default)s)",
+    )
     parser.add_argument("--runs", type=int, help="runs per cell (5; quick: 1)")
     parser.add_argument(
         "--tables",
@@ -62,7 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(TABLES),
         help="which tables/figure (all by default)",
     )
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS))
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=list(DATASETS),
+        help="which datasets: iid and hetero (synthetic), msweb and retail (real, read from "
+        "--data-dir); default: iid, hetero and each real one whose file is there (--quick: "
+        "iid and hetero)",
+    )
     parser.add_argument(
         "--max-users",
         type=int,

@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output-dir",
         type=Path,
         default=Path("experiment-output") / NAME,
-        help="where the CSV, PNG and markdown files go (default experiment-output/pws)",
+        help=_common.OUTPUT_DIR_HELP,
     )
     parser.add_argument(
         "--zipf-keys", type=int, default=None, help=f"keys of the Zipf data (default {ZIPF_KEYS})"

@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output-dir",
         type=Path,
         default=Path("experiment-output") / NAME,
-        help=f"where the CSV, PNG and markdown files go (default experiment-output/{NAME})",
+        help=_common.OUTPUT_DIR_HELP,
     )
     parser.add_argument(
         "--shakespeare",

@@ -84,3 +84,21 @@ def test_bad_output_dir_writes_nothing(tmp_path: Path) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 2 and "output_dir" in done.stderr
     assert target.read_text() == "x"
+
+
+def test_real_data_default_to_shared_data_beside_the_working_directory(tmp_path: Path) -> None:
+    """Like the other experiments, the default ``--data-dir`` is ``../shared/data`` from where
+    the command runs (it was one machine's absolute path)."""
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "anonymous-msweb.data").write_text("")
+    (tmp_path / "run").mkdir()
+    code = "from privhist.experiments.federated_frequency.settings import DATA; print(DATA)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path / "run",
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert Path(done.stdout.strip()) == Path("..") / "shared" / "data"

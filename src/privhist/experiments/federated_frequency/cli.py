@@ -86,7 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="users of a real dataset (seeded random subset)",
     )
-    parser.add_argument("--data-dir", default=str(DATA), help="where the real datasets are")
+    parser.add_argument(
+        "--data-dir",
+        default=str(DATA),
+        help="where the real datasets are (default ../shared/data)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

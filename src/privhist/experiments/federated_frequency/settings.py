@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from privhist.experiments._common import default_data_path
+
 NAME = "federated-frequency"
 HELP = (
     "Tables 1, 2, 3, 5, 6 and Figure 3 of the user-level distributed-DP federated frequency "
@@ -16,11 +18,13 @@ HELP = (
 )
 
 F64 = npt.NDArray[np.float64]
-DATA = Path("/work/shared/data")
 
 #: the real datasets: their file names and the paper's dataset each stands in for
 REAL_FILES: dict[str, str] = {"msweb": "anonymous-msweb.data", "retail": "retail.dat"}
 STAND_IN: dict[str, str] = {"msweb": "Foursquare", "retail": "Sentiment140"}
+#: where the real datasets are by default: ``../shared/data`` from the working directory, or
+#: beside the source tree's project directory (the other experiments' default)
+DATA: Path = default_data_path(REAL_FILES["msweb"]).parent
 DATASETS: tuple[str, ...] = ("iid", "hetero", "msweb", "retail")
 #: the tables and figure a run can compute (``f3`` is Figure 3)
 TABLES: tuple[str, ...] = ("1", "2", "3", "5", "f3")

@@ -133,6 +133,32 @@ def test_text_and_fimi_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert [ln.split(",")[0] for ln in out.splitlines()[1:]] == ["1", "2", "3"]
 
 
+def test_tab_separated_file_with_another_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--input-format tsv`` reads a tab-separated file whose name does not say so, as the
+    readers, ``aggregate`` and ``quantiles`` do."""
+    data = tmp_path / "visits.log"
+    data.write_text("page\tclicks\n" + "home\t1\n" * 400 + "faq\t2\n" * 300)
+    code, out, err = run(
+        capsys,
+        "histogram",
+        str(data),
+        "--input-format",
+        "tsv",
+        "--key",
+        "page",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "5",
+    )
+    assert code == 0, err
+    assert sorted(ln.split(",")[0] for ln in out.splitlines()[1:]) == ["faq", "home"]
+
+
 def test_dense_with_domain_and_keys_only(
     capsys: pytest.CaptureFixture[str], visits: Path, tmp_path: Path
 ) -> None:

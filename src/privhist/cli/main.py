@@ -256,7 +256,7 @@ def _histogram_parser(sub: Any) -> None:
     h.add_argument("--text", action="store_true", help="input is plain text: count words")
     h.add_argument(
         "--input-format",
-        choices=["csv", "parquet", "ndjson", "text", "fimi"],
+        choices=["csv", "tsv", "parquet", "ndjson", "text", "fimi"],
         help=INPUT_FORMAT_HELP,
     )
     h.add_argument(

@@ -121,7 +121,11 @@ private,public``, ``--json PATH`` (the accuracy table as JSON), ``--releases 50 
 about 40 minutes with every peer), and the harness's ``--rounds``, ``--wait-quiet``,
 ``--save``, and ``--exact-medians`` (with ``--rounds 0``: seconds): each group's expected
 error of both libraries' medians from the laws of their draws (:func:`noisy_min_law`), each at
-its own split, where 40 releases cannot tell a tie from a loss.
+its own split, where 40 releases cannot tell a tie from a loss; ``--least-budget`` (with
+``--rounds 0``: seconds): the least epsilon privhist needs on each metric of the three-metric
+query with public groups to be at most the best peer's error at that peer's own split
+(:func:`least_budget`), and their least total. On adult at epsilon 1 it is 1.13 (median 0.40,
+sum 0.50, mean 0.23): above the budget, so no split meets the goal on every metric at once.
 """
 
 from __future__ import annotations
@@ -1040,6 +1044,202 @@ def exact_medians(task: dict[str, Any], true: dict[str, dict[str, float]]) -> di
     }
 
 
+def laplace_sum_abs(a: float, b: float) -> float:
+    """``E|X + Y|`` for independent Laplace ``X``, ``Y`` of scales ``a``, ``b``: the density of
+    the sum is ``(a e^{-|z|/a} - b e^{-|z|/b}) / (2 (a^2 - b^2))``, and ``int |z| e^{-|z|/s} dz
+    = 2 s^2``, so ``(a^3 - b^3) / (a^2 - b^2) = (a^2 + a b + b^2) / (a + b)`` (``1.5 a`` when
+    ``a = b``; ``a`` when ``b = 0``)."""
+    if a + b == 0:
+        return 0.0
+    return (a * a + a * b + b * b) / (a + b)
+
+
+def _mean_errors(
+    groups: Any,
+    bounds: tuple[float, float],
+    z: tuple[Any, Any],
+    eps_sum: float,
+    eps_count: float,
+    centred: bool,
+    clamp: bool,
+) -> float:
+    """The mean over groups of the expected relative error of a mean released as a noisy sum
+    over a noisy count (Laplace; ``z`` holds standard Laplace draws, the same for every call, so
+    comparisons share their noise): centred (the sum of ``v - m`` over the count, plus the
+    middle ``m``, sensitivity ``M`` the half-width) as privhist and PipelineDP release it, or not
+    (sensitivity ``max(|lo|, |hi|)``) as OpenDP does; clamped to the bounds or not. A count at
+    or below 1 counts as 1."""
+    import numpy as np
+
+    lo, hi = bounds
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    sens = half if centred else max(abs(lo), abs(hi))
+    out = []
+    for n, total, true in groups:
+        num = (total - n * mid if centred else total) + z[0] * sens / eps_sum
+        est = num / np.maximum(n + z[1] / eps_count, 1.0) + (mid if centred else 0.0)
+        if clamp:
+            est = np.clip(est, lo, hi)
+        out.append(float(np.abs(est - true).mean()) / max(abs(true), 1.0))
+    return float(np.mean(out))
+
+
+def least_budget(
+    task: dict[str, Any], true: dict[str, dict[str, float]], draws: int = 20_000, seed: int = 0
+) -> dict[str, Any] | None:
+    """The least epsilon privhist would need, metric by metric, to be at most the best peer's
+    error on each metric of the three-metric query with public groups (record level), each peer
+    at its own split (:func:`peer_split`), and the least total over the ways privhist can answer
+    them. None for other queries.
+
+    * **median**: the best peer's is OpenDP's, whose draw has privhist's law at equal epsilon
+      (:func:`noisy_min_law`); the least epsilon is found by bisection on the exact errors.
+    * **sum**: the best peer's is the Laplace sum of sensitivity ``max(|lo|, |hi|)`` at the
+      largest epsilon a peer gives it, expected error ``S / eps`` per group. privhist answers
+      it the same way (least epsilon: that one), or as a centred sum plus the middle times a
+      count (:func:`laplace_sum_abs`), whose two epsilons are searched for the least sum; that
+      count then serves the mean too.
+    * **mean**: the peers' means (PipelineDP's centred sum over a count at its two shares,
+      OpenDP's plain sum over its length) simulated with ``draws`` Laplace draws per group; the
+      least total epsilon of privhist's (a centred sum over a count, clamped, best split of a
+      grid) found by a scan; with the sum's count already paid, only its centred sum's.
+    """
+    import numpy as np
+
+    if task["user"] or task["partitions"] != "public" or sorted(task["metrics"]) != sorted(METRICS):
+        return None
+    eps = task["epsilon"]
+    splits = {}
+    for peer in ("PipelineDP", "OpenDP"):
+        w = peer_split(peer, task)
+        if w is not None:
+            splits[peer] = {m: eps * x / sum(w.values()) for m, x in w.items()}
+    if "OpenDP" not in splits:
+        return None
+    out: dict[str, Any] = {"peer_epsilons": splits}
+    # median: bisection on privhist's exact error against OpenDP's at its epsilon
+    target = _median_error(task, true, splits["OpenDP"]["median"])
+    lo_e, hi_e = 1e-3, eps
+    for _ in range(30):
+        mid_e = (lo_e + hi_e) / 2
+        lo_e, hi_e = (lo_e, mid_e) if _median_error(task, true, mid_e) <= target else (mid_e, hi_e)
+    out["median"] = hi_e
+    # sum: the best peer's Laplace sum and privhist's two ways to match it
+    lo, hi = task["bounds"]["sum"]
+    big, half, mid = max(abs(lo), abs(hi)), (hi - lo) / 2, abs(lo + hi) / 2
+    best_sum = max(s["sum"] for s in splits.values())
+    err = big / best_sum
+    plain = best_sum
+    centred = (math.inf, 0.0, 0.0)
+    for e_s in np.linspace(0.01, 2 * eps, 400):
+        if half / e_s >= err:
+            continue
+        lo_c, hi_c = 1e-4, 100.0
+        for _ in range(60):
+            m_c = (lo_c + hi_c) / 2
+            lo_c, hi_c = (
+                (lo_c, m_c) if laplace_sum_abs(half / e_s, mid / m_c) <= err else (m_c, hi_c)
+            )
+        centred = min(centred, (e_s + hi_c, float(e_s), hi_c))
+    out["sum"] = {"plain": plain, "centred_plus_count": centred[0], "count": centred[2]}
+    # mean: simulated errors of the peers and of privhist
+    df = load(task)
+    import polars as pl
+
+    col, by = task["columns"]["mean"], task["by"]
+    mlo, mhi = task["bounds"]["mean"]
+    stats = df.group_by(by).agg(
+        pl.len().alias("n"), pl.col(col).clip(mlo, mhi).sum().alias("s"), pl.col(col).mean()
+    )
+    groups = [
+        (float(r["n"]), float(r["s"]), true[_key(r[b] for b in by)]["mean"])
+        for r in stats.iter_rows(named=True)
+    ]
+    rng = np.random.default_rng(seed)
+    z = (rng.laplace(0, 1, draws), rng.laplace(0, 1, draws))
+    peers = {}
+    if "PipelineDP" in splits:
+        e = splits["PipelineDP"]["mean"] / 2
+        peers["PipelineDP"] = _mean_errors(groups, (mlo, mhi), z, e, e, True, False)
+    e = splits["OpenDP"]["mean"] / 2
+    peers["OpenDP"] = _mean_errors(groups, (mlo, mhi), z, e, e, False, False)
+    best_mean = min(peers.values())
+    out["mean_peers"] = peers
+
+    def ours(total: float) -> float:
+        return min(
+            _mean_errors(groups, (mlo, mhi), z, total * f, total * (1 - f), True, True)
+            for f in np.linspace(0.3, 0.9, 13)
+        )
+
+    grid = np.arange(0.01, 2 * eps + 1e-9, 0.01)
+    out["mean"] = next((float(t) for t in grid if ours(t) <= best_mean), math.inf)
+    e_c = centred[2]
+    out["mean_with_count"] = next(
+        (
+            float(t)
+            for t in grid
+            if _mean_errors(groups, (mlo, mhi), z, t, e_c, True, True) <= best_mean
+        ),
+        math.inf,
+    )
+    out["total_plain"] = out["median"] + plain + out["mean"]
+    out["total_centred"] = out["median"] + centred[0] + out["mean_with_count"]
+    out["least_total"] = min(out["total_plain"], out["total_centred"])
+    return out
+
+
+def _median_error(task: dict[str, Any], true: dict[str, dict[str, float]], eps: float) -> float:
+    """The mean over groups of the exact expected relative error of a median drawn by
+    permute-and-flip at ``eps`` (:func:`noisy_min_law`, scale ``2 / eps``; the law of privhist's
+    and of OpenDP's draw), candidates the integers of the bounds."""
+    import numpy as np
+    import polars as pl
+
+    key = (task["path"], task["limit"], task["bounds"]["median"][0], task["bounds"]["median"][1])
+    if key not in _SCORES:
+        lo, hi = task["bounds"]["median"]
+        candidates = np.arange(lo, hi + 1)
+        by, col = task["by"], task["columns"]["median"]
+        rows = []
+        for group in load(task).group_by(by).agg(pl.col(col).drop_nulls()).iter_rows(named=True):
+            k = _key(group[b] for b in by)
+            if k in true and len(group[col]):
+                values = np.clip(np.asarray(group[col], dtype=np.float64), lo, hi)
+                rows.append((median_scores(values, candidates), true[k]["median"]))
+        _SCORES[key] = (candidates, rows)
+    candidates, rows = _SCORES[key]
+    errs = [
+        float((noisy_min_law(s, 2.0 / eps) * np.abs(candidates - t)).sum()) / max(abs(t), 1.0)
+        for s, t in rows
+    ]
+    return float(np.mean(errs))
+
+
+_SCORES: dict[tuple[Any, ...], Any] = {}
+
+
+def print_least_budget(title: str, least: dict[str, Any], epsilon: float) -> None:
+    """The table of :func:`least_budget`."""
+    print(f"\n{title}: the least epsilon privhist needs to be at most the best peer on each metric")
+    print(f"peers' splits: {least['peer_epsilons']}")
+    print(f"peers' mean errors: {least['mean_peers']}")
+    s = least["sum"]
+    print("| way | median | sum | mean | total |")
+    print("|---|---|---|---|---|")
+    print(
+        f"| plain sum | {least['median']:.3f} | {s['plain']:.3f} | {least['mean']:.3f} | "
+        f"{least['total_plain']:.3f} |"
+    )
+    print(
+        f"| centred sum + a count the mean shares | {least['median']:.3f} | "
+        f"{s['centred_plus_count']:.3f} (count {s['count']:.3f}) | "
+        f"{least['mean_with_count']:.3f} | {least['total_centred']:.3f} |"
+    )
+    verdict = "more than" if least["least_total"] > epsilon else "within"
+    print(f"least total {least['least_total']:.3f}: {verdict} the budget {epsilon:g}")
+
+
 def _ratios(a: Any, b: Any) -> tuple[float, float]:
     """privhist's error over the peer's from two releases x groups arrays: the ratio of the
     mean over groups of each group's mean error, and of the medians over groups of it."""
@@ -1369,6 +1569,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="print the medians' expected errors from the laws of both libraries' draws, each "
         "at its own split (record level; no sampling noise)",
     )
+    ap.add_argument(
+        "--least-budget",
+        action="store_true",
+        help="print the least epsilon privhist needs, metric by metric, to be at most the best "
+        "peer's error on each metric of the three-metric query with public groups, each peer "
+        "at its own split (record level)",
+    )
     ap.add_argument("--wait-quiet", type=float, nargs=2, metavar=("CORES", "SECONDS"))
     ap.add_argument("--save", default=None, help="append every measurement as JSON lines")
     args = ap.parse_args(argv)
@@ -1385,8 +1592,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         # above 0, which moves the median over groups when exact answers are common
         ours = args.releases[1] if len(args.releases) == 2 else peers
         args.releases = {name: peers for name in SYSTEMS} | {"privhist": ours}
-    if args.rounds < 0 or (args.rounds == 0 and args.releases is None and not args.exact_medians):
-        ap.error("--rounds 0 needs --releases or --exact-medians")
+    extra = args.exact_medians or args.least_budget
+    if args.rounds < 0 or (args.rounds == 0 and args.releases is None and not extra):
+        ap.error("--rounds 0 needs --releases, --exact-medians or --least-budget")
     return args
 
 
@@ -1434,6 +1642,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     pairs: list[dict[str, Any]] = []
     release_pairs: list[dict[str, Any]] = []
     exact_rows: list[dict[str, Any]] = []
+    least_rows: list[dict[str, Any]] = []
     truths: dict[tuple[str, Any], dict[str, dict[str, float]]] = {}
     print(
         f"epsilon = {args.epsilon}, delta = {args.delta}; rounds = {args.rounds}; "
@@ -1488,6 +1697,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     f"{exact['worse']} groups"
                 )
                 exact_rows.append({**config, **exact})
+        if args.least_budget:
+            least = least_budget(task, true)
+            if least is not None:
+                print_least_budget(title, least, task["epsilon"])
+                least_rows.append({**config, **least})
         if args.releases:
             splits = {}
             if cfg["mode"] == "all" or task["partitions"] == "private":
@@ -1514,6 +1728,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         report = {"accuracy": accuracy, "pairs": pairs, "goals": print_error_goals(pairs)}
     if exact_rows:
         report["exact_medians"] = exact_rows
+    if least_rows:
+        report["least_budget"] = least_rows
     if args.releases:
         report["release_pairs"] = release_pairs
         report["release_goals"] = print_release_goals(release_pairs)

@@ -526,3 +526,88 @@ def test_exact_medians_compare_each_library_at_its_own_split(tmp_path: Path) -> 
     assert three["epsilon"]["privhist"] == pytest.approx(1 / 3, abs=1e-11)
     assert three["epsilon"]["OpenDP"] == pytest.approx(0.4)
     assert three["ratio"] > 1 and three["worse"] == 6
+
+
+def test_laplace_sum_abs_matches_simulation() -> None:
+    """``E|X + Y|`` of two independent Laplace draws: the closed form against 400,000 draws,
+    and its two ends by hand (``1.5 a`` at equal scales, ``a`` with ``b = 0``)."""
+    import numpy as np
+
+    g = np.random.default_rng(8)
+    n = 400_000
+    for a, b in [(1.0, 1.0), (2.0, 0.5), (0.3, 4.0)]:
+        sim = np.abs(g.laplace(0, a, n) + g.laplace(0, b, n))
+        assert abs(ba.laplace_sum_abs(a, b) - sim.mean()) < 6 * sim.std() / n**0.5
+    assert ba.laplace_sum_abs(2.0, 2.0) == pytest.approx(3.0)
+    assert ba.laplace_sum_abs(2.0, 0.0) == pytest.approx(2.0)
+
+
+def test_least_budget_of_the_three_metric_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the peers' splits of adult (PipelineDP: sum 1/2, mean 1/3, median 1/6; OpenDP: 1/5,
+    2/5, 2/5) privhist's median needs OpenDP's 2/5 (the same law), its plain sum PipelineDP's
+    1/2, and a centred sum of ``[0, 99]`` plus a count 0.75 in all (``1.5 x 49.5 / e <= 2 x 99``
+    at equal shares ``e``, by hand); its mean's least epsilon is the first of the scan at which
+    it is at most the best peer's."""
+    import numpy as np
+    import polars as pl
+
+    g = np.random.default_rng(6)
+    rows = 3_000
+    path = tmp_path / "adult.data"
+    pl.DataFrame(
+        {
+            "education": g.choice(["HS", "BA", "MA"], rows),
+            "sex": g.choice(["F", "M"], rows),
+            "age": g.integers(17, 91, rows),
+            "hours": g.integers(0, 100, rows),
+        }
+    ).write_parquet(path)
+    splits = {
+        "PipelineDP": {"sum": 3.0, "mean": 2.0, "median": 1.0},
+        "OpenDP": {"sum": 1.0, "mean": 2.0, "median": 2.0},
+    }
+    monkeypatch.setattr(ba, "load", lambda t: pl.read_parquet(t["path"]))
+    monkeypatch.setattr(ba, "peer_split", lambda peer, task: splits.get(peer))
+    task = {
+        **ba.dataset_spec("adult", str(path)),
+        "dataset": "table",
+        "columns": {"sum": "hours", "mean": "age", "median": "age"},
+        "limit": None,
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "timeout": 60,
+        "metrics": ["sum", "mean", "median"],
+        "partitions": "public",
+    }
+    true = ba.truth(task)
+    least = ba.least_budget(task, true, draws=4_000)
+    assert least is not None
+    assert least["median"] == pytest.approx(0.4, abs=1e-6)
+    assert least["sum"]["plain"] == pytest.approx(0.5)
+    assert least["sum"]["centred_plus_count"] == pytest.approx(0.75, abs=0.01)
+    assert least["sum"]["count"] == pytest.approx(0.375, abs=0.01)
+    assert least["total_plain"] == pytest.approx(0.9 + least["mean"])
+    assert least["least_total"] == min(least["total_plain"], least["total_centred"])
+    # the mean: at the least epsilon found privhist is at most the best peer, 0.01 below not
+    best = min(least["mean_peers"].values())
+    frame = pl.read_parquet(path)
+    groups = [
+        (float(len(part)), float(part["age"].clip(17, 90).sum()), float(part["age"].mean()))
+        for _, part in frame.group_by(["education", "sex"])
+    ]
+    rng = np.random.default_rng(0)  # least_budget's default seed: the same draws
+    z = (rng.laplace(0, 1, 4_000), rng.laplace(0, 1, 4_000))
+
+    def ours(total: float) -> float:
+        return min(
+            ba._mean_errors(groups, (17, 90), z, total * f, total * (1 - f), True, True)
+            for f in np.linspace(0.3, 0.9, 13)
+        )
+
+    assert 0.01 < least["mean"] < 1
+    assert ours(least["mean"]) <= best < ours(least["mean"] - 0.01)
+    # power: private groups, or another query, have no such computation
+    assert ba.least_budget({**task, "partitions": "private"}, true) is None
+    assert ba.least_budget({**task, "metrics": ["sum"]}, true) is None

@@ -5,12 +5,24 @@ plan's own numbers."""
 
 from __future__ import annotations
 
+import importlib
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli_run import run
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+_WEIGHTED = (["--epsilon", "1", "--delta", "1e-8", "--max-count", "80"], "selector_curve")
+
+#: each planner: the flags of a small plan, and the module and function doing its work
+PLANS: dict[str, tuple[list[str], tuple[str, str]]] = {
+    name: (_WEIGHTED[0], ("privhist.planning.user_level", _WEIGHTED[1]))
+    for name in ("wgm", "dp-sips", "cumulative-sips")
+}
 
 
 @pytest.fixture
@@ -112,3 +124,94 @@ def test_panels_draw_each_series_and_label_shared_marks_once(
         ["two", "three"],
         ["four", "own"],
     ]
+
+
+# -- the planners ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_plot_is_written(
+    name: str, suffix: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"plan{suffix}"
+    flags = PLANS[name][0]
+    code, text, err = run(capsys, "plan", name, *flags, "--plot", str(out))
+    assert code == 0 and err == f"privhist: plot written to {out}\n"
+    assert (code, text) == run(capsys, "plan", name, *flags)[:2]  # printed as without --plot
+    head = out.read_bytes()[:500]
+    assert head[:8] == PNG if suffix == ".png" else b"<svg" in head
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_plot_name_is_checked_before_any_work(
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flags, (module, function) = PLANS[name]
+
+    def work(*_: object, **__: object) -> Any:
+        raise AssertionError(f"{function} ran")
+
+    monkeypatch.setattr(importlib.import_module(module), function, work)
+    with pytest.raises(AssertionError, match=f"{function} ran"):  # the planner's work
+        run(capsys, "plan", name, *flags)
+    out = tmp_path / "plan.jpg"
+    code, text, err = run(capsys, "plan", name, *flags, "--plot", str(out))
+    assert code == 2 and text == "" and err.count("\n") == 1
+    assert f"parameter '--plot' of plan {name} must be a .png, .svg or .pdf file" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_plot_without_matplotlib_says_what_to_install(
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    pws = ["plan", "pws", "--epsilon", "1", "--delta", "1e-6", "--max-count", "5"]
+    code, _, want = run(capsys, *pws, "--plot", str(tmp_path / "pws.png"))
+    assert code == 2 and "pip install 'privhist[plot]'" in want
+    out = tmp_path / "plan.png"
+    code, text, err = run(capsys, "plan", name, *PLANS[name][0], "--plot", str(out))
+    assert (code, text, err) == (2, "", want) and not out.exists()
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What the planners hand to the helpers of :mod:`privhist.planning.plot`, nothing drawn:
+    ``{helper: (positional arguments, keyword arguments)}``."""
+    import privhist.planning.plot as plot
+
+    calls: dict[str, Any] = {}
+    for helper in ("plot_curves", "plot_bars", "plot_panels"):
+
+        def record(*args: Any, _helper: str = helper, **kwargs: Any) -> Path:
+            calls[_helper] = (args, kwargs)
+            return Path(args[1])
+
+        monkeypatch.setattr(plot, helper, record)
+    return calls
+
+
+def _plan(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> dict[str, Any]:
+    code, out, err = run(capsys, "plan", *argv, "--json", "--plot", str(tmp_path / "p.svg"))
+    assert code == 0, err
+    report: dict[str, Any] = json.loads(out)
+    return report
+
+
+@pytest.mark.parametrize("name", ["wgm", "dp-sips", "cumulative-sips"])
+def test_weighted_plot_is_the_reporting_curve_with_its_levels_marked(
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, drawn: dict[str, Any]
+) -> None:
+    flags = ["--epsilon", "1", "--delta", "1e-8", "--max-count", "150", "--degree", "2"]
+    report = _plan(capsys, tmp_path, name, *flags)
+    (curves, _), kwargs = drawn["plot_curves"]
+    assert curves == [(f"{name}: each holder keeping 2 keys", report["reporting_probability"])]
+    assert kwargs["highlight"] == curves[0][0]
+    assert [x for _, x in kwargs["marks"]] == [report["users_at_half"], report["users_at_99"]]
+    assert "(users_at_half)" in kwargs["marks"][0][0] and report["users_at_99"] <= 150
+    assert report["guarantee"] in kwargs["title"] and "up to 20 keys per user" in kwargs["title"]
+    # a curve that reaches neither level marks nothing
+    report = _plan(capsys, tmp_path, name, "--epsilon", "1", "--delta", "1e-8", "--max-count", "5")
+    assert report["users_at_half"] is None and drawn["plot_curves"][1]["marks"] == []

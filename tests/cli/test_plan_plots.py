@@ -23,6 +23,10 @@ PLANS: dict[str, tuple[list[str], tuple[str, str]]] = {
     name: (_WEIGHTED[0], ("privhist.planning.user_level", _WEIGHTED[1]))
     for name in ("wgm", "dp-sips", "cumulative-sips")
 }
+PLANS["bounded-geometric"] = (
+    ["--epsilon", "1", "--n", "10", "--true-count", "3"],
+    ("privhist.planning.finite", "plan_bounded_geometric"),
+)
 
 
 @pytest.fixture
@@ -215,3 +219,20 @@ def test_weighted_plot_is_the_reporting_curve_with_its_levels_marked(
     # a curve that reaches neither level marks nothing
     report = _plan(capsys, tmp_path, name, "--epsilon", "1", "--delta", "1e-8", "--max-count", "5")
     assert report["users_at_half"] is None and drawn["plot_curves"][1]["marks"] == []
+
+
+@pytest.mark.parametrize(("n", "count"), [(10, 3), (40, 38)])
+def test_bounded_geometric_plot_is_the_distribution_written_out(
+    n: int, count: int, capsys: pytest.CaptureFixture[str], tmp_path: Path, drawn: dict[str, Any]
+) -> None:
+    from fractions import Fraction
+
+    argv = ["bounded-geometric", "--epsilon", "0.5", "--n", str(n), "--true-count", str(count)]
+    report = _plan(capsys, tmp_path, *argv)
+    (values, _), kwargs = drawn["plot_bars"]
+    assert values == [float(Fraction(p)) for p in report["pmf"]] and len(values) == n + 1
+    assert kwargs["highlight"] == (f"the true count {count}", count)
+    width = report["accuracy"]["half_width"]
+    label, low, high = kwargs["band"]
+    assert (low, high) == (max(0, count - width), min(n, count + width))
+    assert f"within {width} of it" in label and "1/20" in label

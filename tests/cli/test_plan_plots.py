@@ -27,6 +27,8 @@ PLANS["bounded-geometric"] = (
     ["--epsilon", "1", "--n", "10", "--true-count", "3"],
     ("privhist.planning.finite", "plan_bounded_geometric"),
 )
+_CPBM = ["--users", "1000", "--dimension", "10", "--m", "30", "--theta", "0.2", "--delta", "1e-5"]
+PLANS["cpbm"] = (_CPBM, ("privhist.federated.cpbm_accounting", "cpbm_rdp"))
 
 
 @pytest.fixture
@@ -236,3 +238,25 @@ def test_bounded_geometric_plot_is_the_distribution_written_out(
     label, low, high = kwargs["band"]
     assert (low, high) == (max(0, count - width), min(n, count + width))
     assert f"within {width} of it" in label and "1/20" in label
+
+
+@pytest.mark.parametrize(("target", "verdict"), [([], ""), (["--epsilon", "3"], "(target 3: ")])
+def test_cpbm_plot_is_the_renyi_curve_with_the_best_order_marked(
+    target: list[str],
+    verdict: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    drawn: dict[str, Any],
+) -> None:
+    report = _plan(capsys, tmp_path, "cpbm", *_CPBM, *target)
+    (panels, _), kwargs = drawn["plot_panels"]
+    (panel,) = panels
+    orders, rdp = zip(*report["rdp_curve"], strict=True)
+    assert all(0 < e < float("inf") for e in rdp)  # every point can be drawn on log axes
+    assert [(label, list(x), list(y)) for label, x, y in panel.series] == [
+        ("one secure sum", list(orders), list(rdp))
+    ]
+    assert (panel.xscale, panel.yscale) == ("log", "log")
+    assert [x for _, x in panel.marks] == [report["best_order"]]
+    assert f"({report['epsilon']:.4g}, 1e-05)-DP" in panel.title and verdict in panel.title
+    assert "1000 users, dimension 10, m 30, theta 0.2" in kwargs["title"]

@@ -29,6 +29,10 @@ PLANS["bounded-geometric"] = (
 )
 _CPBM = ["--users", "1000", "--dimension", "10", "--m", "30", "--theta", "0.2", "--delta", "1e-5"]
 PLANS["cpbm"] = (_CPBM, ("privhist.federated.cpbm_accounting", "cpbm_rdp"))
+PLANS["aggregate"] = (
+    ["--epsilon", "1", "--delta", "1e-6", "--metric", "count", "--metric", "mean(x,0,10)"],
+    ("privhist.analytics.aggregate", "plan"),
+)
 
 
 @pytest.fixture
@@ -260,3 +264,35 @@ def test_cpbm_plot_is_the_renyi_curve_with_the_best_order_marked(
     assert [x for _, x in panel.marks] == [report["best_order"]]
     assert f"({report['epsilon']:.4g}, 1e-05)-DP" in panel.title and verdict in panel.title
     assert "1000 users, dimension 10, m 30, theta 0.2" in kwargs["title"]
+
+
+@pytest.mark.parametrize(
+    ("groups", "unit"), [([], "records"), (["--public"], "records"), (["--user-level"], "users")]
+)
+def test_aggregate_plot_is_each_metrics_error_by_group_size(
+    groups: list[str],
+    unit: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    drawn: dict[str, Any],
+) -> None:
+    metrics = ["count", "sum(x,0,10)", "mean(y,0,5)", "variance(z,0,10)", "quantiles(w,0.5,0,99)"]
+    argv = ["aggregate", "--epsilon", "1", "--delta", "1e-6", "--sizes", "1000,10,100", *groups]
+    report = _plan(capsys, tmp_path, *argv, *(f"--metric={m}" for m in metrics))
+    (panels, _), kwargs = drawn["plot_panels"]
+    sizes = [10, 100, 1000]
+    assert [p.title.split(" ")[0] for p in panels] == list(report["metrics"])
+    for panel, entry in zip(panels, report["metrics"].values(), strict=True):
+        assert entry["kind"] in panel.title and panel.xlabel == f"group size ({unit})"
+        assert (panel.xscale, panel.yscale) == ("log", "log")
+        by_size = {k: v for k, v in entry.items() if isinstance(v, dict)}
+        want = [(k, sizes, [v[str(n)] for n in sizes]) for k, v in by_size.items()]
+        if entry["kind"] == "sum":  # its noise is the same at every size
+            assert want == []
+            want = [("noise_std", sizes, [entry["noise_std"]] * 3)]
+        assert [(list(x), list(y)) for _, x, y in panel.series] == [(x, y) for _, x, y in want]
+    labels = [label for p in panels for label, _, _ in p.series]
+    assert "mean error std, group mean at a bound" in labels and "rank_error_std" not in labels
+    levels = ["released_with_probability_one_half_at", "released_with_probability_0.99_at"]
+    assert [x for _, x in kwargs["marks"]] == [report.get(k) for k in levels if k in report]
+    assert (kwargs["marks"] == []) == (groups == ["--public"])

@@ -1,11 +1,17 @@
 """``privhist plan cpbm``: the (epsilon, delta) and Renyi-DP curve of one cPBM secure sum
-(Lemma 2 and equation (8) of the federated frequency estimation paper)."""
+(Lemma 2 and equation (8) of the federated frequency estimation paper).
+
+``--plot FILE`` draws that Renyi-DP curve, epsilon by order on log axes, with the order at which
+equation (8) gives the smallest epsilon at ``--delta`` marked."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
+from typing import Any
 
-from privhist.cli.common import add_once, print_report
+from privhist.cli.common import add_once, check_plot_path, note, print_report
 from privhist.core.errors import ValidationError
 
 #: the largest --users planned (the accounting sums over Binomial(users / 2) per Renyi order)
@@ -22,12 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_once(parser, "--dimension", type=int, help="[cpbm] coordinates each user sends (D)")
     add_once(parser, "--m", type=int, help="[cpbm] binomial trials per coordinate")
     add_once(parser, "--theta", type=float, help="[cpbm] theta in (0, 1/4]")
+    add_once(
+        parser,
+        "--plot",
+        metavar="FILE",
+        help="[cpbm] also draw the Renyi-DP curve, epsilon by order, the best order marked "
+        "(PNG/SVG/PDF)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from privhist.federated.cpbm_accounting import calibrate_m, cpbm_rdp
 
     fn = "plan cpbm"
+    check_plot_path(args.plot, fn)
     for flag, value in (
         ("--users", args.users),
         ("--dimension", args.dimension),
@@ -63,5 +77,37 @@ def run(args: argparse.Namespace) -> int:
             )
         except ValidationError:
             report["largest_m_for_target"] = None
+    if args.plot:
+        note(f"plot written to {plot_plan(report, args.plot)}")
     print_report(report, args.json)
     return 0
+
+
+def plot_plan(report: dict[str, Any], path: str | Path) -> Path:
+    """Draw a plan of :func:`run`: its ``rdp_curve`` (the orders with a finite, positive
+    epsilon: the axes are logarithmic), with ``best_order`` marked."""
+    from privhist.planning.plot import Panel, plot_panels
+
+    points = [(o, e) for o, e in report["rdp_curve"] if math.isfinite(e) and e > 0]
+    best = report["best_order"]
+    marks = [(f"best order {best:g} at delta {report['delta']:g}", best)]
+    if not math.isfinite(best):
+        marks = []
+    target = ""
+    if "target_epsilon" in report:
+        met = "met" if report["meets_target"] else "not met"
+        target = f" (target {report['target_epsilon']:g}: {met})"
+    panel = Panel(
+        title=f"({report['epsilon']:.4g}, {report['delta']:g})-DP by equation (8){target}",
+        xlabel="Renyi order alpha",
+        ylabel="Renyi-DP epsilon(alpha)",
+        series=[("one secure sum", [o for o, _ in points], [e for _, e in points])],
+        marks=marks,
+        xscale="log",
+        yscale="log",
+    )
+    title = (
+        f"Renyi-DP of one cPBM secure sum: {report['users']} users, dimension "
+        f"{report['dimension']}, m {report['m']}, theta {report['theta']:g}"
+    )
+    return plot_panels([panel], path, title=title)

@@ -195,3 +195,26 @@ def test_errors_name_the_flag_the_user_typed(
     assert code == 2 and out == "" and err.count("\n") == 1
     assert message in err, err
     assert internal not in err
+
+
+@pytest.mark.parametrize("sizes", ["0,10", "-5", "100,0"])
+def test_plan_aggregate_refuses_group_sizes_below_one(
+    sizes: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group of 0 records has no relative error (it was a ZeroDivisionError traceback) and a
+    negative one gave negative errors: refused in one line naming the flag."""
+    argv = ["plan", "aggregate", "--epsilon", "1", "--delta", "1e-6", "--metric", "sum(x,0,10)"]
+    code, out, err = run(capsys, *argv, f"--sizes={sizes}")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "'--sizes' of plan aggregate must be group sizes >= 1" in err
+
+
+def test_the_aggregate_plan_refuses_group_sizes_below_one() -> None:
+    from privhist import metrics as m
+    from privhist.analytics.aggregate import Aggregation, plan
+    from privhist.core.errors import ValidationError
+
+    agg = Aggregation({"s": m.sum("x", 0, 10)}, ("g",), 1.0, 1e-6, False, 1, 1, None)
+    assert set(plan(agg, [1, 50])["metrics"]) == {"s"}
+    with pytest.raises(ValidationError, match="sizes"):
+        plan(agg, [10, 0])

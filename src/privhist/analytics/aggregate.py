@@ -236,6 +236,7 @@ from privhist.core.requests import (
     ValueSpec,
 )
 from privhist.core.sparse import SparseCounts
+from privhist.core.validation import check_positive_int
 from privhist.core.version import LIBRARY
 from privhist.io.release import Release
 from privhist.mechanisms.releasable import Answers
@@ -1473,6 +1474,8 @@ def plan(aggregation: Aggregation, sizes: Sequence[int] = (100, 1_000, 10_000)) 
     ``budget_share`` is a metric's share of the metrics' budget, the release's metadata's
     ``budget_share``; ``share_of_whole_budget`` its share of the whole budget (with its
     automatic bounds' shares, beside the selection's ``selection_share``)."""
+    for n in sizes:
+        check_positive_int(n, "plan", "sizes")
     g = aggregation.guarantee()
     chosen = {name: _planned_bounds(m) for name, m in aggregation.metrics.items() if m.auto}
     std: dict[tuple[str, str], float] = {}

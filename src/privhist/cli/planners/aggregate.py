@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:
         raise ValidationError("--sizes", "plan aggregate", "integers", args.sizes) from None
+    if min(sizes) < 1:
+        raise ValidationError("--sizes", "plan aggregate", "group sizes >= 1", args.sizes)
     user_level = args.user_level or args.user is not None
     aggregation = Aggregation(
         metrics,

@@ -18,10 +18,11 @@ from privhist.core.text import counted as counted  # the commands word their cou
 
 
 def add_once(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
-    """Add ``flag`` to ``parser`` unless another planner already added it.
+    """Add ``flag`` to ``parser`` unless it is already there.
 
-    Planners share the one ``privhist plan`` parser, so two of them may both want ``--n``; the
-    first definition wins and the help text of the second is dropped.
+    Each planner has its own ``privhist plan NAME`` parser, which holds the shared flags it names
+    in ``COMMON`` before the planner adds its own: a flag both define keeps the first definition
+    and the second's help text is dropped.
     """
     if flag in parser._option_string_actions:
         return

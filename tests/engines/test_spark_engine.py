@@ -196,3 +196,31 @@ def test_cli_heavy_hitters_engine_spark(spark: Any, tmp_path: Path) -> None:
     text.write_text(" ".join(items) + "\n")
     argv = ["heavy-hitters", str(text), "--text", "--epsilon", "1", "--delta", "1e-5"]
     assert main([*argv, "--one-shot", "--engine", "spark"]) == 2
+
+
+@pytest.mark.parametrize("driver_rows", [0, 2**22])
+def test_text_keys_read_as_integers_as_the_local_engine_reads_them(
+    spark: Any, tmp_path: Path, driver_rows: int
+) -> None:
+    """``key_type="int"`` on text keys: each key is cast on its own, and one that is not an
+    optional sign and decimal digits in the Int64 range (``" 7"``, ``"7.0"``, ``"zzz"``) is a
+    null key, on the executors and on the driver, from a DataFrame and from a CSV file, as the
+    local engine counts it (Spark's own cast fails the whole job on the first such key, or
+    trims spaces and truncates decimals)."""
+    odd = ["7", "007", "+7", "-3", " 7", "7 ", "7.0", "zzz", "", "1e3", "99999999999999999999"]
+    g = np.random.default_rng(4)
+    keys = [
+        odd[i % len(odd)] if i % 3 == 0 else str(int(v))
+        for i, v in enumerate(g.integers(0, 9, 600))
+    ]
+    frame = pl.DataFrame({"key": keys, "user": [f"u{int(v)}" for v in g.integers(0, 80, 600)]})
+    path = tmp_path / "keys.csv"
+    frame.write_csv(path)
+    request = KeyCounts(
+        Fields(key="key", user="user", reading=Reading(key_type="int")), max_partitions=2
+    )
+    local = LocalEngine().count(frame, request, SeededRandom(3))
+    assert local.info["null_keys"] > 0 and -3 in local.keys.tolist()
+    engine = SparkEngine(spark, driver_rows=driver_rows)
+    _same(local, engine.count(spark.createDataFrame(frame.to_arrow()), request, SeededRandom(3)))
+    _same(local, engine.count(str(path), request, SeededRandom(3)))

@@ -133,6 +133,10 @@ DRIVER_ROWS = 2**22
 #: estimate says the source is large, and counting its records would be a job for nothing
 ROW_BYTES = 64
 
+#: the text of a key that ``key_type="int"`` reads as an integer (Java regex, ASCII digits);
+#: :mod:`privhist.io.readers` states the rule
+INTEGER_TEXT = r"\A[+-]?[0-9]+\z"
+
 
 def _is_spark_frame(source: Any) -> bool:
     return type(source).__module__.startswith("pyspark") and type(source).__name__ == "DataFrame"
@@ -737,8 +741,14 @@ class SparkEngine(Engine):
                 )
         key_dtype = schema[fields.key_column]
         key = F.col(fields.key_column)
-        if key_type == "int" or (key_type is None and isinstance(key_dtype, IntegralType)):
+        if isinstance(key_dtype, IntegralType) and key_type in (None, "int"):
             key = key.cast("long")
+        elif key_type == "int":
+            # each key on its own, as the local engine casts it: an optional sign and decimal
+            # digits in the Int64 range, else a null key (Spark's own cast trims spaces, reads
+            # "7.0" as 7, and under ANSI mode fails the whole job on the first such key)
+            text = key if isinstance(key_dtype, StringType) else key.cast("string")
+            key = F.when(text.rlike(INTEGER_TEXT), text.try_cast("long"))
         elif not isinstance(key_dtype, StringType):
             key = key.cast("string")
         exprs = [key.alias("key")]

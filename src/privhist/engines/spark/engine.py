@@ -184,12 +184,31 @@ class SparkEngine(Engine):
         driver_rows: int = DRIVER_ROWS,
     ) -> None:
         self._spark = spark
+        self._build: Callable[[], Any] | None = None
         self.driver_keys = check_positive_int(driver_keys, "SparkEngine", "driver_keys", minimum=0)
         self.driver_rows = check_positive_int(driver_rows, "SparkEngine", "driver_rows", minimum=0)
 
+    @classmethod
+    def when_needed(
+        cls,
+        build: Callable[[], Any],
+        *,
+        driver_keys: int = DRIVER_KEYS,
+        driver_rows: int = DRIVER_ROWS,
+    ) -> SparkEngine:
+        """An engine whose session ``build()`` makes when a release first needs one (to read a
+        source, or to check a Parquet destination), once; a dry run, or a release its
+        parameters or its budget refuse, starts no Spark. The ``privhist`` command's engine."""
+        engine = cls(driver_keys=driver_keys, driver_rows=driver_rows)
+        engine._build = build
+        return engine
+
     @property
     def spark(self) -> Any:
-        """The session given, else the one active in this process (a typed error if none)."""
+        """The session given (or built, :meth:`when_needed`), else the one active in this
+        process (a typed error if none)."""
+        if self._spark is None and self._build is not None:
+            self._spark = self._build()
         if self._spark is not None:
             return self._spark
         from privhist.engines.spark.sessions import active_session

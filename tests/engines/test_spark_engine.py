@@ -224,3 +224,43 @@ def test_text_keys_read_as_integers_as_the_local_engine_reads_them(
     engine = SparkEngine(spark, driver_rows=driver_rows)
     _same(local, engine.count(spark.createDataFrame(frame.to_arrow()), request, SeededRandom(3)))
     _same(local, engine.count(str(path), request, SeededRandom(3)))
+
+
+def test_a_spinner_says_what_spark_is_doing(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``progress`` (the command line's default) each request shows one spinner while Spark
+    works, since the command line turns Spark's own progress bar off; counting a small source
+    on the driver shows no second one; without ``progress`` none is shown."""
+    import privhist.engines.local.counting as counting
+    import privhist.engines.local.engine as local_engine
+    import privhist.engines.local.progress as progress
+    from privhist import metrics as m
+
+    shown: list[tuple[str, bool]] = []
+    status = progress.status
+
+    def recorded(message: str, *, enabled: bool = True, **kwargs: Any) -> Any:
+        shown.append((message, enabled))
+        return status(message, enabled=enabled, **kwargs)
+
+    for module in (progress, counting, local_engine):
+        monkeypatch.setattr(module, "status", recorded)
+    sdf = spark.createDataFrame(_records(2, 1500, 80, 20, True).dropna())
+    kwargs: dict[str, Any] = dict(key="key", user="user", mechanism="stability", max_partitions=2,
+                                  epsilon=1, delta=1e-6, seed=1)  # fmt: skip
+    for rows in (0, 2**22):
+        shown.clear()
+        Session(engine=SparkEngine(spark, driver_rows=rows), progress=True).histogram(sdf, **kwargs)
+        # the local engine's count on the driver runs with its spinner disabled
+        assert [s for s in shown if s[1]] == [("Counting a Spark DataFrame on Spark", True)], rows
+    shown.clear()
+    Session(engine=SparkEngine(spark), progress=True).aggregate(
+        sdf, by=["key"], user="user", metrics={"n": m.count_users()}, epsilon=1, delta=1e-6
+    )
+    # the groups are chosen (counted), then aggregated
+    assert [s for s, enabled in shown if enabled] == [
+        "Counting a Spark DataFrame on Spark",
+        "Aggregating a Spark DataFrame on Spark",
+    ]
+    shown.clear()
+    Session(engine=SparkEngine(spark)).histogram(sdf, **kwargs)
+    assert shown and not any(enabled for _, enabled in shown)

@@ -138,6 +138,15 @@ ROW_BYTES = 64
 INTEGER_TEXT = r"\A[+-]?[0-9]+\z"
 
 
+#: what :meth:`SparkEngine.compute`'s spinner says Spark is doing for a request
+_VERBS: Mapping[type[Request], str] = {
+    GroupAggregates: "Aggregating",
+    ColumnValues: "Reading",
+    KeyWeights: "Reading",
+    ValueRange: "Reading",
+}
+
+
 def _is_spark_frame(source: Any) -> bool:
     return type(source).__module__.startswith("pyspark") and type(source).__name__ == "DataFrame"
 
@@ -241,6 +250,19 @@ class SparkEngine(Engine):
             GroupAggregates: self._group_aggregates,
             ValueRange: self._value_range,
         }
+
+    def compute(
+        self, source: Any, request: Request, rng: RandomSource, *, progress: bool = False
+    ) -> Any:
+        """:meth:`Engine.compute <privhist.engines.base.Engine.compute>`, with a spinner and the
+        time elapsed on a terminal while Spark works (``progress``, as the local engine shows
+        its reads): the command line turns Spark's own progress bar off, and a release on a
+        cluster can take minutes."""
+        from privhist.engines.local.progress import status
+
+        verb = _VERBS.get(type(request), "Counting")
+        with status(f"{verb} {self.describe(source)} on Spark", enabled=progress):
+            return super().compute(source, request, rng, progress=progress)
 
     def publisher(
         self, output: str | os.PathLike[str], format: str | None, source: Any = None
@@ -628,7 +650,8 @@ class SparkEngine(Engine):
         selected, small = read
         if small is None:
             return selected, None
-        return selected, _local().compute(small, _as_selected(request), rng, progress=progress)
+        # the spinner is :meth:`compute`'s: no second one on the driver
+        return selected, _local().compute(small, _as_selected(request), rng)
 
     def _on_driver(self, selected: Any, source: Any, fields: Fields) -> Any:
         """``selected`` (the records of ``source``) as one Arrow table on the driver when it has

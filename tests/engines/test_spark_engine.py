@@ -13,6 +13,7 @@ import pytest
 
 from privhist import Session
 from privhist.core.data import Counts
+from privhist.core.errors import ValidationError
 from privhist.core.random import SeededRandom
 from privhist.core.requests import Fields, KeyCounts, Reading
 from privhist.engines import Engine, LocalEngine
@@ -264,3 +265,20 @@ def test_a_spinner_says_what_spark_is_doing(spark: Any, monkeypatch: pytest.Monk
     shown.clear()
     Session(engine=SparkEngine(spark)).histogram(sdf, **kwargs)
     assert shown and not any(enabled for _, enabled in shown)
+
+
+def test_a_table_on_the_other_engine_names_the_engine_that_reads_it(spark: Any) -> None:
+    """A Spark DataFrame given to the local engine, or a Polars or pandas table given to the
+    Spark engine: the error says which kind of table it got and which engine reads it (both
+    classes are called ``DataFrame``)."""
+    frame = pl.DataFrame({"key": ["a", "b"], "user": [1, 2]})
+    kwargs: dict[str, Any] = dict(key="key", epsilon=1, delta=1e-6)
+    with pytest.raises(ValidationError) as info:
+        Session().histogram(spark.createDataFrame(frame.to_arrow()), **kwargs)
+    assert "got 'pyspark DataFrame'" in str(info.value)
+    assert 'Session(engine="spark")' in str(info.value)
+    for table, kind in ((frame, "polars"), (frame.to_pandas(), "pandas")):
+        with pytest.raises(ValidationError) as info:
+            Session(engine=SparkEngine(spark)).histogram(table, **kwargs)
+        assert f"got '{kind} DataFrame'" in str(info.value)
+        assert "spark.createDataFrame" in str(info.value)

@@ -195,3 +195,18 @@ def test_errors_name_the_flag_the_user_typed(
     assert code == 2 and out == "" and err.count("\n") == 1
     assert message in err, err
     assert internal not in err
+
+
+def test_public_groups_given_as_values_are_named_by_their_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--partitions`` takes a CSV file; values typed in its place (``--partitions fr,de``)
+    were read as a file name and refused in Polars' words, naming no option."""
+    data = tmp_path / "orders.csv"
+    data.write_text("customer,country\n1,fr\n2,de\n")
+    argv = ["aggregate", str(data), "--by", "country", "--user", "customer", "--epsilon", "1"]
+    argv += ["--delta", "1e-6", "--metric", "count()"]
+    code, out, err = run(capsys, *argv, "--partitions", "fr,de")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "parameter '--partitions' of aggregate must be a CSV file" in err
+    assert "--product country=fr,de" in err and "got 'fr,de'" in err

@@ -218,3 +218,18 @@ def test_the_aggregate_plan_refuses_group_sizes_below_one() -> None:
     assert set(plan(agg, [1, 50])["metrics"]) == {"s"}
     with pytest.raises(ValidationError, match="sizes"):
         plan(agg, [10, 0])
+
+
+def test_public_groups_given_as_values_are_named_by_their_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--partitions`` takes a CSV file; values typed in its place (``--partitions fr,de``)
+    were read as a file name and refused in Polars' words, naming no option."""
+    data = tmp_path / "orders.csv"
+    data.write_text("customer,country\n1,fr\n2,de\n")
+    argv = ["aggregate", str(data), "--by", "country", "--user", "customer", "--epsilon", "1"]
+    argv += ["--delta", "1e-6", "--metric", "count()"]
+    code, out, err = run(capsys, *argv, "--partitions", "fr,de")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "parameter '--partitions' of aggregate must be a CSV file" in err
+    assert "--product country=fr,de" in err and "got 'fr,de'" in err

@@ -13,6 +13,7 @@ import pytest
 
 from privhist import Session
 from privhist.core.data import Counts
+from privhist.core.errors import ValidationError
 from privhist.core.random import SeededRandom
 from privhist.core.requests import Fields, KeyCounts, Reading
 from privhist.engines import Engine, LocalEngine
@@ -196,3 +197,88 @@ def test_cli_heavy_hitters_engine_spark(spark: Any, tmp_path: Path) -> None:
     text.write_text(" ".join(items) + "\n")
     argv = ["heavy-hitters", str(text), "--text", "--epsilon", "1", "--delta", "1e-5"]
     assert main([*argv, "--one-shot", "--engine", "spark"]) == 2
+
+
+@pytest.mark.parametrize("driver_rows", [0, 2**22])
+def test_text_keys_read_as_integers_as_the_local_engine_reads_them(
+    spark: Any, tmp_path: Path, driver_rows: int
+) -> None:
+    """``key_type="int"`` on text keys: each key is cast on its own, and one that is not an
+    optional sign and decimal digits in the Int64 range (``" 7"``, ``"7.0"``, ``"zzz"``) is a
+    null key, on the executors and on the driver, from a DataFrame and from a CSV file, as the
+    local engine counts it (Spark's own cast fails the whole job on the first such key, or
+    trims spaces and truncates decimals)."""
+    odd = ["7", "007", "+7", "-3", " 7", "7 ", "7.0", "zzz", "", "1e3", "99999999999999999999"]
+    g = np.random.default_rng(4)
+    keys = [
+        odd[i % len(odd)] if i % 3 == 0 else str(int(v))
+        for i, v in enumerate(g.integers(0, 9, 600))
+    ]
+    frame = pl.DataFrame({"key": keys, "user": [f"u{int(v)}" for v in g.integers(0, 80, 600)]})
+    path = tmp_path / "keys.csv"
+    frame.write_csv(path)
+    request = KeyCounts(
+        Fields(key="key", user="user", reading=Reading(key_type="int")), max_partitions=2
+    )
+    local = LocalEngine().count(frame, request, SeededRandom(3))
+    assert local.info["null_keys"] > 0 and -3 in local.keys.tolist()
+    engine = SparkEngine(spark, driver_rows=driver_rows)
+    _same(local, engine.count(spark.createDataFrame(frame.to_arrow()), request, SeededRandom(3)))
+    _same(local, engine.count(str(path), request, SeededRandom(3)))
+
+
+def test_a_spinner_says_what_spark_is_doing(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``progress`` (the command line's default) each request shows one spinner while Spark
+    works, since the command line turns Spark's own progress bar off; counting a small source
+    on the driver shows no second one; without ``progress`` none is shown."""
+    import privhist.engines.local.counting as counting
+    import privhist.engines.local.engine as local_engine
+    import privhist.engines.local.progress as progress
+    from privhist import metrics as m
+
+    shown: list[tuple[str, bool]] = []
+    status = progress.status
+
+    def recorded(message: str, *, enabled: bool = True, **kwargs: Any) -> Any:
+        shown.append((message, enabled))
+        return status(message, enabled=enabled, **kwargs)
+
+    for module in (progress, counting, local_engine):
+        monkeypatch.setattr(module, "status", recorded)
+    sdf = spark.createDataFrame(_records(2, 1500, 80, 20, True).dropna())
+    kwargs: dict[str, Any] = dict(key="key", user="user", mechanism="stability", max_partitions=2,
+                                  epsilon=1, delta=1e-6, seed=1)  # fmt: skip
+    for rows in (0, 2**22):
+        shown.clear()
+        Session(engine=SparkEngine(spark, driver_rows=rows), progress=True).histogram(sdf, **kwargs)
+        # the local engine's count on the driver runs with its spinner disabled
+        assert [s for s in shown if s[1]] == [("Counting a Spark DataFrame on Spark", True)], rows
+    shown.clear()
+    Session(engine=SparkEngine(spark), progress=True).aggregate(
+        sdf, by=["key"], user="user", metrics={"n": m.count_users()}, epsilon=1, delta=1e-6
+    )
+    # the groups are chosen (counted), then aggregated
+    assert [s for s, enabled in shown if enabled] == [
+        "Counting a Spark DataFrame on Spark",
+        "Aggregating a Spark DataFrame on Spark",
+    ]
+    shown.clear()
+    Session(engine=SparkEngine(spark)).histogram(sdf, **kwargs)
+    assert shown and not any(enabled for _, enabled in shown)
+
+
+def test_a_table_on_the_other_engine_names_the_engine_that_reads_it(spark: Any) -> None:
+    """A Spark DataFrame given to the local engine, or a Polars or pandas table given to the
+    Spark engine: the error says which kind of table it got and which engine reads it (both
+    classes are called ``DataFrame``)."""
+    frame = pl.DataFrame({"key": ["a", "b"], "user": [1, 2]})
+    kwargs: dict[str, Any] = dict(key="key", epsilon=1, delta=1e-6)
+    with pytest.raises(ValidationError) as info:
+        Session().histogram(spark.createDataFrame(frame.to_arrow()), **kwargs)
+    assert "got 'pyspark DataFrame'" in str(info.value)
+    assert 'Session(engine="spark")' in str(info.value)
+    for table, kind in ((frame, "polars"), (frame.to_pandas(), "pandas")):
+        with pytest.raises(ValidationError) as info:
+            Session(engine=SparkEngine(spark)).histogram(table, **kwargs)
+        assert f"got '{kind} DataFrame'" in str(info.value)
+        assert "spark.createDataFrame" in str(info.value)

@@ -304,6 +304,52 @@ def test_the_command_line_reaches_the_deployment(
     assert "SPARK_REMOTE" in capsys.readouterr().err
 
 
+def test_the_command_line_starts_spark_only_to_read(
+    spark: Any,
+    records: tuple[pl.DataFrame, Path],
+    tmp_path: Path,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--engine spark`` starts its session when the release reads the data, saying so while
+    it starts: a dry run, a parameter refused and a release the budget refuses answer without
+    it (starting Spark costs seconds and a page of Spark's own log lines), and a release starts
+    it once."""
+    import privhist.engines.local.progress as progress
+    import privhist.engines.spark.sessions as sessions
+
+    built: list[dict[str, Any]] = []
+    shown: list[tuple[str, bool]] = []
+    status = progress.status
+
+    def build_session(**kwargs: Any) -> Any:
+        built.append(kwargs)
+        return spark
+
+    def recorded(message: str, *, enabled: bool = True, **kwargs: Any) -> Any:
+        shown.append((message, enabled))
+        return status(message, enabled=enabled, **kwargs)
+
+    monkeypatch.setattr(sessions, "build_session", build_session)
+    monkeypatch.setattr(progress, "status", recorded)
+    _, path = records
+    ledger = _ledger(tmp_path)
+    argv = ["histogram", str(path), "--key", "word", "--user", "user", "--delta", "1e-6"]
+    argv += ["--engine", "spark", "--spark-master", "local[1]"]
+    assert main([*argv, "--epsilon", "1", "--dry-run"]) == 0
+    assert "cost" in capsys.readouterr().out
+    assert main([*argv, "--epsilon", "-1"]) == 2
+    assert "--epsilon" in capsys.readouterr().err
+    spend = ["--ledger", str(tmp_path / "ledger.sqlite"), "--dataset", "d"]
+    assert main([*argv, "--epsilon", "11", *spend]) == 2
+    assert "refused" in capsys.readouterr().err and _spends(ledger) == 0
+    assert built == [] and shown == []
+    assert main([*argv, "--epsilon", "1", *spend]) == 0
+    assert _spends(ledger) == 1 and len(built) == 1
+    assert built[0]["master"] == "local[1]" and built[0]["remote"] is None
+    assert ("Starting Spark (local[1])", True) in shown
+
+
 def test_a_destination_on_a_fuse_mount_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

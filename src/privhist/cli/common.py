@@ -189,15 +189,15 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
     from privhist.session import Session
 
     engine: Any = getattr(args, "engine", None) or "local"
+    progress = not getattr(args, "no_progress", True)
     if engine == "spark":
-        engine = _spark_engine(args, function)
+        engine = _spark_engine(args, function, progress)
     else:
         for flag in ("--spark-master", "--spark-remote", "--spark-conf"):
             value = getattr(args, flag[2:].replace("-", "_"), None)
             if value is not None:
                 raise ValidationError(flag, function, "given with --engine spark", value)
     dataset = getattr(args, "dataset", None)
-    progress = not getattr(args, "no_progress", True)
     noise_on = getattr(args, "noise_on", None)
     if dataset is None:
         if getattr(args, "ledger", None) is not None:
@@ -212,15 +212,19 @@ def session_for(args: argparse.Namespace, function: str) -> Any:
     )
 
 
-def _spark_engine(args: argparse.Namespace, function: str) -> Any:
+def _spark_engine(args: argparse.Namespace, function: str, progress: bool) -> Any:
     """The Spark engine on the session ``--spark-master``/``--spark-remote`` (or
     ``SPARK_REMOTE``) and ``--spark-conf`` describe
-    (:func:`~privhist.engines.spark.sessions.build_session`)."""
+    (:func:`~privhist.engines.spark.sessions.build_session`). The options are checked here; the
+    session is started when the release first needs it (:meth:`SparkEngine.when_needed
+    <privhist.engines.spark.SparkEngine.when_needed>`), so a dry run, or a release refused by
+    its parameters or its budget, answers at once, without starting Spark."""
     import os
 
     from privhist.core.errors import ValidationError
+    from privhist.engines.local.progress import status
     from privhist.engines.spark import SparkEngine
-    from privhist.engines.spark.sessions import build_session, parse_conf
+    from privhist.engines.spark.sessions import build_session, check_arguments, parse_conf
 
     master = getattr(args, "spark_master", None)
     remote = getattr(args, "spark_remote", None)
@@ -234,5 +238,12 @@ def _spark_engine(args: argparse.Namespace, function: str) -> Any:
             master,
         )
     conf = parse_conf(getattr(args, "spark_conf", None), function)
-    spark = build_session(master=master, remote=remote or from_env, conf=conf, function=function)
-    return SparkEngine(spark)
+    remote = remote or from_env
+    check_arguments(master=master, remote=remote, function=function)
+    where = remote or master or "local[*]"
+
+    def build() -> Any:
+        with status(f"Starting Spark ({where})", enabled=progress):
+            return build_session(master=master, remote=remote, conf=conf, function=function)
+
+    return SparkEngine.when_needed(build)

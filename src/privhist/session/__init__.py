@@ -1254,14 +1254,23 @@ class Session:
     # -- helpers -----------------------------------------------------------------------------
 
     def check_source(self, source: Any, function: str) -> None:
-        """A typed error unless the session's engine reads ``source`` (no data is read)."""
+        """A typed error unless the session's engine reads ``source`` (no data is read); it
+        names the kind of table it got (Polars, pandas and Spark tables are all ``DataFrame``)
+        and, for another engine's table, the engine that reads it."""
         if not self.engine.accepts(source):
-            raise ValidationError(
-                "source",
-                function,
-                f"a file path or a table the {self.engine.name} engine reads",
-                type(source).__name__,
-            )
+            package = type(source).__module__.split(".")[0]
+            kind = type(source).__name__
+            if package != "builtins":
+                kind = f"{package} {kind}"
+            expected = f"a file path or a table the {self.engine.name} engine reads"
+            if package == "pyspark" and self.engine.name != "spark":
+                expected += ' (a Spark DataFrame is read by Session(engine="spark"))'
+            elif package in ("pandas", "polars", "pyarrow") and self.engine.name != "local":
+                expected += (
+                    " (a pandas, Polars or Arrow table is read by the local engine, Session(); "
+                    "spark.createDataFrame(table) makes it a Spark DataFrame)"
+                )
+            raise ValidationError("source", function, expected, kind)
 
     def _check_output(
         self,

@@ -32,7 +32,7 @@ from privhist.cli.common import (
     print_dry_run,
     session_for,
 )
-from privhist.core.errors import ValidationError
+from privhist.core.errors import MissingInputError, ValidationError
 
 FN = "aggregate"
 
@@ -200,8 +200,23 @@ def run(args: argparse.Namespace) -> int:
     if args.product:
         partitions = parse_product(args.product)
     elif args.partitions:
+        import os
+
         import polars as pl
 
+        if not os.path.isfile(args.partitions):
+            # values typed in place of the file (--partitions fr,de) read as a file name
+            columns = [c.strip() for c in args.by.split(",") if c.strip()]
+            product = " ".join(f"{c}=V1,V2" for c in columns)
+            if len(columns) == 1:
+                product = f"{columns[0]}={args.partitions}"
+            raise MissingInputError(
+                "--partitions",
+                FN,
+                "be a CSV file of the public groups whose header names the group columns "
+                f"(for values on the command line: --product {product})",
+                repr(args.partitions),
+            )
         # the groups' values as text: matched to the group columns' types when compared
         partitions = pl.read_csv(args.partitions, infer_schema=False)
     by = [c.strip() for c in args.by.split(",") if c.strip()]

@@ -133,6 +133,19 @@ DRIVER_ROWS = 2**22
 #: estimate says the source is large, and counting its records would be a job for nothing
 ROW_BYTES = 64
 
+#: the text of a key that ``key_type="int"`` reads as an integer (Java regex, ASCII digits);
+#: :mod:`privhist.io.readers` states the rule
+INTEGER_TEXT = r"\A[+-]?[0-9]+\z"
+
+
+#: what :meth:`SparkEngine.compute`'s spinner says Spark is doing for a request
+_VERBS: Mapping[type[Request], str] = {
+    GroupAggregates: "Aggregating",
+    ColumnValues: "Reading",
+    KeyWeights: "Reading",
+    ValueRange: "Reading",
+}
+
 
 def _is_spark_frame(source: Any) -> bool:
     return type(source).__module__.startswith("pyspark") and type(source).__name__ == "DataFrame"
@@ -180,12 +193,31 @@ class SparkEngine(Engine):
         driver_rows: int = DRIVER_ROWS,
     ) -> None:
         self._spark = spark
+        self._build: Callable[[], Any] | None = None
         self.driver_keys = check_positive_int(driver_keys, "SparkEngine", "driver_keys", minimum=0)
         self.driver_rows = check_positive_int(driver_rows, "SparkEngine", "driver_rows", minimum=0)
 
+    @classmethod
+    def when_needed(
+        cls,
+        build: Callable[[], Any],
+        *,
+        driver_keys: int = DRIVER_KEYS,
+        driver_rows: int = DRIVER_ROWS,
+    ) -> SparkEngine:
+        """An engine whose session ``build()`` makes when a release first needs one (to read a
+        source, or to check a Parquet destination), once; a dry run, or a release its
+        parameters or its budget refuse, starts no Spark. The ``privhist`` command's engine."""
+        engine = cls(driver_keys=driver_keys, driver_rows=driver_rows)
+        engine._build = build
+        return engine
+
     @property
     def spark(self) -> Any:
-        """The session given, else the one active in this process (a typed error if none)."""
+        """The session given (or built, :meth:`when_needed`), else the one active in this
+        process (a typed error if none)."""
+        if self._spark is None and self._build is not None:
+            self._spark = self._build()
         if self._spark is not None:
             return self._spark
         from privhist.engines.spark.sessions import active_session
@@ -218,6 +250,19 @@ class SparkEngine(Engine):
             GroupAggregates: self._group_aggregates,
             ValueRange: self._value_range,
         }
+
+    def compute(
+        self, source: Any, request: Request, rng: RandomSource, *, progress: bool = False
+    ) -> Any:
+        """:meth:`Engine.compute <privhist.engines.base.Engine.compute>`, with a spinner and the
+        time elapsed on a terminal while Spark works (``progress``, as the local engine shows
+        its reads): the command line turns Spark's own progress bar off, and a release on a
+        cluster can take minutes."""
+        from privhist.engines.local.progress import status
+
+        verb = _VERBS.get(type(request), "Counting")
+        with status(f"{verb} {self.describe(source)} on Spark", enabled=progress):
+            return super().compute(source, request, rng, progress=progress)
 
     def publisher(
         self, output: str | os.PathLike[str], format: str | None, source: Any = None
@@ -605,7 +650,8 @@ class SparkEngine(Engine):
         selected, small = read
         if small is None:
             return selected, None
-        return selected, _local().compute(small, _as_selected(request), rng, progress=progress)
+        # the spinner is :meth:`compute`'s: no second one on the driver
+        return selected, _local().compute(small, _as_selected(request), rng)
 
     def _on_driver(self, selected: Any, source: Any, fields: Fields) -> Any:
         """``selected`` (the records of ``source``) as one Arrow table on the driver when it has
@@ -737,8 +783,14 @@ class SparkEngine(Engine):
                 )
         key_dtype = schema[fields.key_column]
         key = F.col(fields.key_column)
-        if key_type == "int" or (key_type is None and isinstance(key_dtype, IntegralType)):
+        if isinstance(key_dtype, IntegralType) and key_type in (None, "int"):
             key = key.cast("long")
+        elif key_type == "int":
+            # each key on its own, as the local engine casts it: an optional sign and decimal
+            # digits in the Int64 range, else a null key (Spark's own cast trims spaces, reads
+            # "7.0" as 7, and under ANSI mode fails the whole job on the first such key)
+            text = key if isinstance(key_dtype, StringType) else key.cast("string")
+            key = F.when(text.rlike(INTEGER_TEXT), text.try_cast("long"))
         elif not isinstance(key_dtype, StringType):
             key = key.cast("string")
         exprs = [key.alias("key")]

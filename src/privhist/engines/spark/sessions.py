@@ -106,6 +106,29 @@ def parse_conf(items: list[str] | None, function: str) -> dict[str, str]:
     return conf
 
 
+def check_arguments(*, master: str | None, remote: str | None, function: str) -> None:
+    """Refuse what :func:`build_session` would refuse of ``master`` and ``remote`` before it
+    runs (no session is built, no server reached): both given, or a ``remote`` that is not a
+    Spark Connect URL.
+
+    >>> check_arguments(master="local[2]", remote=None, function="histogram")
+    >>> check_arguments(master=None, remote="http://h", function="histogram")
+    Traceback (most recent call last):
+        ...
+    privhist.core.errors.ValidationError: parameter '--spark-remote' of histogram must be a \
+Spark Connect URL sc://HOST[:PORT][/;PARAMS]; got 'http://h'
+    """
+    if master is not None and remote is not None:
+        raise ValidationError(
+            "--spark-master",
+            function,
+            "not given with a Spark Connect URL (--spark-remote)",
+            master,
+        )
+    if remote is not None:
+        _connect_address(remote, function)
+
+
 def build_session(
     *,
     master: str | None = None,
@@ -127,13 +150,7 @@ def build_session(
         ValidationError: both ``master`` and ``remote``, or a setting a Connect session refused.
         ConnectionError: the Spark Connect server does not answer.
     """
-    if master is not None and remote is not None:
-        raise ValidationError(
-            "--spark-master",
-            function,
-            "not given with a Spark Connect URL (--spark-remote)",
-            master,
-        )
+    check_arguments(master=master, remote=remote, function=function)
     conf = dict(conf or {})
     session_class = _session_class()
     builder = session_class.builder
@@ -222,6 +239,17 @@ def _await_executors(context: Any, wait: float) -> None:
 def _reachable(remote: str, function: str) -> None:
     """Refuse at once a Spark Connect URL whose server does not accept connections (the Connect
     client would otherwise retry for minutes)."""
+    host, port = _connect_address(remote, function)
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as exc:
+        raise ConnectionError(
+            f"cannot reach the Spark Connect server at {host}:{port}: {exc.strerror or exc}"
+        ) from None
+
+
+def _connect_address(remote: str, function: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL, or the error naming ``--spark-remote``."""
     parts = urlsplit(remote)
     if parts.scheme != "sc" or not parts.hostname:
         raise ValidationError(
@@ -233,10 +261,4 @@ def _reachable(remote: str, function: str) -> None:
         raise ValidationError(
             "--spark-remote", function, "a Spark Connect URL sc://HOST[:PORT][/;PARAMS]", remote
         ) from None
-    try:
-        socket.create_connection((parts.hostname, port), timeout=10).close()
-    except OSError as exc:
-        raise ConnectionError(
-            f"cannot reach the Spark Connect server at {parts.hostname}:{port}: "
-            f"{exc.strerror or exc}"
-        ) from None
+    return parts.hostname, port

@@ -485,6 +485,7 @@ _COMPOSE_TESTS = (
     "tests/analytics/test_quantiles.py",
 )
 _PAIR_TESTS = (
+    "tests/accounting/test_dominating_pair.py",
     "tests/accounting/test_certified.py",
     "tests/federated/test_triehh.py",
     "tests/accounting/test_accountant.py",

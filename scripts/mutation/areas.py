@@ -480,6 +480,7 @@ _area(
 )
 
 _COMPOSE_TESTS = (
+    "tests/analytics/test_hierarchy_composition.py",
     "tests/analytics/test_range.py",
     "tests/accounting/test_accountant.py",
     "tests/analytics/test_quantiles.py",

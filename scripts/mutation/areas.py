@@ -478,3 +478,45 @@ _area(
         "privhist/io/samples.py": Target(("*",), _INTEGRITY_TESTS),
     },
 )
+
+_COMPOSE_TESTS = (
+    "tests/analytics/test_hierarchy_composition.py",
+    "tests/analytics/test_range.py",
+    "tests/accounting/test_accountant.py",
+    "tests/analytics/test_quantiles.py",
+)
+_PAIR_TESTS = (
+    "tests/accounting/test_dominating_pair.py",
+    "tests/accounting/test_certified.py",
+    "tests/federated/test_triehh.py",
+    "tests/accounting/test_accountant.py",
+    "tests/sampling/test_st_profile.py",
+    "tests/analytics/test_range.py",
+)
+_PAIR_KEYWORD = "pair or pld or compos or event or guarantee or certified or triehh or exact_dp"
+_area(
+    "composition",
+    "composed sample-and-threshold releases: budget split, dominating pair, guarantee charged",
+    {
+        "privhist/analytics/hierarchy.py": Target(
+            (
+                "split_budget",
+                "split_sample_and_threshold",
+                "pld_epsilon",
+                "compose",
+                "certified_composition",
+                "ReleasesComposition.guarantee",
+                "ReleasesComposition.guarantee_rule",
+                "compose_releases",
+            ),
+            _COMPOSE_TESTS,
+            keyword="compos or pld or exact_dp or hierarch or quantile or ledger",
+        ),
+        "privhist/mechanisms/sampling/pair.py": Target(
+            ("profile_points", "threshold_pair_event"), _PAIR_TESTS, keyword=_PAIR_KEYWORD
+        ),
+        "privhist/accounting/pairs.py": Target(
+            ("dominating_pair",), _PAIR_TESTS, keyword=_PAIR_KEYWORD
+        ),
+    },
+)

@@ -282,3 +282,31 @@ def test_an_epsilon_whose_grid_overflows_has_a_guarantee(epsilon: float) -> None
     points = profile_points(m.sampling_rate, m.threshold, epsilon)
     assert points and max(e for e, _ in points) <= MAX_PROFILE_EPSILON
     assert any(e == epsilon for e, _ in points)
+
+
+def test_the_pair_profile_keeps_its_points_up_to_the_cut() -> None:
+    """The grid ``epsilon * 2^(j/4)``, ``j = -12 .. 20``, stops above MAX_PROFILE_EPSILON (500,
+    where ``e^eps`` is still a finite float): a point exactly at 500 is kept, one at 500.5
+    is not."""
+    from privhist.mechanisms.sampling.pair import MAX_PROFILE_EPSILON, profile_points
+
+    assert MAX_PROFILE_EPSILON == 500.0 and math.isfinite(math.exp(MAX_PROFILE_EPSILON))
+    kept = profile_points(F(1, 10), 5, 125.0)  # j = 8: 125 * 4 = 500
+    assert [e for e, _ in kept] == [125.0 * 2.0 ** (j / 4) for j in range(-12, 9)]
+    assert kept[-1][0] == 500.0
+    cut = profile_points(F(1, 10), 5, 125.125)  # j = 8 would be 500.5
+    assert [e for e, _ in cut] == [125.125 * 2.0 ** (j / 4) for j in range(-12, 8)]
+
+
+def test_the_pair_profile_estimate_is_one_percent_above_the_certified_one() -> None:
+    """The profile of calibration searches (``certified=False``) is the float64 one times 1.01:
+    at every point 1% above the certified delta, so a candidate the estimate accepts seldom
+    fails the certified check."""
+    from privhist.mechanisms.sampling.pair import profile_points
+
+    m = SampleAndThreshold(1.0, 1e-6)
+    exact = profile_points(m.sampling_rate, m.threshold, 1.0)
+    estimate = profile_points(m.sampling_rate, m.threshold, 1.0, certified=False)
+    assert [e for e, _ in estimate] == [e for e, _ in exact] and len(exact) == 33
+    for (_, d), (_, d_est) in zip(exact, estimate, strict=True):
+        assert d_est == pytest.approx(1.01 * d, rel=1e-9)

@@ -181,3 +181,13 @@ def test_the_pld_search_takes_its_documented_steps(
         hi = min(x for x, got in checks[:i] if got > epsilon)
         assert e == math.sqrt(lo * hi)
     assert result == max([floor] + [x for x, got in checks if got <= epsilon])
+
+
+@pytest.mark.parametrize("releases", [1, 2])
+def test_an_option_of_the_wrong_type_is_named_whatever_the_releases(releases: int) -> None:
+    """A list where a number belongs is refused by name at one release and at several (the
+    search keeps its public inputs, and a list cannot be kept: it was a TypeError there)."""
+    from privhist.core.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="'alpha' of SampleAndThreshold"):
+        split_sample_and_threshold(1.0, 1e-8, releases, confidence=0.95, alpha=[0.5])

@@ -525,7 +525,11 @@ def split_sample_and_threshold(
     }
     fixed = sampling_rate is not None and threshold is not None
     if rule == "pld" and releases > 1 and not fixed:
-        eps_r = pld_epsilon(epsilon, delta, releases, tuple(sorted(options.items())))
+        try:
+            eps_r = pld_epsilon(epsilon, delta, releases, tuple(sorted(options.items())))
+        except TypeError:  # an option the search cannot keep (a list): the release names it
+            SampleAndThreshold(eps_r, delta_r, **options)
+            raise
     return SampleAndThreshold(eps_r, delta_r, **options)
 
 

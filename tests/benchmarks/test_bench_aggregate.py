@@ -482,26 +482,34 @@ def test_median_scores_are_twice_the_distance_to_the_middle_rank() -> None:
     assert np.all(ba.median_scores([5, 5], [4, 5, 6]) == np.array([2.0, 0.0, 2.0]))
 
 
-def test_exact_medians_compare_each_library_at_its_own_split(tmp_path: Path) -> None:
-    """A lone median with private groups gets two thirds of epsilon in both libraries (the same
-    law, a ratio of 1 to rounding); public groups beside a sum and a mean give privhist's a third
-    and OpenDP's two fifths, so privhist's expected error is the larger on every group."""
-    if not _has_aggregate():
-        pytest.skip(NO_AGGREGATE)
+def _adult_like(tmp_path: Path, *, seed: int, rows: int, hours: tuple[int, int]) -> Path:
+    """A Parquet table shaped as the benchmark reads adult (education, sex, age in [17, 90],
+    hours in ``[hours[0], hours[1])``), with 6 groups of education and sex."""
     import numpy as np
     import polars as pl
 
-    g = np.random.default_rng(5)
-    rows = 2_000
+    g = np.random.default_rng(seed)
     path = tmp_path / "adult.data"
     pl.DataFrame(
         {
             "education": g.choice(["HS", "BA", "MA"], rows),
             "sex": g.choice(["F", "M"], rows),
             "age": g.integers(17, 91, rows),
-            "hours": g.integers(1, 99, rows),
+            "hours": g.integers(*hours, rows),
         }
     ).write_parquet(path)
+    return path
+
+
+def test_exact_medians_compare_each_library_at_its_own_split(tmp_path: Path) -> None:
+    """A lone median with private groups gets two thirds of epsilon in both libraries (the same
+    law, a ratio of 1 to rounding); public groups beside a sum and a mean give privhist's a third
+    and OpenDP's two fifths, so privhist's expected error is the larger on every group."""
+    if not _has_aggregate():
+        pytest.skip(NO_AGGREGATE)
+    import polars as pl
+
+    path = _adult_like(tmp_path, seed=5, rows=2_000, hours=(1, 99))
     spec = {
         **ba.dataset_spec("adult", str(path)),
         "dataset": "table",
@@ -553,17 +561,7 @@ def test_least_budget_of_the_three_metric_query(
     import numpy as np
     import polars as pl
 
-    g = np.random.default_rng(6)
-    rows = 3_000
-    path = tmp_path / "adult.data"
-    pl.DataFrame(
-        {
-            "education": g.choice(["HS", "BA", "MA"], rows),
-            "sex": g.choice(["F", "M"], rows),
-            "age": g.integers(17, 91, rows),
-            "hours": g.integers(0, 100, rows),
-        }
-    ).write_parquet(path)
+    path = _adult_like(tmp_path, seed=6, rows=3_000, hours=(0, 100))
     splits = {
         "PipelineDP": {"sum": 3.0, "mean": 2.0, "median": 1.0},
         "OpenDP": {"sum": 1.0, "mean": 2.0, "median": 2.0},

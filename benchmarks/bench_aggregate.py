@@ -1014,25 +1014,11 @@ def exact_medians(task: dict[str, Any], true: dict[str, dict[str, float]]) -> di
     integers between them) at each library's epsilon (:func:`median_epsilons`): no sampling
     noise. With private groups this is the error of a group when released."""
     import numpy as np
-    import polars as pl
 
     eps = median_epsilons(task)
     if eps is None:
         return None
-    lo, hi = task["bounds"]["median"]
-    candidates = np.arange(lo, hi + 1)
-    df = load(task)
-    by, col = task["by"], task["columns"]["median"]
-    errors: dict[str, list[float]] = {name: [] for name in eps}
-    for group in df.group_by(by).agg(pl.col(col).drop_nulls()).iter_rows(named=True):
-        key = _key(group[b] for b in by)
-        if key not in true or not len(group[col]):
-            continue
-        s = median_scores(np.clip(np.asarray(group[col], dtype=np.float64), lo, hi), candidates)
-        t = true[key]["median"]
-        for name, e in eps.items():
-            p = noisy_min_law(s, 2.0 / e)
-            errors[name].append(float((p * np.abs(candidates - t)).sum()) / max(abs(t), 1.0))
+    errors = {name: median_group_errors(task, true, e) for name, e in eps.items()}
     a, b = np.array(errors["privhist"]), np.array(errors["OpenDP"])
     return {
         "epsilon": eps,
@@ -1118,11 +1104,12 @@ def least_budget(
         return None
     out: dict[str, Any] = {"peer_epsilons": splits}
     # median: bisection on privhist's exact error against OpenDP's at its epsilon
-    target = _median_error(task, true, splits["OpenDP"]["median"])
+    target = float(median_group_errors(task, true, splits["OpenDP"]["median"]).mean())
     lo_e, hi_e = 1e-3, eps
     for _ in range(30):
         mid_e = (lo_e + hi_e) / 2
-        lo_e, hi_e = (lo_e, mid_e) if _median_error(task, true, mid_e) <= target else (mid_e, hi_e)
+        below = float(median_group_errors(task, true, mid_e).mean()) <= target
+        lo_e, hi_e = (lo_e, mid_e) if below else (mid_e, hi_e)
     out["median"] = hi_e
     # sum: the best peer's Laplace sum and privhist's two ways to match it
     lo, hi = task["bounds"]["sum"]
@@ -1189,18 +1176,19 @@ def least_budget(
     return out
 
 
-def _median_error(task: dict[str, Any], true: dict[str, dict[str, float]], eps: float) -> float:
-    """The mean over groups of the exact expected relative error of a median drawn by
-    permute-and-flip at ``eps`` (:func:`noisy_min_law`, scale ``2 / eps``; the law of privhist's
-    and of OpenDP's draw), candidates the integers of the bounds."""
+def median_group_errors(task: dict[str, Any], true: dict[str, dict[str, float]], eps: float) -> Any:
+    """Each group's exact expected relative error of a median drawn by permute-and-flip at
+    ``eps`` (:func:`noisy_min_law`, scale ``2 / eps``: the law of privhist's and of OpenDP's
+    draw), on the group's values clamped to the bounds, candidates the integers between them;
+    the groups' scores (:func:`median_scores`) are computed once per table."""
     import numpy as np
     import polars as pl
 
-    key = (task["path"], task["limit"], task["bounds"]["median"][0], task["bounds"]["median"][1])
+    lo, hi = task["bounds"]["median"]
+    by, col = task["by"], task["columns"]["median"]
+    key = (task["path"], task["limit"], lo, hi, tuple(by), col)
     if key not in _SCORES:
-        lo, hi = task["bounds"]["median"]
         candidates = np.arange(lo, hi + 1)
-        by, col = task["by"], task["columns"]["median"]
         rows = []
         for group in load(task).group_by(by).agg(pl.col(col).drop_nulls()).iter_rows(named=True):
             k = _key(group[b] for b in by)
@@ -1209,11 +1197,12 @@ def _median_error(task: dict[str, Any], true: dict[str, dict[str, float]], eps: 
                 rows.append((median_scores(values, candidates), true[k]["median"]))
         _SCORES[key] = (candidates, rows)
     candidates, rows = _SCORES[key]
-    errs = [
-        float((noisy_min_law(s, 2.0 / eps) * np.abs(candidates - t)).sum()) / max(abs(t), 1.0)
-        for s, t in rows
-    ]
-    return float(np.mean(errs))
+    return np.array(
+        [
+            float((noisy_min_law(s, 2.0 / eps) * np.abs(candidates - t)).sum()) / max(abs(t), 1.0)
+            for s, t in rows
+        ]
+    )
 
 
 _SCORES: dict[tuple[Any, ...], Any] = {}

@@ -90,9 +90,9 @@ def plot_plan(report: dict[str, Any], path: str | Path) -> Path:
 
     points = [(o, e) for o, e in report["rdp_curve"] if math.isfinite(e) and e > 0]
     best = report["best_order"]
-    marks = [(f"best order {best:g} at delta {report['delta']:g}", best)]
-    if not math.isfinite(best):
-        marks = []
+    marks = (
+        [(f"best order {best:g} at delta {report['delta']:g}", best)] if math.isfinite(best) else []
+    )
     target = ""
     if "target_epsilon" in report:
         met = "met" if report["meets_target"] else "not met"
